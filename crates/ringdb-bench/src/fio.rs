@@ -1,0 +1,227 @@
+//! Runs fio with the options equivalent to an [`IoSpec`] on the same target, so that
+//! `ringdb io --compare-fio` sets both tools side by side in one invocation.
+
+use crate::error::{BenchError, Result};
+use crate::rawio::{IoReport, IoSpec, RwMode};
+use crate::units::fio_size;
+use ringdb_io::counters::{tsc_hz, LatencySummary};
+use ringdb_io::{EngineKind, SetupMode};
+use serde_json::Value;
+use std::process::Command;
+
+/// fio's version string, or None when fio is not installed.
+pub fn fio_version() -> Option<String> {
+    let out = Command::new("fio").arg("--version").output().ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+/// fio's command line for `spec`. Switches fio cannot express (setup mode, registered ring fd,
+/// batching policy) are left to fio's defaults; the label says what fio ran.
+pub fn fio_args(spec: &IoSpec) -> (Vec<String>, String) {
+    let io = &spec.io;
+    let (engine, depth) = match io.engine {
+        EngineKind::Posix => ("psync", 1),
+        EngineKind::Libaio => ("libaio", io.queue_depth),
+        EngineKind::UringSync => ("io_uring", 1),
+        EngineKind::Uring => ("io_uring", io.queue_depth),
+    };
+    let mut label = engine.to_string();
+    let mut a: Vec<String> = vec![
+        "--name=ringdb-compare".into(),
+        format!("--filename={}", spec.path.display()),
+        format!("--rw={}", spec.rw.name()),
+        format!("--bs={}", spec.bs),
+        format!("--iodepth={depth}"),
+        format!("--numjobs={}", spec.numjobs),
+        format!("--size={}", fio_size(spec.size)),
+        format!("--direct={}", u8::from(spec.direct)),
+        format!("--ioengine={engine}"),
+        "--group_reporting".into(),
+        "--output-format=json".into(),
+        "--lat_percentiles=1".into(),
+        "--percentile_list=50:95:99:99.9".into(),
+        // ringdb draws offsets uniformly with replacement; so does fio without its random map.
+        "--norandommap".into(),
+        "--randrepeat=0".into(),
+    ];
+    if spec.rw == RwMode::RandRw {
+        a.push(format!("--rwmixread={}", spec.rwmixread));
+    }
+    if let Some(rt) = spec.runtime {
+        a.push(format!("--runtime={}ms", rt.as_millis().max(1)));
+        a.push("--time_based".into());
+    }
+    if let Some(n) = spec.ios {
+        a.push(format!("--number_ios={n}"));
+    }
+    if io.engine.is_uring() {
+        if io.fixed_buffers {
+            a.push("--fixedbufs".into());
+            label.push_str("+fixedbufs");
+        }
+        if io.register_files {
+            a.push("--registerfiles".into());
+            label.push_str("+regfiles");
+        }
+        if let Some(sq) = io.sqpoll {
+            a.push("--sqthread_poll=1".into());
+            if let Some(cpu) = sq.cpu {
+                a.push(format!("--sqthread_poll_cpu={cpu}"));
+            }
+            label.push_str("+sqpoll");
+        }
+        if io.iopoll {
+            a.push("--hipri".into());
+            label.push_str("+iopoll");
+        }
+        if io.force_async {
+            a.push("--force_async=1".into());
+            label.push_str("+async");
+        }
+        if io.setup != SetupMode::Default {
+            label.push_str("(fio's own setup flags)");
+        }
+    }
+    (a, label)
+}
+
+/// Runs fio for `spec` and reads its JSON into an [`IoReport`].
+pub fn run_fio(spec: &IoSpec) -> Result<IoReport> {
+    if fio_version().is_none() {
+        return Err(BenchError::Fio(
+            "fio is not installed; install it (apt-get install fio) or drop --compare-fio".into(),
+        ));
+    }
+    let (args, label) = fio_args(spec);
+    let out = Command::new("fio")
+        .args(&args)
+        .output()
+        .map_err(|e| BenchError::Fio(format!("could not start fio: {e}")))?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    if !out.status.success() {
+        let err = String::from_utf8_lossy(&out.stderr);
+        return Err(BenchError::Fio(format!(
+            "fio exited with {}: {}",
+            out.status,
+            err.lines().chain(stdout.lines()).find(|l| !l.trim().is_empty()).unwrap_or("")
+        )));
+    }
+    parse_fio_json(&stdout, spec, label)
+}
+
+/// Parses fio's `--output-format=json` output (one group-reported job).
+pub fn parse_fio_json(text: &str, spec: &IoSpec, label: String) -> Result<IoReport> {
+    // fio may print notes before the JSON object.
+    let start = text
+        .find('{')
+        .ok_or_else(|| BenchError::Fio("no JSON in fio's output".into()))?;
+    let v: Value = serde_json::from_str(&text[start..])
+        .map_err(|e| BenchError::Fio(format!("unreadable JSON from fio: {e}")))?;
+    let job = v["jobs"]
+        .get(0)
+        .ok_or_else(|| BenchError::Fio("fio's JSON has no job".into()))?;
+    let f = |x: &Value| x.as_f64().unwrap_or(0.0);
+    let dirs = [&job["read"], &job["write"]];
+    let ios: f64 = dirs.iter().map(|d| f(&d["total_ios"])).sum();
+    let bytes: f64 = dirs.iter().map(|d| f(&d["io_bytes"])).sum();
+    let runtime_ms = dirs.iter().map(|d| f(&d["runtime"])).fold(0.0, f64::max);
+    let iops: f64 = dirs.iter().map(|d| f(&d["iops"])).sum();
+    let bw_kib: f64 = dirs.iter().map(|d| f(&d["bw"])).sum();
+    // Latency: submission to completion (lat_ns), of the direction with most I/Os.
+    let main = dirs
+        .iter()
+        .max_by(|a, b| f(&a["total_ios"]).total_cmp(&f(&b["total_ios"])))
+        .expect("two directions");
+    let lat = &main["lat_ns"];
+    let pct = |k: &str| f(&lat["percentile"][k]) / 1000.0;
+    let mean_ns: f64 = if ios > 0.0 {
+        dirs.iter()
+            .map(|d| f(&d["lat_ns"]["mean"]) * f(&d["total_ios"]))
+            .sum::<f64>()
+            / ios
+    } else {
+        0.0
+    };
+    let usr = f(&job["usr_cpu"]);
+    let sys = f(&job["sys_cpu"]);
+    let job_runtime_s = f(&job["job_runtime"]).max(runtime_ms) / 1000.0;
+    let cpu_s = (usr + sys) / 100.0 * job_runtime_s;
+    Ok(IoReport {
+        tool: "fio".into(),
+        label,
+        rw: spec.rw.name().into(),
+        bs: spec.bs,
+        iodepth: spec.io.effective_depth(),
+        numjobs: spec.numjobs,
+        target: spec.path.display().to_string(),
+        direct: spec.direct,
+        ios: ios as u64,
+        bytes: bytes as u64,
+        runtime_s: runtime_ms / 1000.0,
+        iops,
+        mib_s: bw_kib / 1024.0,
+        lat_us: LatencySummary {
+            avg: mean_ns / 1000.0,
+            p50: pct("50.000000"),
+            p95: pct("95.000000"),
+            p99: pct("99.000000"),
+            p999: pct("99.900000"),
+            max: f(&lat["max"]) / 1000.0,
+        },
+        cpu_pct: usr + sys,
+        cpu_user_pct: usr,
+        cpu_sys_pct: sys,
+        cycles_per_io: if ios > 0.0 { cpu_s * tsc_hz() / ios } else { 0.0 },
+        enters_per_io: None,
+        cqes_per_reap: None,
+        iowq_workers: None,
+        verified_blocks: None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ringdb_io::IoConfig;
+
+    #[test]
+    fn args_map_switches() {
+        let mut io = IoConfig::new(EngineKind::Uring);
+        io.queue_depth = 32;
+        io.fixed_buffers = true;
+        io.register_files = true;
+        let spec = IoSpec::new("/tmp/x", io);
+        let (a, label) = fio_args(&spec);
+        assert!(a.contains(&"--ioengine=io_uring".to_string()));
+        assert!(a.contains(&"--iodepth=32".to_string()));
+        assert!(a.contains(&"--fixedbufs".to_string()));
+        assert!(a.contains(&"--registerfiles".to_string()));
+        assert_eq!(label, "io_uring+fixedbufs+regfiles");
+    }
+
+    #[test]
+    fn parses_fio_json() {
+        let text = r#"note: both iodepth >= 1 and synchronous I/O engine are selected
+{"fio version":"fio-3.33","jobs":[{"jobname":"x","job_runtime":1000,"usr_cpu":10.0,"sys_cpu":30.0,
+ "read":{"io_bytes":4096000,"bw":4000,"iops":1000.0,"runtime":1000,"total_ios":1000,
+   "lat_ns":{"min":1,"max":90000,"mean":20000.0,"percentile":{"50.000000":19000,"95.000000":25000,"99.000000":30000,"99.900000":50000}}},
+ "write":{"io_bytes":0,"bw":0,"iops":0.0,"runtime":0,"total_ios":0,"lat_ns":{"min":0,"max":0,"mean":0.0}}}]}"#;
+        let spec = IoSpec::new("/tmp/x", IoConfig::new(EngineKind::Uring));
+        let r = parse_fio_json(text, &spec, "io_uring".into()).unwrap();
+        assert_eq!(r.ios, 1000);
+        assert!((r.iops - 1000.0).abs() < 1e-9);
+        assert!((r.lat_us.p50 - 19.0).abs() < 1e-9);
+        assert!((r.lat_us.avg - 20.0).abs() < 1e-9);
+        assert!((r.cpu_pct - 40.0).abs() < 1e-9);
+        assert!(r.cycles_per_io > 0.0);
+    }
+
+    #[test]
+    fn garbage_is_an_error_not_a_panic() {
+        let spec = IoSpec::new("/tmp/x", IoConfig::new(EngineKind::Uring));
+        assert!(parse_fio_json("fio: no such file", &spec, String::new()).is_err());
+        assert!(parse_fio_json("{\"jobs\":[]}", &spec, String::new()).is_err());
+    }
+}

@@ -1,0 +1,705 @@
+//! The raw I/O driver behind `ringdb io`: fio's vocabulary and figures over any engine and
+//! switch set of `ringdb-io`, one thread and one ring per job.
+//!
+//! Each job keeps `iodepth` requests in flight in a closed loop: reap what completed, refill
+//! those slots, and hand the refills to the kernel together with the next wait (one
+//! `io_uring_enter` per reap pass under the adaptive policy).
+
+use crate::error::{BenchError, Result};
+use crate::pattern::{self, Rng};
+use ringdb_io::counters::{rdtsc, tsc_hz, CpuTime, LatencyHist, LatencySummary};
+use ringdb_io::iowq::IowqTracker;
+use ringdb_io::target::{Target, TargetOptions};
+use ringdb_io::{
+    open_engine, Batching, EngineKind, EngineStats, FileId, FixedBufferPool, IoCompletion,
+    IoConfig, IoError, IoRequest,
+};
+use serde::Serialize;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Barrier};
+use std::time::{Duration, Instant};
+
+/// Most jobs (threads, rings) one run may start.
+pub const MAX_JOBS: u32 = 1024;
+/// Largest block size: one request carries at most this much (and it must fit an i32 result).
+pub const MAX_BS: u64 = 1 << 30;
+
+/// fio's `--rw`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RwMode {
+    Read,
+    Write,
+    RandRead,
+    RandWrite,
+    RandRw,
+}
+
+impl RwMode {
+    pub fn name(self) -> &'static str {
+        match self {
+            RwMode::Read => "read",
+            RwMode::Write => "write",
+            RwMode::RandRead => "randread",
+            RwMode::RandWrite => "randwrite",
+            RwMode::RandRw => "randrw",
+        }
+    }
+
+    pub fn writes(self) -> bool {
+        matches!(self, RwMode::Write | RwMode::RandWrite | RwMode::RandRw)
+    }
+
+    pub fn random(self) -> bool {
+        matches!(self, RwMode::RandRead | RwMode::RandWrite | RwMode::RandRw)
+    }
+}
+
+impl fmt::Display for RwMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for RwMode {
+    type Err = BenchError;
+    fn from_str(s: &str) -> Result<Self> {
+        Ok(match s {
+            "read" => RwMode::Read,
+            "write" => RwMode::Write,
+            "randread" => RwMode::RandRead,
+            "randwrite" => RwMode::RandWrite,
+            "randrw" | "rw" => RwMode::RandRw,
+            _ => {
+                return Err(BenchError::InvalidArg(format!(
+                    "unknown --rw {s:?}; expected read, write, randread, randwrite or randrw"
+                )))
+            }
+        })
+    }
+}
+
+/// One `ringdb io` run.
+#[derive(Clone, Debug)]
+pub struct IoSpec {
+    pub path: PathBuf,
+    pub rw: RwMode,
+    /// Percentage of reads for `randrw`.
+    pub rwmixread: u32,
+    pub bs: u64,
+    /// Bytes of the file or device to use, from offset 0. For a block device, 0 means all of it.
+    pub size: u64,
+    pub numjobs: u32,
+    /// Stop after this long (per job) ...
+    pub runtime: Option<Duration>,
+    /// ... or after this many I/Os per job, whichever comes first.
+    pub ios: Option<u64>,
+    pub direct: bool,
+    /// Engine and switches; `queue_depth` is the iodepth.
+    pub io: IoConfig,
+    /// Writes carry the pattern of this seed and reads check it (bit-exact verification).
+    pub verify: Option<u64>,
+    pub seed: u64,
+    /// Draw a progress bar on stderr (only when it is a terminal).
+    pub progress: bool,
+}
+
+impl IoSpec {
+    pub fn new(path: impl Into<PathBuf>, io: IoConfig) -> Self {
+        IoSpec {
+            path: path.into(),
+            rw: RwMode::RandRead,
+            rwmixread: 50,
+            bs: 4096,
+            size: 1 << 30,
+            numjobs: 1,
+            runtime: Some(Duration::from_secs(10)),
+            ios: None,
+            direct: true,
+            io,
+            verify: None,
+            seed: 0x5eed,
+            progress: false,
+        }
+    }
+
+    pub fn iodepth(&self) -> u32 {
+        self.io.queue_depth
+    }
+
+    fn validate(&self) -> Result<()> {
+        self.io.validate()?;
+        if self.bs == 0 || self.bs > MAX_BS {
+            return Err(BenchError::InvalidArg(format!(
+                "--bs must be in 1..={MAX_BS} bytes, got {}",
+                self.bs
+            )));
+        }
+        if self.bs % 8 != 0 {
+            return Err(BenchError::InvalidArg(format!(
+                "--bs must be a multiple of 8 bytes, got {}",
+                self.bs
+            )));
+        }
+        if self.numjobs == 0 || self.numjobs > MAX_JOBS {
+            return Err(BenchError::InvalidArg(format!(
+                "--numjobs must be in 1..={MAX_JOBS}, got {}",
+                self.numjobs
+            )));
+        }
+        if self.rwmixread > 100 {
+            return Err(BenchError::InvalidArg(format!(
+                "--rwmixread is a percentage (0..=100), got {}",
+                self.rwmixread
+            )));
+        }
+        if self.runtime.is_none() && self.ios.is_none() {
+            return Err(BenchError::InvalidArg("give --runtime or --ios".into()));
+        }
+        if self.ios == Some(0) {
+            return Err(BenchError::InvalidArg("--ios must be at least 1".into()));
+        }
+        if self.io.iopoll && !self.direct {
+            return Err(IoError::Unsupported {
+                switch: "--iopoll",
+                reason: "polled completions need O_DIRECT; use --direct 1".into(),
+            }
+            .into());
+        }
+        Ok(())
+    }
+}
+
+/// The figures of one run, in fio's terms. `tool` says who produced them.
+#[derive(Clone, Debug, Serialize)]
+pub struct IoReport {
+    pub tool: String,
+    pub label: String,
+    pub rw: String,
+    pub bs: u64,
+    pub iodepth: u32,
+    pub numjobs: u32,
+    pub target: String,
+    pub direct: bool,
+    pub ios: u64,
+    pub bytes: u64,
+    pub runtime_s: f64,
+    pub iops: f64,
+    pub mib_s: f64,
+    pub lat_us: LatencySummary,
+    /// CPU time of the whole process over the run, in percent of one core.
+    pub cpu_pct: f64,
+    pub cpu_user_pct: f64,
+    pub cpu_sys_pct: f64,
+    /// CPU cycles spent per I/O: CPU time x TSC rate / I/Os (seeds/001's definition).
+    pub cycles_per_io: f64,
+    /// Kernel entries per I/O (`io_uring_enter`; `io_submit`+`io_getevents`; `pread`/`pwrite`).
+    pub enters_per_io: Option<f64>,
+    pub cqes_per_reap: Option<f64>,
+    /// Distinct io-wq worker threads (`iou-wrk-*`) seen during the run.
+    pub iowq_workers: Option<u64>,
+    /// Blocks whose content was checked bit-exactly (with `verify`).
+    pub verified_blocks: Option<u64>,
+}
+
+/// Per-job outcome.
+struct JobResult {
+    ios: u64,
+    bytes: u64,
+    hist: LatencyHist,
+    stats: EngineStats,
+    verified: u64,
+    elapsed: Duration,
+}
+
+/// Runs `spec` (filling the file first when it is shorter than `spec.size`).
+pub fn run(spec: &IoSpec) -> Result<IoReport> {
+    spec.validate()?;
+    let mut spec = spec.clone();
+    prepare_target(&mut spec)?;
+
+    let barrier = Arc::new(Barrier::new(spec.numjobs as usize + 1));
+    let done_ios = Arc::new(AtomicU64::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut handles = Vec::with_capacity(spec.numjobs as usize);
+    let main_thread = std::thread::current();
+    for job in 0..spec.numjobs {
+        let spec = spec.clone();
+        let barrier = barrier.clone();
+        let done_ios = done_ios.clone();
+        let stop = stop.clone();
+        let main_thread = main_thread.clone();
+        let h = std::thread::Builder::new()
+            .name(format!("ringdb-job{job}"))
+            .spawn(move || {
+                let r = run_job(&spec, job, &barrier, &done_ios, &stop);
+                main_thread.unpark();
+                r
+            })
+            .map_err(|e| BenchError::Job(format!("spawning job thread: {e}")))?;
+        handles.push(h);
+    }
+
+    // Jobs open their rings before the barrier; one that fails there still reaches it, so the
+    // main thread never waits forever.
+    barrier.wait();
+    let cpu0 = CpuTime::now();
+    let t0 = Instant::now();
+    let mut iowq = IowqTracker::default();
+    iowq.sample();
+    let bar = progress_bar(&spec);
+    while handles.iter().any(|h| !h.is_finished()) {
+        std::thread::park_timeout(Duration::from_millis(100));
+        iowq.sample();
+        if let Some(bar) = &bar {
+            match spec.runtime {
+                Some(rt) => bar.set_position(t0.elapsed().as_millis().min(rt.as_millis()) as u64),
+                None => bar.set_position(done_ios.load(Ordering::Relaxed)),
+            }
+        }
+    }
+    let wall = t0.elapsed();
+    let cpu = CpuTime::now().since(cpu0);
+    if let Some(bar) = bar {
+        bar.finish_and_clear();
+    }
+
+    let mut results = Vec::new();
+    let mut first_err = None;
+    for h in handles {
+        match h.join() {
+            Ok(Ok(r)) => results.push(r),
+            Ok(Err(e)) => {
+                first_err.get_or_insert(e);
+            }
+            Err(_) => {
+                first_err.get_or_insert(BenchError::Job("a job thread panicked".into()));
+            }
+        }
+    }
+    if let Some(e) = first_err {
+        return Err(e);
+    }
+    Ok(summarise(&spec, &results, wall, cpu, iowq.seen() as u64))
+}
+
+fn progress_bar(spec: &IoSpec) -> Option<indicatif::ProgressBar> {
+    if !spec.progress {
+        return None;
+    }
+    let (len, template) = match (spec.runtime, spec.ios) {
+        (Some(rt), _) => (rt.as_millis() as u64, "{spinner} {msg} [{bar:30}] {elapsed}/{duration}"),
+        (None, Some(n)) => (n * spec.numjobs as u64, "{spinner} {msg} [{bar:30}] {pos}/{len} I/Os"),
+        (None, None) => return None,
+    };
+    let bar = indicatif::ProgressBar::with_draw_target(
+        Some(len),
+        indicatif::ProgressDrawTarget::stderr_with_hz(5),
+    );
+    if let Ok(style) = indicatif::ProgressStyle::with_template(template) {
+        bar.set_style(style.progress_chars("=> "));
+    }
+    bar.set_message(format!("{} {}", spec.io.label(), spec.rw));
+    Some(bar)
+}
+
+/// Validates the target against the spec and fills a short regular file.
+fn prepare_target(spec: &mut IoSpec) -> Result<()> {
+    let exists = spec.path.exists();
+    let target = Target::open(
+        &spec.path,
+        TargetOptions {
+            direct: spec.direct,
+            write: spec.rw.writes() || !exists || !is_block_device(&spec.path),
+            create: true,
+        },
+    )
+    .or_else(|e| match e {
+        // A read-only file that is already long enough can still be read.
+        IoError::PermissionDenied { .. } if exists && !spec.rw.writes() => Target::open(
+            &spec.path,
+            TargetOptions {
+                direct: spec.direct,
+                write: false,
+                create: false,
+            },
+        ),
+        e => Err(e),
+    })?;
+    if target.is_block_device {
+        if spec.size == 0 {
+            spec.size = target.size;
+        }
+        if spec.size > target.size {
+            return Err(BenchError::InvalidArg(format!(
+                "--size {} exceeds the capacity of {} ({} bytes)",
+                spec.size,
+                spec.path.display(),
+                target.size
+            )));
+        }
+    } else if spec.size == 0 {
+        return Err(BenchError::InvalidArg("--size must be given for a file".into()));
+    }
+    target.check_aligned("--bs", spec.bs)?;
+    if spec.size < spec.bs {
+        return Err(BenchError::InvalidArg(format!(
+            "--size {} is smaller than --bs {}",
+            spec.size, spec.bs
+        )));
+    }
+    if !target.is_block_device && target.size < spec.size {
+        drop(target);
+        fill_file(&spec.path, spec.size, spec.progress)?;
+    }
+    Ok(())
+}
+
+fn is_block_device(path: &Path) -> bool {
+    use std::os::unix::fs::FileTypeExt;
+    std::fs::metadata(path)
+        .map(|m| m.file_type().is_block_device())
+        .unwrap_or(false)
+}
+
+/// Extends a regular file to `size` bytes of pattern data (seed 0), 1 MiB at a time.
+pub fn fill_file(path: &Path, size: u64, progress: bool) -> Result<()> {
+    use std::io::{Seek, SeekFrom, Write};
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+        .map_err(|e| IoError::os(format!("open {} to fill it", path.display()), e))?;
+    let start = f
+        .seek(SeekFrom::End(0))
+        .map_err(|e| IoError::os("seek", e))?;
+    let start = start - start % (1 << 20);
+    f.seek(SeekFrom::Start(start))
+        .map_err(|e| IoError::os("seek", e))?;
+    let bar = progress.then(|| {
+        let b = indicatif::ProgressBar::with_draw_target(
+            Some(size - start),
+            indicatif::ProgressDrawTarget::stderr_with_hz(5),
+        );
+        if let Ok(s) = indicatif::ProgressStyle::with_template(
+            "filling {msg} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec}",
+        ) {
+            b.set_style(s.progress_chars("=> "));
+        }
+        b.set_message(path.display().to_string());
+        b
+    });
+    let mut chunk = vec![0u8; 1 << 20];
+    let mut off = start;
+    while off < size {
+        let n = (size - off).min(chunk.len() as u64) as usize;
+        pattern::fill(&mut chunk[..n], off, 0);
+        f.write_all(&chunk[..n]).map_err(|e| fill_error(path, e))?;
+        off += n as u64;
+        if let Some(b) = &bar {
+            b.set_position(off - start);
+        }
+    }
+    f.sync_data().map_err(|e| fill_error(path, e))?;
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    Ok(())
+}
+
+fn fill_error(path: &Path, e: std::io::Error) -> BenchError {
+    if e.raw_os_error() == Some(libc::ENOSPC) {
+        BenchError::InvalidArg(format!(
+            "filling {}: the filesystem is full (ENOSPC); free space or use a smaller --size",
+            path.display()
+        ))
+    } else {
+        IoError::os(format!("filling {}", path.display()), e).into()
+    }
+}
+
+/// What one slot of the job is doing.
+#[derive(Clone, Copy, Default)]
+struct Slot {
+    start: u64,
+    offset: u64,
+    read: bool,
+}
+
+struct Job<'a> {
+    spec: &'a IoSpec,
+    rng: Rng,
+    blocks: u64,
+    next_seq: u64,
+    issued: u64,
+    write_pattern: bool,
+}
+
+impl Job<'_> {
+    fn next(&mut self) -> (u64, bool) {
+        let spec = self.spec;
+        let block = if spec.rw.random() {
+            self.rng.below(self.blocks)
+        } else {
+            let b = self.next_seq % self.blocks;
+            self.next_seq += 1;
+            b
+        };
+        let read = match spec.rw {
+            RwMode::Read | RwMode::RandRead => true,
+            RwMode::Write | RwMode::RandWrite => false,
+            RwMode::RandRw => self.rng.below(100) < spec.rwmixread as u64,
+        };
+        self.issued += 1;
+        (block * spec.bs, read)
+    }
+}
+
+fn run_job(
+    spec: &IoSpec,
+    job: u32,
+    barrier: &Barrier,
+    done_ios: &AtomicU64,
+    stop: &AtomicBool,
+) -> Result<JobResult> {
+    // Set up the ring and buffers, then meet the others at the barrier even on failure.
+    let setup = JobSetup::open(spec);
+    barrier.wait();
+    let mut setup = setup?;
+    let r = setup.run(spec, job, done_ios, stop);
+    if r.is_err() {
+        stop.store(true, Ordering::Relaxed);
+    }
+    r
+}
+
+/// A job's resources. Field order matters: the engine is dropped (and drained) before the
+/// buffer pool it may still be writing into, and both before the file.
+struct JobSetup {
+    engine: Box<dyn ringdb_io::Engine>,
+    pool: FixedBufferPool,
+    _target: Target,
+}
+
+impl JobSetup {
+    fn open(spec: &IoSpec) -> Result<JobSetup> {
+        let target = Target::open(
+            &spec.path,
+            TargetOptions {
+                direct: spec.direct,
+                write: spec.rw.writes(),
+                create: false,
+            },
+        )?;
+        let depth = spec.io.effective_depth() as usize;
+        let mut pool = FixedBufferPool::new(depth, spec.bs as usize)?;
+        for i in 0..depth {
+            // Writes carry real data, not zeros (zram and some devices special-case zeros).
+            pattern::fill(pool.slice_mut(i), i as u64 * spec.bs, spec.seed);
+        }
+        let iov = pool.iovecs();
+        let engine = open_engine(
+            &spec.io,
+            &[target.fd()],
+            spec.io.fixed_buffers.then_some(&iov[..]),
+        )?;
+        Ok(JobSetup {
+            engine,
+            pool,
+            _target: target,
+        })
+    }
+
+    fn run(
+        &mut self,
+        spec: &IoSpec,
+        job: u32,
+        done_ios: &AtomicU64,
+        stop: &AtomicBool,
+    ) -> Result<JobResult> {
+        let depth = self.engine.depth();
+        let ns_per_tick = 1e9 / tsc_hz();
+        let t0 = Instant::now();
+        let start_tick = rdtsc();
+        let deadline = spec
+            .runtime
+            .map(|rt| start_tick + (rt.as_secs_f64() * tsc_hz()) as u64);
+        let max_ios = spec.ios.unwrap_or(u64::MAX);
+        let mut job_state = Job {
+            spec,
+            rng: Rng::new(spec.seed ^ (job as u64).wrapping_mul(0x9E37_79B9)),
+            blocks: spec.size / spec.bs,
+            next_seq: (job as u64 * (spec.size / spec.bs)) / spec.numjobs as u64,
+            issued: 0,
+            write_pattern: spec.verify.is_some(),
+        };
+        let mut slots = vec![Slot::default(); depth];
+        let mut hist = LatencyHist::new();
+        let mut comps: Vec<IoCompletion> = Vec::with_capacity(depth);
+        let (mut ios, mut bytes, mut verified, mut unreported) = (0u64, 0u64, 0u64, 0u64);
+        let mut stopping = false;
+
+        for slot in 0..depth.min(max_ios as usize) {
+            self.issue(&mut job_state, &mut slots, slot)?;
+        }
+        while self.engine.in_flight() > 0 {
+            self.engine.submit(1)?;
+            comps.clear();
+            self.engine.reap(&mut comps);
+            let now = rdtsc();
+            if deadline.is_some_and(|d| now >= d) || stop.load(Ordering::Relaxed) {
+                stopping = true;
+            }
+            for c in &comps {
+                let slot = c.user_data as usize;
+                let s = slots[slot];
+                let op = if s.read { "read" } else { "write" };
+                if c.result < 0 {
+                    return Err(IoError::from_completion(op, s.offset, c.result).into());
+                }
+                if c.result as u64 != spec.bs {
+                    return Err(BenchError::InvalidArg(format!(
+                        "short {op} at offset {}: {} of {} bytes (is the target shorter than --size?)",
+                        s.offset, c.result, spec.bs
+                    )));
+                }
+                hist.record_ns((now.saturating_sub(s.start) as f64 * ns_per_tick) as u64);
+                ios += 1;
+                bytes += spec.bs;
+                if let (Some(seed), true) = (spec.verify, s.read) {
+                    if !pattern::check(self.pool.slice(slot), s.offset, seed) {
+                        return Err(BenchError::Verify {
+                            mismatches: 1,
+                            checked: verified + 1,
+                            first_offset: s.offset,
+                        });
+                    }
+                    verified += 1;
+                }
+                if !stopping && job_state.issued < max_ios {
+                    self.issue(&mut job_state, &mut slots, slot)?;
+                }
+            }
+            unreported += comps.len() as u64;
+            if unreported >= 256 {
+                done_ios.fetch_add(unreported, Ordering::Relaxed);
+                unreported = 0;
+            }
+        }
+        done_ios.fetch_add(unreported, Ordering::Relaxed);
+        Ok(JobResult {
+            ios,
+            bytes,
+            hist,
+            stats: self.engine.stats(),
+            verified,
+            elapsed: t0.elapsed(),
+        })
+    }
+
+    fn issue(&mut self, job: &mut Job<'_>, slots: &mut [Slot], slot: usize) -> Result<()> {
+        let (offset, read) = job.next();
+        let buf = self.pool.ptr(slot);
+        if !read && job.write_pattern {
+            pattern::fill(self.pool.slice_mut(slot), offset, job.spec.verify.unwrap_or(0));
+        }
+        let len = job.spec.bs as u32;
+        let req = if read {
+            IoRequest::read(FileId(0), offset, buf, len, slot as u64)
+        } else {
+            IoRequest::write(FileId(0), offset, buf, len, slot as u64)
+        }
+        .with_buf_index(Some(self.pool.fixed_index(slot)));
+        slots[slot] = Slot {
+            start: rdtsc(),
+            offset,
+            read,
+        };
+        // SAFETY: the buffer belongs to `self.pool`, which outlives the engine (field order),
+        // and this slot is not touched again until its completion has been reaped.
+        unsafe { self.engine.push(&req)? };
+        match job.spec.io.batching {
+            Batching::Each => self.engine.submit(0)?,
+            Batching::Fixed(n) if self.engine.pending() >= n as usize => self.engine.submit(0)?,
+            // Adaptive: refills go to the kernel with the next wait, one enter per reap pass.
+            _ => {}
+        }
+        Ok(())
+    }
+}
+
+fn summarise(spec: &IoSpec, results: &[JobResult], wall: Duration, cpu: CpuTime, iowq: u64) -> IoReport {
+    let mut hist = LatencyHist::new();
+    let mut stats = EngineStats::default();
+    let (mut ios, mut bytes, mut verified) = (0, 0, 0);
+    let mut runtime = Duration::ZERO;
+    for r in results {
+        hist.merge(&r.hist);
+        ios += r.ios;
+        bytes += r.bytes;
+        verified += r.verified;
+        stats.enters += r.stats.enters;
+        stats.reaps += r.stats.reaps;
+        stats.completed += r.stats.completed;
+        stats.submitted += r.stats.submitted;
+        runtime = runtime.max(r.elapsed);
+    }
+    let secs = runtime.as_secs_f64().max(1e-9);
+    let wall_s = wall.as_secs_f64().max(1e-9);
+    let per_io = |x: f64| if ios == 0 { 0.0 } else { x / ios as f64 };
+    IoReport {
+        tool: "ringdb".into(),
+        label: spec.io.label(),
+        rw: spec.rw.name().into(),
+        bs: spec.bs,
+        iodepth: spec.io.queue_depth,
+        numjobs: spec.numjobs,
+        target: spec.path.display().to_string(),
+        direct: spec.direct,
+        ios,
+        bytes,
+        runtime_s: secs,
+        iops: ios as f64 / secs,
+        mib_s: bytes as f64 / secs / (1 << 20) as f64,
+        lat_us: hist.summary(),
+        cpu_pct: 100.0 * cpu.total().as_secs_f64() / wall_s,
+        cpu_user_pct: 100.0 * cpu.user.as_secs_f64() / wall_s,
+        cpu_sys_pct: 100.0 * cpu.sys.as_secs_f64() / wall_s,
+        cycles_per_io: per_io(cpu.total().as_secs_f64() * tsc_hz()),
+        enters_per_io: Some(per_io(stats.enters as f64)),
+        cqes_per_reap: (spec.io.engine != EngineKind::Posix).then(|| stats.cqes_per_reap()),
+        iowq_workers: Some(iowq),
+        verified_blocks: spec.verify.map(|_| verified),
+    }
+}
+
+/// Column headers of [`report_row`].
+pub const TABLE_HEADER: &str = "tool    config                               IOPS     MiB/s   avg_us   p50_us   p95_us   p99_us p99.9_us   max_us   cpu%(usr/sys)   cyc/IO  enters/IO iowq";
+
+/// One aligned table row for a report.
+pub fn report_row(r: &IoReport) -> String {
+    let opt = |v: Option<f64>| v.map_or("-".to_string(), |x| format!("{x:.3}"));
+    format!(
+        "{:<7} {:<32} {:>10.0} {:>9.1} {:>8.1} {:>8.1} {:>8.1} {:>8.1} {:>8.1} {:>8.1} {:>6.1}({:>4.1}/{:>4.1}) {:>8.0} {:>10} {:>4}",
+        r.tool,
+        format!("{} {} qd{}", r.label, r.rw, r.iodepth),
+        r.iops,
+        r.mib_s,
+        r.lat_us.avg,
+        r.lat_us.p50,
+        r.lat_us.p95,
+        r.lat_us.p99,
+        r.lat_us.p999,
+        r.lat_us.max,
+        r.cpu_pct,
+        r.cpu_user_pct,
+        r.cpu_sys_pct,
+        r.cycles_per_io,
+        opt(r.enters_per_io),
+        r.iowq_workers.map_or("-".to_string(), |w| w.to_string()),
+    )
+}

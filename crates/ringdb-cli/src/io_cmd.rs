@@ -1,0 +1,226 @@
+//! `ringdb io`: fio's vocabulary over every engine and switch, with `--compare-fio`.
+
+use clap::Args;
+use ringdb_bench::fio;
+use ringdb_bench::rawio::{self, report_row, IoReport, IoSpec, TABLE_HEADER};
+use ringdb_bench::units::{parse_duration, parse_size};
+use ringdb_bench::BenchError;
+use ringdb_io::{Batching, EngineKind, IoConfig, SetupMode, SqPoll};
+use std::io::IsTerminal;
+use std::path::PathBuf;
+
+#[derive(Args)]
+pub struct IoArgs {
+    /// File or block device. A missing file is created and filled to --size.
+    #[arg(long, default_value = "ringdb-data/io.dat")]
+    filename: PathBuf,
+    /// read | write | randread | randwrite | randrw
+    #[arg(long, default_value = "randread")]
+    rw: String,
+    /// Percentage of reads for randrw.
+    #[arg(long, default_value_t = 50)]
+    rwmixread: u32,
+    /// Block size (4k, 64k, 1M, ...).
+    #[arg(long, default_value = "4k")]
+    bs: String,
+    /// Requests in flight per job.
+    #[arg(long, default_value_t = 32)]
+    iodepth: u32,
+    /// Jobs: one thread and one ring each.
+    #[arg(long, default_value_t = 1)]
+    numjobs: u32,
+    /// Bytes of the target to use (0 = a whole block device).
+    #[arg(long, default_value = "1G")]
+    size: String,
+    /// Run time per job (10s, 500ms, 1m). Default 10s unless --ios is given.
+    #[arg(long)]
+    runtime: Option<String>,
+    /// I/Os per job.
+    #[arg(long)]
+    ios: Option<u64>,
+    /// O_DIRECT (1) or buffered (0).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(0..=1))]
+    direct: u8,
+    /// posix | libaio | uring-sync | uring
+    #[arg(long, default_value = "uring")]
+    engine: String,
+    /// Ring setup mode: default | coop | defer (DEFER_TASKRUN + SINGLE_ISSUER).
+    #[arg(long, default_value = "default")]
+    setup: String,
+    /// A kernel thread polls the submission queue.
+    #[arg(long)]
+    sqpoll: bool,
+    /// Idle time before the SQPOLL thread sleeps.
+    #[arg(long, default_value_t = 1000)]
+    sqpoll_idle_ms: u32,
+    /// Pin the SQPOLL thread to this CPU.
+    #[arg(long)]
+    sqpoll_cpu: Option<u32>,
+    /// Enter the ring through a registered ring fd.
+    #[arg(long)]
+    register_ring_fd: bool,
+    /// Registered files (IOSQE_FIXED_FILE). fio: --registerfiles.
+    #[arg(long, alias = "registerfiles")]
+    register_files: bool,
+    /// Registered buffers with READ_FIXED/WRITE_FIXED.
+    #[arg(long)]
+    fixedbufs: bool,
+    /// Polled completions (IORING_SETUP_IOPOLL; needs device poll queues). fio: --hipri.
+    #[arg(long, alias = "hipri")]
+    iopoll: bool,
+    /// IOSQE_ASYNC on every request (force io-wq).
+    #[arg(long)]
+    force_async: bool,
+    /// Submission batching: each | adaptive | fixed(N)
+    #[arg(long, default_value = "adaptive")]
+    batch: String,
+    /// Completion queue entries (default 2 x SQ).
+    #[arg(long)]
+    cq_size: Option<u32>,
+    /// Check every block read against the pattern written with --verify (seed = --seed).
+    #[arg(long)]
+    verify: bool,
+    /// Seed for offsets and the verification pattern.
+    #[arg(long, default_value_t = 0x5eed)]
+    seed: u64,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+    /// Also write the result to this file (.json or .csv).
+    #[arg(long)]
+    output: Option<PathBuf>,
+    /// Run fio with the equivalent options on the same target and print both with ratios.
+    #[arg(long)]
+    compare_fio: bool,
+}
+
+fn config(a: &IoArgs) -> Result<IoConfig, BenchError> {
+    let engine: EngineKind = a.engine.parse()?;
+    let setup: SetupMode = a.setup.parse()?;
+    let batching: Batching = a.batch.parse()?;
+    Ok(IoConfig {
+        engine,
+        setup,
+        sqpoll: a.sqpoll.then_some(SqPoll {
+            idle_ms: a.sqpoll_idle_ms,
+            cpu: a.sqpoll_cpu,
+        }),
+        register_ring_fd: a.register_ring_fd,
+        register_files: a.register_files,
+        fixed_buffers: a.fixedbufs,
+        iopoll: a.iopoll,
+        force_async: a.force_async,
+        batching,
+        queue_depth: a.iodepth,
+        cq_size: a.cq_size,
+    })
+}
+
+fn spec(a: &IoArgs) -> Result<IoSpec, BenchError> {
+    let io = config(a)?;
+    let runtime = match (&a.runtime, a.ios) {
+        (Some(r), _) => Some(parse_duration(r)?),
+        (None, Some(_)) => None,
+        (None, None) => Some(std::time::Duration::from_secs(10)),
+    };
+    Ok(IoSpec {
+        path: a.filename.clone(),
+        rw: a.rw.parse()?,
+        rwmixread: a.rwmixread,
+        bs: parse_size(&a.bs)?,
+        size: parse_size(&a.size)?,
+        numjobs: a.numjobs,
+        runtime,
+        ios: a.ios,
+        direct: a.direct == 1,
+        io,
+        verify: a.verify.then_some(a.seed),
+        seed: a.seed,
+        progress: std::io::stderr().is_terminal(),
+    })
+}
+
+pub fn run(a: IoArgs) -> Result<(), Box<dyn std::error::Error>> {
+    let spec = spec(&a)?;
+    // The embedded default lives in ./ringdb-data; make the folder on first use.
+    if let Some(parent) = spec.path.parent() {
+        if a.filename == std::path::Path::new("ringdb-data/io.dat") && !parent.exists() {
+            std::fs::create_dir_all(parent)?;
+        }
+    }
+    let ours = rawio::run(&spec)?;
+    let theirs = if a.compare_fio {
+        Some(fio::run_fio(&spec)?)
+    } else {
+        None
+    };
+    let json = match &theirs {
+        Some(f) => serde_json::json!({
+            "ringdb": ours,
+            "fio": f,
+            "ratio_iops": ratio(ours.iops, f.iops),
+            "ratio_cycles_per_io": ratio(ours.cycles_per_io, f.cycles_per_io),
+            "ratio_p50": ratio(ours.lat_us.p50, f.lat_us.p50),
+            "fio_version": fio::fio_version(),
+        }),
+        None => serde_json::to_value(&ours)?,
+    };
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&json)?);
+    } else {
+        println!("{TABLE_HEADER}");
+        println!("{}", report_row(&ours));
+        if let Some(f) = &theirs {
+            println!("{}", report_row(f));
+            println!(
+                "ratio ringdb/fio: IOPS {:.3}  cycles/IO {:.3}  p50 {:.3}  p99 {:.3}",
+                ratio(ours.iops, f.iops),
+                ratio(ours.cycles_per_io, f.cycles_per_io),
+                ratio(ours.lat_us.p50, f.lat_us.p50),
+                ratio(ours.lat_us.p99, f.lat_us.p99),
+            );
+        }
+        if let Some(v) = ours.verified_blocks {
+            println!("verified: {v} blocks read back bit-exact");
+        }
+    }
+    if let Some(path) = &a.output {
+        write_output(path, &json, &ours, theirs.as_ref())?;
+    }
+    Ok(())
+}
+
+fn ratio(a: f64, b: f64) -> f64 {
+    if b == 0.0 {
+        0.0
+    } else {
+        a / b
+    }
+}
+
+fn write_output(
+    path: &std::path::Path,
+    json: &serde_json::Value,
+    ours: &IoReport,
+    theirs: Option<&IoReport>,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let is_csv = path.extension().is_some_and(|e| e == "csv");
+    let text = if is_csv {
+        let mut s = String::from("tool,label,rw,bs,iodepth,numjobs,iops,mib_s,lat_avg_us,lat_p50_us,lat_p95_us,lat_p99_us,lat_p999_us,lat_max_us,cpu_pct,cpu_user_pct,cpu_sys_pct,cycles_per_io,enters_per_io,iowq_workers\n");
+        for r in std::iter::once(ours).chain(theirs) {
+            s.push_str(&format!(
+                "{},{},{},{},{},{},{:.1},{:.2},{:.2},{:.2},{:.2},{:.2},{:.2},{:.2},{:.1},{:.1},{:.1},{:.0},{},{}\n",
+                r.tool, r.label, r.rw, r.bs, r.iodepth, r.numjobs, r.iops, r.mib_s,
+                r.lat_us.avg, r.lat_us.p50, r.lat_us.p95, r.lat_us.p99, r.lat_us.p999, r.lat_us.max,
+                r.cpu_pct, r.cpu_user_pct, r.cpu_sys_pct, r.cycles_per_io,
+                r.enters_per_io.map_or(String::new(), |x| format!("{x:.4}")),
+                r.iowq_workers.map_or(String::new(), |x| x.to_string()),
+            ));
+        }
+        s
+    } else {
+        serde_json::to_string_pretty(json)? + "\n"
+    };
+    std::fs::write(path, text)
+        .map_err(|e| format!("writing {}: {e}", path.display()).into())
+}

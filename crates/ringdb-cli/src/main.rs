@@ -1,0 +1,37 @@
+//! `ringdb`: the command line of the ringdb storage engine and I/O lab.
+
+mod io_cmd;
+mod probe_cmd;
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(name = "ringdb", version, about = "io_uring-native storage engine and I/O lab", long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Raw I/O benchmark in fio's vocabulary, over any engine and io_uring switch.
+    Io(Box<io_cmd::IoArgs>),
+    /// What this kernel and device support, with the paper's guidelines applied as warnings.
+    Probe(probe_cmd::ProbeArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.cmd {
+        Cmd::Io(args) => io_cmd::run(*args),
+        Cmd::Probe(args) => probe_cmd::run(args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("ringdb: error: {e}");
+            ExitCode::from(2)
+        }
+    }
+}

@@ -1,0 +1,190 @@
+//! Page-aligned memory for O_DIRECT I/O, and the pool of buffers registered with a ring.
+//!
+//! Both types own their memory; callers hand out raw pointers into it only to an engine, and the
+//! engine's contract (see [`crate::engine::Engine::push`]) keeps the memory alive until the
+//! completion is reaped.
+
+use std::alloc::{self, Layout};
+use std::ptr::NonNull;
+
+/// Alignment of every buffer: a page, which satisfies any logical block size up to 4 KiB.
+pub const BUF_ALIGN: usize = 4096;
+
+/// io_uring limits: at most 16384 registered buffers, each at most 1 GiB.
+pub const MAX_FIXED_BUFFERS: usize = 1 << 14;
+const MAX_FIXED_BUFFER_BYTES: usize = 1 << 30;
+
+/// A zeroed, page-aligned heap buffer.
+pub struct AlignedBuf {
+    ptr: NonNull<u8>,
+    len: usize,
+}
+
+// SAFETY: AlignedBuf uniquely owns its allocation, like a Box<[u8]>.
+unsafe impl Send for AlignedBuf {}
+// SAFETY: shared access only hands out `&[u8]`.
+unsafe impl Sync for AlignedBuf {}
+
+impl AlignedBuf {
+    /// Allocates `len` zeroed bytes aligned to [`BUF_ALIGN`]. `len` is rounded up to a page.
+    pub fn new(len: usize) -> Self {
+        let len = len.max(1).div_ceil(BUF_ALIGN) * BUF_ALIGN;
+        let layout = Layout::from_size_align(len, BUF_ALIGN).expect("buffer layout");
+        // SAFETY: layout has a non-zero size.
+        let raw = unsafe { alloc::alloc_zeroed(layout) };
+        let ptr = NonNull::new(raw).unwrap_or_else(|| alloc::handle_alloc_error(layout));
+        AlignedBuf { ptr, len }
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    pub fn as_ptr(&self) -> *const u8 {
+        self.ptr.as_ptr()
+    }
+
+    pub fn as_mut_ptr(&mut self) -> *mut u8 {
+        self.ptr.as_ptr()
+    }
+
+    pub fn as_slice(&self) -> &[u8] {
+        // SAFETY: ptr is valid for len initialised (zeroed) bytes owned by self.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+    }
+
+    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        // SAFETY: as above, and &mut self gives exclusive access.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
+    }
+}
+
+impl Drop for AlignedBuf {
+    fn drop(&mut self) {
+        let layout = Layout::from_size_align(self.len, BUF_ALIGN).expect("buffer layout");
+        // SAFETY: allocated in `new` with this exact layout.
+        unsafe { alloc::dealloc(self.ptr.as_ptr(), layout) };
+    }
+}
+
+/// `count` equal buffers in one aligned allocation, laid out so they can be registered with
+/// `IORING_REGISTER_BUFFERS`. Buffer `i` is registered under [`FixedBufferPool::fixed_index`].
+pub struct FixedBufferPool {
+    mem: AlignedBuf,
+    buf_len: usize,
+    count: usize,
+    /// Consecutive buffers that share one registration entry (1 unless count > 16384).
+    per_entry: usize,
+}
+
+impl FixedBufferPool {
+    /// `buf_len` is rounded up to a page. Fails when the pool cannot be registered at all.
+    pub fn new(count: usize, buf_len: usize) -> crate::Result<Self> {
+        let buf_len = buf_len.max(1).div_ceil(BUF_ALIGN) * BUF_ALIGN;
+        if count == 0 {
+            return Err(crate::IoError::InvalidArg("a buffer pool needs at least one buffer".into()));
+        }
+        if buf_len > MAX_FIXED_BUFFER_BYTES {
+            return Err(crate::IoError::InvalidArg(format!(
+                "a fixed buffer holds at most 1 GiB, asked for {buf_len} bytes"
+            )));
+        }
+        let per_entry = count.div_ceil(MAX_FIXED_BUFFERS);
+        if per_entry * buf_len > MAX_FIXED_BUFFER_BYTES {
+            return Err(crate::IoError::InvalidArg(format!(
+                "{count} buffers of {buf_len} bytes do not fit io_uring's 16384 x 1 GiB registration limit"
+            )));
+        }
+        let total = count
+            .checked_mul(buf_len)
+            .ok_or_else(|| crate::IoError::InvalidArg("buffer pool size overflows".into()))?;
+        Ok(FixedBufferPool {
+            mem: AlignedBuf::new(total),
+            buf_len,
+            count,
+            per_entry,
+        })
+    }
+
+    pub fn count(&self) -> usize {
+        self.count
+    }
+
+    pub fn buf_len(&self) -> usize {
+        self.buf_len
+    }
+
+    pub fn total_bytes(&self) -> usize {
+        self.count * self.buf_len
+    }
+
+    /// Start of buffer `i`.
+    pub fn ptr(&self, i: usize) -> *mut u8 {
+        assert!(i < self.count, "buffer {i} out of {}", self.count);
+        // SAFETY: i < count, so the offset stays inside the allocation.
+        unsafe { self.mem.as_ptr().add(i * self.buf_len) as *mut u8 }
+    }
+
+    /// Index of the registration entry that covers buffer `i`.
+    pub fn fixed_index(&self, i: usize) -> u16 {
+        assert!(i < self.count);
+        (i / self.per_entry) as u16
+    }
+
+    /// The `iovec`s to register, in registration-index order.
+    pub fn iovecs(&self) -> Vec<libc::iovec> {
+        (0..self.count)
+            .step_by(self.per_entry)
+            .map(|first| {
+                let n = self.per_entry.min(self.count - first);
+                libc::iovec {
+                    iov_base: self.ptr(first).cast(),
+                    iov_len: n * self.buf_len,
+                }
+            })
+            .collect()
+    }
+
+    /// Read access to buffer `i`. The caller must not have I/O in flight on it.
+    pub fn slice(&self, i: usize) -> &[u8] {
+        &self.mem.as_slice()[i * self.buf_len..(i + 1) * self.buf_len]
+    }
+
+    /// Write access to buffer `i`. The caller must not have I/O in flight on it.
+    pub fn slice_mut(&mut self, i: usize) -> &mut [u8] {
+        let len = self.buf_len;
+        &mut self.mem.as_mut_slice()[i * len..(i + 1) * len]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn aligned_and_zeroed() {
+        let b = AlignedBuf::new(5000);
+        assert_eq!(b.len(), 8192);
+        assert_eq!(b.as_ptr() as usize % BUF_ALIGN, 0);
+        assert!(b.as_slice().iter().all(|&x| x == 0));
+    }
+
+    #[test]
+    fn pool_registration_covers_every_buffer() {
+        let p = FixedBufferPool::new(20000, 4096).unwrap();
+        let iov = p.iovecs();
+        assert!(iov.len() <= MAX_FIXED_BUFFERS);
+        let total: usize = iov.iter().map(|v| v.iov_len).sum();
+        assert_eq!(total, p.total_bytes());
+        for i in [0, 1, 19999] {
+            let e = &iov[p.fixed_index(i) as usize];
+            let base = e.iov_base as usize;
+            let ptr = p.ptr(i) as usize;
+            assert!(ptr >= base && ptr + p.buf_len() <= base + e.iov_len);
+        }
+    }
+}

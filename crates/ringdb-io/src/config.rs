@@ -1,0 +1,327 @@
+//! `IoConfig`: one engine plus every io_uring switch of the paper, each usable alone.
+
+use crate::error::{IoError, Result};
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::str::FromStr;
+
+/// Upper bound on the queue depth of one ring (io_uring caps SQ entries at 32768).
+pub const MAX_QUEUE_DEPTH: u32 = 32768;
+
+/// Which kernel interface carries the I/O.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum EngineKind {
+    /// Blocking `pread`/`pwrite`, one I/O at a time per thread (the baseline).
+    Posix,
+    /// Linux AIO through raw `io_setup`/`io_submit`/`io_getevents` syscalls.
+    Libaio,
+    /// io_uring used synchronously: submit one request and wait for it (the paper's first bar).
+    UringSync,
+    /// io_uring, asynchronous with batched submission.
+    Uring,
+}
+
+impl EngineKind {
+    pub const ALL: [EngineKind; 4] = [
+        EngineKind::Posix,
+        EngineKind::Libaio,
+        EngineKind::UringSync,
+        EngineKind::Uring,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            EngineKind::Posix => "posix",
+            EngineKind::Libaio => "libaio",
+            EngineKind::UringSync => "uring-sync",
+            EngineKind::Uring => "uring",
+        }
+    }
+
+    pub fn is_uring(self) -> bool {
+        matches!(self, EngineKind::UringSync | EngineKind::Uring)
+    }
+}
+
+impl fmt::Display for EngineKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for EngineKind {
+    type Err = IoError;
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "posix" | "psync" => Ok(EngineKind::Posix),
+            "libaio" => Ok(EngineKind::Libaio),
+            "uring-sync" => Ok(EngineKind::UringSync),
+            "uring" | "io_uring" => Ok(EngineKind::Uring),
+            _ => Err(IoError::InvalidArg(format!(
+                "unknown engine {s:?}; expected posix, libaio, uring-sync or uring"
+            ))),
+        }
+    }
+}
+
+/// How completions' task work is run (paper Sec. 2.1, "Avoiding preemptions").
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SetupMode {
+    /// Task work runs on any kernel entry, possibly by IPI.
+    #[default]
+    Default,
+    /// `IORING_SETUP_COOP_TASKRUN`: no IPIs; task work waits for the next kernel entry.
+    Coop,
+    /// `IORING_SETUP_DEFER_TASKRUN | SINGLE_ISSUER`: task work only in `io_uring_enter`.
+    Defer,
+}
+
+impl SetupMode {
+    pub fn name(self) -> &'static str {
+        match self {
+            SetupMode::Default => "default",
+            SetupMode::Coop => "coop",
+            SetupMode::Defer => "defer",
+        }
+    }
+}
+
+impl FromStr for SetupMode {
+    type Err = IoError;
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "default" => Ok(SetupMode::Default),
+            "coop" => Ok(SetupMode::Coop),
+            "defer" => Ok(SetupMode::Defer),
+            _ => Err(IoError::InvalidArg(format!(
+                "unknown setup mode {s:?}; expected default, coop or defer"
+            ))),
+        }
+    }
+}
+
+/// A kernel thread polls the submission queue (`IORING_SETUP_SQPOLL`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct SqPoll {
+    /// Milliseconds the poller spins without work before it sleeps.
+    pub idle_ms: u32,
+    /// CPU to pin the poller to (`IORING_SETUP_SQ_AFF`).
+    pub cpu: Option<u32>,
+}
+
+/// When queued submissions are handed to the kernel.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Batching {
+    /// One `io_uring_enter` per request.
+    Each,
+    /// Paper Sec. 3.3.3: flush early while few I/Os are outstanding (keep the device busy),
+    /// defer while many are (amortise the syscall).
+    #[default]
+    Adaptive,
+    /// Flush once `n` requests are queued (or when nothing else can run).
+    Fixed(u32),
+}
+
+impl fmt::Display for Batching {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Batching::Each => f.write_str("each"),
+            Batching::Adaptive => f.write_str("adaptive"),
+            Batching::Fixed(n) => write!(f, "fixed({n})"),
+        }
+    }
+}
+
+impl FromStr for Batching {
+    type Err = IoError;
+    fn from_str(s: &str) -> Result<Self> {
+        let bad = || {
+            IoError::InvalidArg(format!(
+                "unknown batching policy {s:?}; expected each, adaptive or fixed(N) (also fixed:N)"
+            ))
+        };
+        match s {
+            "each" => Ok(Batching::Each),
+            "adaptive" => Ok(Batching::Adaptive),
+            _ => {
+                let n = s
+                    .strip_prefix("fixed(")
+                    .and_then(|r| r.strip_suffix(')'))
+                    .or_else(|| s.strip_prefix("fixed:"))
+                    .or_else(|| s.strip_prefix("fixed="))
+                    .ok_or_else(bad)?;
+                let n: u32 = n.parse().map_err(|_| bad())?;
+                if n == 0 || n > MAX_QUEUE_DEPTH {
+                    return Err(IoError::InvalidArg(format!(
+                        "fixed batch size must be in 1..={MAX_QUEUE_DEPTH}, got {n}"
+                    )));
+                }
+                Ok(Batching::Fixed(n))
+            }
+        }
+    }
+}
+
+/// One engine and its switches. Every io_uring feature is off by default so that each can be
+/// turned on alone and measured against the same baseline.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IoConfig {
+    pub engine: EngineKind,
+    pub setup: SetupMode,
+    pub sqpoll: Option<SqPoll>,
+    /// `IORING_REGISTER_RING_FDS`: enter the ring by index instead of by fd.
+    pub register_ring_fd: bool,
+    /// `IORING_REGISTER_FILES`: requests name files by index (`IOSQE_FIXED_FILE`).
+    pub register_files: bool,
+    /// `IORING_REGISTER_BUFFERS`: `READ_FIXED`/`WRITE_FIXED` into pre-pinned buffers.
+    pub fixed_buffers: bool,
+    /// `IORING_SETUP_IOPOLL`: completions are polled from the device (needs poll queues, O_DIRECT).
+    pub iopoll: bool,
+    /// `IOSQE_ASYNC` on every request: force the io-wq worker path (for measuring it).
+    pub force_async: bool,
+    pub batching: Batching,
+    /// Maximum requests in flight on this ring (SQ entries).
+    pub queue_depth: u32,
+    /// CQ entries; default is twice the SQ.
+    pub cq_size: Option<u32>,
+}
+
+impl Default for IoConfig {
+    fn default() -> Self {
+        IoConfig {
+            engine: EngineKind::Uring,
+            setup: SetupMode::Default,
+            sqpoll: None,
+            register_ring_fd: false,
+            register_files: false,
+            fixed_buffers: false,
+            iopoll: false,
+            force_async: false,
+            batching: Batching::Adaptive,
+            queue_depth: 128,
+            cq_size: None,
+        }
+    }
+}
+
+impl IoConfig {
+    pub fn new(engine: EngineKind) -> Self {
+        IoConfig {
+            engine,
+            ..IoConfig::default()
+        }
+    }
+
+    /// Rejects combinations that cannot mean anything, before any resource is created.
+    pub fn validate(&self) -> Result<()> {
+        if self.queue_depth == 0 || self.queue_depth > MAX_QUEUE_DEPTH {
+            return Err(IoError::InvalidArg(format!(
+                "queue depth must be in 1..={MAX_QUEUE_DEPTH}, got {}",
+                self.queue_depth
+            )));
+        }
+        if let Some(cq) = self.cq_size {
+            if cq < self.queue_depth || cq > 2 * MAX_QUEUE_DEPTH * 2 {
+                return Err(IoError::InvalidArg(format!(
+                    "CQ size {cq} must be at least the queue depth {} and at most {}",
+                    self.queue_depth,
+                    4 * MAX_QUEUE_DEPTH
+                )));
+            }
+        }
+        if !self.engine.is_uring() {
+            let uring_only = [
+                ("--setup", self.setup != SetupMode::Default),
+                ("--sqpoll", self.sqpoll.is_some()),
+                ("--register-ring-fd", self.register_ring_fd),
+                ("--register-files", self.register_files),
+                ("--fixedbufs", self.fixed_buffers),
+                ("--iopoll", self.iopoll),
+                ("--force-async", self.force_async),
+            ];
+            if let Some((flag, _)) = uring_only.iter().find(|(_, on)| *on) {
+                return Err(IoError::InvalidArg(format!(
+                    "{flag} is an io_uring switch; use it with --engine uring or uring-sync, not {}",
+                    self.engine
+                )));
+            }
+        }
+        if self.sqpoll.is_some() && self.setup == SetupMode::Defer {
+            return Err(IoError::InvalidArg(
+                "--sqpoll and --setup defer exclude each other (DEFER_TASKRUN needs the submitting task to run completions); pick one".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Requests this engine keeps in flight at most.
+    pub fn effective_depth(&self) -> u32 {
+        match self.engine {
+            EngineKind::Posix | EngineKind::UringSync => 1,
+            EngineKind::Libaio | EngineKind::Uring => self.queue_depth,
+        }
+    }
+
+    /// A short label such as `uring+defer+fixedbufs+regfiles`.
+    pub fn label(&self) -> String {
+        let mut s = self.engine.name().to_string();
+        if self.setup != SetupMode::Default {
+            s.push('+');
+            s.push_str(self.setup.name());
+        }
+        if self.sqpoll.is_some() {
+            s.push_str("+sqpoll");
+        }
+        if self.register_ring_fd {
+            s.push_str("+regring");
+        }
+        if self.register_files {
+            s.push_str("+regfiles");
+        }
+        if self.fixed_buffers {
+            s.push_str("+fixedbufs");
+        }
+        if self.iopoll {
+            s.push_str("+iopoll");
+        }
+        if self.force_async {
+            s.push_str("+async");
+        }
+        if self.engine == EngineKind::Uring && self.batching != Batching::Adaptive {
+            s.push_str(&format!("+batch={}", self.batching));
+        }
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_batching() {
+        assert_eq!("each".parse::<Batching>().unwrap(), Batching::Each);
+        assert_eq!("fixed(8)".parse::<Batching>().unwrap(), Batching::Fixed(8));
+        assert_eq!("fixed:16".parse::<Batching>().unwrap(), Batching::Fixed(16));
+        assert!("fixed(0)".parse::<Batching>().is_err());
+        assert!("sometimes".parse::<Batching>().is_err());
+    }
+
+    #[test]
+    fn uring_switch_on_posix_is_refused() {
+        let mut c = IoConfig::new(EngineKind::Posix);
+        c.fixed_buffers = true;
+        let e = c.validate().unwrap_err().to_string();
+        assert!(e.contains("--fixedbufs"), "{e}");
+    }
+
+    #[test]
+    fn zero_depth_is_refused() {
+        let mut c = IoConfig::new(EngineKind::Uring);
+        c.queue_depth = 0;
+        assert!(c.validate().is_err());
+    }
+}

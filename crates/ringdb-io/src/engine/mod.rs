@@ -1,0 +1,193 @@
+//! The I/O engines behind one trait: `posix`, `libaio`, `uring-sync` and `uring`.
+//!
+//! An engine is owned by one thread (ring per thread). Callers queue requests with
+//! [`Engine::push`], hand them to the kernel with [`Engine::submit`] and collect completions
+//! with [`Engine::reap`]. What a request points at must stay valid until its completion has
+//! been reaped; that is the contract of the unsafe `push`.
+
+mod libaio;
+mod posix;
+mod uring;
+
+pub use libaio::LibaioEngine;
+pub use posix::PosixEngine;
+pub use uring::UringEngine;
+
+use crate::config::{EngineKind, IoConfig};
+use crate::error::Result;
+use serde::Serialize;
+use std::os::fd::RawFd;
+
+/// Index of a file in the table an engine was opened with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct FileId(pub u32);
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum OpKind {
+    Read,
+    Write,
+    /// `fsync`: data and metadata.
+    Fsync,
+    /// `fdatasync`: data and the metadata needed to read it back.
+    Fdatasync,
+    /// Does nothing; measures the pure submission path.
+    Nop,
+}
+
+impl OpKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            OpKind::Read => "read",
+            OpKind::Write => "write",
+            OpKind::Fsync => "fsync",
+            OpKind::Fdatasync => "fdatasync",
+            OpKind::Nop => "nop",
+        }
+    }
+}
+
+/// One request. `buf`/`len` are used by reads and writes only.
+#[derive(Clone, Copy, Debug)]
+pub struct IoRequest {
+    pub op: OpKind,
+    pub file: FileId,
+    pub offset: u64,
+    pub buf: *mut u8,
+    pub len: u32,
+    /// Registration index of the buffer when it lies in a registered [`crate::FixedBufferPool`];
+    /// engines with fixed buffers on use `READ_FIXED`/`WRITE_FIXED` for it.
+    pub buf_index: Option<u16>,
+    /// Returned unchanged in the completion.
+    pub user_data: u64,
+}
+
+impl IoRequest {
+    pub fn read(file: FileId, offset: u64, buf: *mut u8, len: u32, user_data: u64) -> Self {
+        IoRequest {
+            op: OpKind::Read,
+            file,
+            offset,
+            buf,
+            len,
+            buf_index: None,
+            user_data,
+        }
+    }
+
+    pub fn write(file: FileId, offset: u64, buf: *mut u8, len: u32, user_data: u64) -> Self {
+        IoRequest {
+            op: OpKind::Write,
+            ..IoRequest::read(file, offset, buf, len, user_data)
+        }
+    }
+
+    pub fn nop(user_data: u64) -> Self {
+        IoRequest {
+            op: OpKind::Nop,
+            ..IoRequest::read(FileId(0), 0, std::ptr::null_mut(), 0, user_data)
+        }
+    }
+
+    pub fn sync(op: OpKind, file: FileId, user_data: u64) -> Self {
+        debug_assert!(matches!(op, OpKind::Fsync | OpKind::Fdatasync));
+        IoRequest {
+            op,
+            ..IoRequest::read(file, 0, std::ptr::null_mut(), 0, user_data)
+        }
+    }
+
+    pub fn with_buf_index(mut self, index: Option<u16>) -> Self {
+        self.buf_index = index;
+        self
+    }
+}
+
+/// A finished request: `result` is bytes transferred (or 0), or a negative errno.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IoCompletion {
+    pub user_data: u64,
+    pub result: i32,
+}
+
+/// What an engine counts as it runs.
+#[derive(Clone, Copy, Debug, Default, Serialize, PartialEq, Eq)]
+pub struct EngineStats {
+    /// Requests handed to the kernel.
+    pub submitted: u64,
+    /// Completions delivered by `reap`.
+    pub completed: u64,
+    /// Kernel entries made for I/O: `io_uring_enter` for io_uring, `io_submit` and
+    /// `io_getevents` for libaio, `pread`/`pwrite`/`fsync` for posix.
+    pub enters: u64,
+    /// `reap` calls that returned at least one completion.
+    pub reaps: u64,
+}
+
+impl EngineStats {
+    pub fn cqes_per_reap(&self) -> f64 {
+        if self.reaps == 0 {
+            0.0
+        } else {
+            self.completed as f64 / self.reaps as f64
+        }
+    }
+}
+
+/// A ring-per-thread I/O engine. Not `Send`: it belongs to the thread that opened it.
+pub trait Engine {
+    fn kind(&self) -> EngineKind;
+
+    /// Requests this engine can have in flight at once (pushed and not yet reaped).
+    fn depth(&self) -> usize;
+
+    /// Requests pushed and not yet reaped.
+    fn in_flight(&self) -> usize;
+
+    /// Requests pushed but not yet handed to the kernel.
+    fn pending(&self) -> usize;
+
+    /// Queues a request. Engines that cannot queue (`posix`, `uring-sync`) perform it at once.
+    /// Fails without queueing when `in_flight() == depth()`.
+    ///
+    /// # Safety
+    /// For reads and writes, `req.buf` must be valid for `req.len` bytes and must not be freed,
+    /// reused or (for reads) accessed until the completion carrying `req.user_data` has been
+    /// returned by [`Engine::reap`]. The kernel may write into it until then.
+    unsafe fn push(&mut self, req: &IoRequest) -> Result<()>;
+
+    /// Hands pending requests to the kernel and, if `wait_for > 0`, blocks until at least
+    /// `wait_for` completions (counting those already waiting) can be reaped.
+    fn submit(&mut self, wait_for: usize) -> Result<()>;
+
+    /// Appends every completion that is ready to `out` without blocking; returns how many.
+    fn reap(&mut self, out: &mut Vec<IoCompletion>) -> usize;
+
+    fn stats(&self) -> EngineStats;
+
+    /// Waits for every request in flight and drops their completions. Engines call this on
+    /// drop so that no buffer is released while the kernel may still write into it.
+    fn drain(&mut self) -> Result<()> {
+        let mut sink = Vec::new();
+        while self.in_flight() > 0 {
+            self.submit(1)?;
+            sink.clear();
+            self.reap(&mut sink);
+        }
+        Ok(())
+    }
+}
+
+/// Opens the engine `cfg` names over `files`. With `cfg.fixed_buffers`, `buffers` are registered
+/// (the caller keeps them alive for the engine's lifetime).
+pub fn open_engine(
+    cfg: &IoConfig,
+    files: &[RawFd],
+    buffers: Option<&[libc::iovec]>,
+) -> Result<Box<dyn Engine>> {
+    cfg.validate()?;
+    Ok(match cfg.engine {
+        EngineKind::Posix => Box::new(PosixEngine::new(files)),
+        EngineKind::Libaio => Box::new(LibaioEngine::new(cfg.queue_depth as usize, files)?),
+        EngineKind::UringSync | EngineKind::Uring => Box::new(UringEngine::new(cfg, files, buffers)?),
+    })
+}

@@ -1,0 +1,79 @@
+//! Typed errors of the I/O layer. Every variant's message names the cause and what to change,
+//! because these reach users verbatim as one-line CLI errors.
+
+use std::io;
+use std::path::PathBuf;
+
+/// Result alias for the I/O layer.
+pub type Result<T, E = IoError> = std::result::Result<T, E>;
+
+#[derive(Debug, thiserror::Error)]
+pub enum IoError {
+    #[error("{path}: no such file or device; create it, or pass a path that exists")]
+    NotFound { path: PathBuf },
+
+    #[error("{path}: permission denied; run as a user that may open it ({source})")]
+    PermissionDenied { path: PathBuf, source: io::Error },
+
+    #[error("{path}: O_DIRECT is not supported here (tmpfs and some filesystems refuse it); use --direct 0 or a file on a block-backed filesystem")]
+    DirectUnsupported { path: PathBuf },
+
+    #[error("{what} = {value} is not a multiple of the logical block size {block} that O_DIRECT requires; use a multiple of {block}")]
+    Misaligned {
+        what: &'static str,
+        value: u64,
+        block: u32,
+    },
+
+    #[error("io_uring is disabled (kernel.io_uring_disabled = {value}); run `sysctl -w kernel.io_uring_disabled=0` as root, or use --engine posix or --engine libaio")]
+    UringDisabled { value: u32 },
+
+    #[error("the kernel refused io_uring setup with {feature}: {source}; {hint}")]
+    SetupRefused {
+        feature: String,
+        hint: &'static str,
+        source: io::Error,
+    },
+
+    #[error("registering {bytes} bytes of fixed buffers exceeds the locked-memory limit (RLIMIT_MEMLOCK = {limit}); raise it (ulimit -l, LimitMEMLOCK=) or run without --fixedbufs")]
+    Memlock { bytes: u64, limit: String },
+
+    #[error("{switch} is not supported here: {reason}")]
+    Unsupported { switch: &'static str, reason: String },
+
+    #[error("invalid argument: {0}")]
+    InvalidArg(String),
+
+    #[error("{op} failed at offset {offset}: {source}")]
+    Op {
+        op: &'static str,
+        offset: u64,
+        source: io::Error,
+    },
+
+    #[error("{context}: {source}")]
+    Os {
+        context: String,
+        source: io::Error,
+    },
+}
+
+impl IoError {
+    /// An OS error with a short description of what was being attempted.
+    pub fn os(context: impl Into<String>, source: io::Error) -> Self {
+        IoError::Os {
+            context: context.into(),
+            source,
+        }
+    }
+
+    /// An error for a failed completion: `res` is the negative errno from the kernel.
+    pub fn from_completion(op: &'static str, offset: u64, res: i32) -> Self {
+        debug_assert!(res < 0);
+        IoError::Op {
+            op,
+            offset,
+            source: io::Error::from_raw_os_error(-res),
+        }
+    }
+}

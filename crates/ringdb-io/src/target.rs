@@ -1,0 +1,165 @@
+//! Opening the file or block device that I/O goes to, with the checks O_DIRECT needs and a
+//! clear refusal for each way it can go wrong.
+
+use crate::error::{IoError, Result};
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::fd::{AsRawFd, RawFd};
+use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+/// How to open a target.
+#[derive(Clone, Copy, Debug)]
+pub struct TargetOptions {
+    /// `O_DIRECT`: bypass the page cache.
+    pub direct: bool,
+    /// Open for writing too (needed for writes and for filling a file).
+    pub write: bool,
+    /// Create a regular file when missing.
+    pub create: bool,
+}
+
+/// An open file or block device.
+#[derive(Debug)]
+pub struct Target {
+    file: File,
+    path: PathBuf,
+    pub is_block_device: bool,
+    pub direct: bool,
+    /// Current size in bytes (file length, or the device's capacity).
+    pub size: u64,
+    /// Offsets, lengths and buffer addresses must be multiples of this under O_DIRECT.
+    pub align: u32,
+}
+
+impl Target {
+    pub fn open(path: &Path, opts: TargetOptions) -> Result<Target> {
+        let meta = std::fs::metadata(path);
+        let is_block_device = matches!(&meta, Ok(m) if m.file_type().is_block_device());
+        // A missing path is created only as a regular file in an existing directory, never
+        // under /dev, where a typo in a device name must not turn into a file.
+        let creatable = opts.create
+            && !path.starts_with("/dev")
+            && path
+                .parent()
+                .is_none_or(|p| p.as_os_str().is_empty() || p.is_dir());
+        if meta.is_err() && !creatable {
+            return Err(IoError::NotFound {
+                path: path.to_path_buf(),
+            });
+        }
+        if let Ok(m) = &meta {
+            if m.is_dir() {
+                return Err(IoError::InvalidArg(format!(
+                    "{} is a directory; name a file or a block device",
+                    path.display()
+                )));
+            }
+        }
+        let mut oo = OpenOptions::new();
+        oo.read(true).write(opts.write);
+        if opts.create && !is_block_device {
+            oo.create(true);
+        }
+        if opts.direct {
+            oo.custom_flags(libc::O_DIRECT);
+        }
+        let file = oo.open(path).map_err(|e| open_error(path, opts, e))?;
+        let fd = file.as_raw_fd();
+        let (size, align) = if is_block_device {
+            (
+                crate::device::block_device_size(fd)?,
+                crate::device::logical_block_size_of_fd(fd)?,
+            )
+        } else {
+            let len = file
+                .metadata()
+                .map_err(|e| IoError::os(format!("stat {}", path.display()), e))?
+                .len();
+            (len, dio_offset_align(fd).unwrap_or(512))
+        };
+        Ok(Target {
+            file,
+            path: path.to_path_buf(),
+            is_block_device,
+            direct: opts.direct,
+            size,
+            align: if opts.direct { align.max(1) } else { 1 },
+        })
+    }
+
+    pub fn fd(&self) -> RawFd {
+        self.file.as_raw_fd()
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn file(&self) -> &File {
+        &self.file
+    }
+
+    /// Refuses a block size or offset that O_DIRECT would reject with EINVAL mid-run.
+    pub fn check_aligned(&self, what: &'static str, value: u64) -> Result<()> {
+        if !value.is_multiple_of(self.align as u64) {
+            return Err(IoError::Misaligned {
+                what,
+                value,
+                block: self.align,
+            });
+        }
+        Ok(())
+    }
+
+    /// Re-reads the size (after a fill).
+    pub fn refresh_size(&mut self) -> Result<()> {
+        if !self.is_block_device {
+            self.size = self
+                .file
+                .metadata()
+                .map_err(|e| IoError::os(format!("stat {}", self.path.display()), e))?
+                .len();
+        }
+        Ok(())
+    }
+}
+
+fn open_error(path: &Path, opts: TargetOptions, e: io::Error) -> IoError {
+    match e.raw_os_error() {
+        Some(libc::ENOENT) => IoError::NotFound {
+            path: path.to_path_buf(),
+        },
+        Some(libc::EACCES) | Some(libc::EPERM) | Some(libc::EROFS) => IoError::PermissionDenied {
+            path: path.to_path_buf(),
+            source: e,
+        },
+        Some(libc::EINVAL) if opts.direct => IoError::DirectUnsupported {
+            path: path.to_path_buf(),
+        },
+        _ => IoError::os(format!("open {}", path.display()), e),
+    }
+}
+
+/// The file offset alignment O_DIRECT needs, from statx(STATX_DIOALIGN) (Linux 6.1+).
+fn dio_offset_align(fd: RawFd) -> Option<u32> {
+    const STATX_DIOALIGN: u32 = 0x2000;
+    let mut stx = std::mem::MaybeUninit::<libc::statx>::zeroed();
+    // SAFETY: fd is open, the empty path with AT_EMPTY_PATH names it, and stx is writable.
+    let ret = unsafe {
+        libc::statx(
+            fd,
+            c"".as_ptr(),
+            libc::AT_EMPTY_PATH,
+            STATX_DIOALIGN,
+            stx.as_mut_ptr(),
+        )
+    };
+    if ret != 0 {
+        return None;
+    }
+    // SAFETY: statx succeeded and filled the struct (zeroed before in any case).
+    let stx = unsafe { stx.assume_init() };
+    (stx.stx_mask & STATX_DIOALIGN != 0 && stx.stx_dio_offset_align > 0)
+        .then_some(stx.stx_dio_offset_align)
+}
