@@ -4,7 +4,7 @@
 use crate::error::{BenchError, Result};
 use crate::rawio::{IoReport, IoSpec, RwMode};
 use crate::units::fio_size;
-use ringdb_io::counters::{tsc_hz, LatencySummary};
+use ringdb_io::counters::{tsc_hz, CpuTime, LatencySummary};
 use ringdb_io::{EngineKind, SetupMode};
 use serde_json::Value;
 use std::process::Command;
@@ -53,6 +53,11 @@ pub fn fio_args(spec: &IoSpec) -> (Vec<String>, String) {
         a.push(format!("--runtime={}ms", rt.as_millis().max(1)));
         a.push("--time_based".into());
     }
+    if !spec.cpus.is_empty() {
+        a.push(format!("--cpus_allowed={}", crate::rawio::cpu_list(&spec.cpus)));
+        a.push("--cpus_allowed_policy=split".into());
+        label.push_str(&format!("@cpus{}", crate::rawio::cpu_list(&spec.cpus)));
+    }
     if let Some(n) = spec.ios {
         a.push(format!("--number_ios={n}"));
     }
@@ -80,8 +85,10 @@ pub fn fio_args(spec: &IoSpec) -> (Vec<String>, String) {
             a.push("--force_async=1".into());
             label.push_str("+async");
         }
-        if io.setup != SetupMode::Default {
-            label.push_str("(fio's own setup flags)");
+        // fio 3.33 sets up its rings with DEFER_TASKRUN | SINGLE_ISSUER (falling back to
+        // COOP_TASKRUN), whatever ringdb's --setup says.
+        if io.setup != SetupMode::Defer {
+            label.push_str("(defer)");
         }
     }
     (a, label)
@@ -95,10 +102,14 @@ pub fn run_fio(spec: &IoSpec) -> Result<IoReport> {
         ));
     }
     let (args, label) = fio_args(spec);
+    // fio reports the CPU of its job thread only; the whole process tree (io-wq workers and
+    // SQPOLL threads included, as ringdb counts itself) comes from our children's rusage.
+    let children0 = CpuTime::children_now();
     let out = Command::new("fio")
         .args(&args)
         .output()
         .map_err(|e| BenchError::Fio(format!("could not start fio: {e}")))?;
+    let tree_cpu = CpuTime::children_now().since(children0);
     let stdout = String::from_utf8_lossy(&out.stdout);
     if !out.status.success() {
         let err = String::from_utf8_lossy(&out.stderr);
@@ -108,7 +119,15 @@ pub fn run_fio(spec: &IoSpec) -> Result<IoReport> {
             err.lines().chain(stdout.lines()).find(|l| !l.trim().is_empty()).unwrap_or("")
         )));
     }
-    parse_fio_json(&stdout, spec, label)
+    let mut report = parse_fio_json(&stdout, spec, label)?;
+    if report.runtime_s > 0.0 && report.ios > 0 {
+        let wall = report.runtime_s;
+        report.cpu_pct = 100.0 * tree_cpu.total().as_secs_f64() / wall;
+        report.cpu_user_pct = 100.0 * tree_cpu.user.as_secs_f64() / wall;
+        report.cpu_sys_pct = 100.0 * tree_cpu.sys.as_secs_f64() / wall;
+        report.cycles_per_io = tree_cpu.total().as_secs_f64() * tsc_hz() / report.ios as f64;
+    }
+    Ok(report)
 }
 
 /// Parses fio's `--output-format=json` output (one group-reported job).
@@ -148,6 +167,7 @@ pub fn parse_fio_json(text: &str, spec: &IoSpec, label: String) -> Result<IoRepo
     let sys = f(&job["sys_cpu"]);
     let job_runtime_s = f(&job["job_runtime"]).max(runtime_ms) / 1000.0;
     let cpu_s = (usr + sys) / 100.0 * job_runtime_s;
+    let cycles = if ios > 0.0 { cpu_s * tsc_hz() / ios } else { 0.0 };
     Ok(IoReport {
         tool: "fio".into(),
         label,
@@ -170,10 +190,13 @@ pub fn parse_fio_json(text: &str, spec: &IoSpec, label: String) -> Result<IoRepo
             p999: pct("99.900000"),
             max: f(&lat["max"]) / 1000.0,
         },
+        // Until run_fio replaces them with the whole tree's figures, the job thread's.
         cpu_pct: usr + sys,
         cpu_user_pct: usr,
         cpu_sys_pct: sys,
-        cycles_per_io: if ios > 0.0 { cpu_s * tsc_hz() / ios } else { 0.0 },
+        cpu_submitter_pct: usr + sys,
+        cycles_per_io: cycles,
+        cycles_per_io_submitter: cycles,
         enters_per_io: None,
         cqes_per_reap: None,
         iowq_workers: None,
@@ -198,7 +221,7 @@ mod tests {
         assert!(a.contains(&"--iodepth=32".to_string()));
         assert!(a.contains(&"--fixedbufs".to_string()));
         assert!(a.contains(&"--registerfiles".to_string()));
-        assert_eq!(label, "io_uring+fixedbufs+regfiles");
+        assert_eq!(label, "io_uring+fixedbufs+regfiles(defer)");
     }
 
     #[test]

@@ -11,7 +11,7 @@ use ringdb_io::counters::{rdtsc, tsc_hz, CpuTime, LatencyHist, LatencySummary};
 use ringdb_io::iowq::IowqTracker;
 use ringdb_io::target::{Target, TargetOptions};
 use ringdb_io::{
-    open_engine, Batching, EngineKind, EngineStats, FileId, FixedBufferPool, IoCompletion,
+    open_engine, EngineKind, EngineStats, FileId, FixedBufferPool, IoCompletion,
     IoConfig, IoError, IoRequest,
 };
 use serde::Serialize;
@@ -105,6 +105,9 @@ pub struct IoSpec {
     pub seed: u64,
     /// Draw a progress bar on stderr (only when it is a terminal).
     pub progress: bool,
+    /// CPUs for the jobs: job `i` (its thread, ring and io-wq workers) runs on
+    /// `cpus[i % cpus.len()]` (fio's `cpus_allowed` with `cpus_allowed_policy=split`).
+    pub cpus: Vec<u32>,
 }
 
 impl IoSpec {
@@ -123,6 +126,7 @@ impl IoSpec {
             verify: None,
             seed: 0x5eed,
             progress: false,
+            cpus: Vec::new(),
         }
     }
 
@@ -194,8 +198,14 @@ pub struct IoReport {
     pub cpu_pct: f64,
     pub cpu_user_pct: f64,
     pub cpu_sys_pct: f64,
-    /// CPU cycles spent per I/O: CPU time x TSC rate / I/Os (seeds/001's definition).
+    /// CPU of the submitting threads alone (what fio reports as usr_cpu + sys_cpu), without
+    /// the kernel threads (io-wq workers, SQPOLL) that work for them.
+    pub cpu_submitter_pct: f64,
+    /// CPU cycles spent per I/O by the whole process: CPU time x TSC rate / I/Os
+    /// (seeds/001's definition, with io-wq and SQPOLL threads counted).
     pub cycles_per_io: f64,
+    /// The same for the submitting threads alone.
+    pub cycles_per_io_submitter: f64,
     /// Kernel entries per I/O (`io_uring_enter`; `io_submit`+`io_getevents`; `pread`/`pwrite`).
     pub enters_per_io: Option<f64>,
     pub cqes_per_reap: Option<f64>,
@@ -207,6 +217,8 @@ pub struct IoReport {
 
 /// Per-job outcome.
 struct JobResult {
+    /// CPU time of the job's own thread over its run.
+    thread_cpu: Duration,
     ios: u64,
     bytes: u64,
     hist: LatencyHist,
@@ -467,7 +479,7 @@ fn run_job(
     stop: &AtomicBool,
 ) -> Result<JobResult> {
     // Set up the ring and buffers, then meet the others at the barrier even on failure.
-    let setup = JobSetup::open(spec);
+    let setup = JobSetup::open(spec, job);
     barrier.wait();
     let mut setup = setup?;
     let r = setup.run(spec, job, done_ios, stop);
@@ -486,7 +498,7 @@ struct JobSetup {
 }
 
 impl JobSetup {
-    fn open(spec: &IoSpec) -> Result<JobSetup> {
+    fn open(spec: &IoSpec, job: u32) -> Result<JobSetup> {
         let target = Target::open(
             &spec.path,
             TargetOptions {
@@ -502,8 +514,12 @@ impl JobSetup {
             pattern::fill(pool.slice_mut(i), i as u64 * spec.bs, spec.seed);
         }
         let iov = pool.iovecs();
+        let mut io = spec.io.clone();
+        if !spec.cpus.is_empty() {
+            io.cpu = Some(spec.cpus[job as usize % spec.cpus.len()]);
+        }
         let engine = open_engine(
-            &spec.io,
+            &io,
             &[target.fd()],
             spec.io.fixed_buffers.then_some(&iov[..]),
         )?;
@@ -522,6 +538,7 @@ impl JobSetup {
         stop: &AtomicBool,
     ) -> Result<JobResult> {
         let depth = self.engine.depth();
+        let cpu0 = CpuTime::thread_now();
         let ns_per_tick = 1e9 / tsc_hz();
         let t0 = Instant::now();
         let start_tick = rdtsc();
@@ -543,8 +560,9 @@ impl JobSetup {
         let (mut ios, mut bytes, mut verified, mut unreported) = (0u64, 0u64, 0u64, 0u64);
         let mut stopping = false;
 
-        for slot in 0..depth.min(max_ios as usize) {
-            self.issue(&mut job_state, &mut slots, slot)?;
+        let initial = depth.min(max_ios as usize);
+        for slot in 0..initial {
+            self.issue(&mut job_state, &mut slots, slot, slot + 1 < initial)?;
         }
         while self.engine.in_flight() > 0 {
             self.engine.submit(1)?;
@@ -554,7 +572,7 @@ impl JobSetup {
             if deadline.is_some_and(|d| now >= d) || stop.load(Ordering::Relaxed) {
                 stopping = true;
             }
-            for c in &comps {
+            for (i, c) in comps.iter().enumerate() {
                 let slot = c.user_data as usize;
                 let s = slots[slot];
                 let op = if s.read { "read" } else { "write" };
@@ -581,7 +599,7 @@ impl JobSetup {
                     verified += 1;
                 }
                 if !stopping && job_state.issued < max_ios {
-                    self.issue(&mut job_state, &mut slots, slot)?;
+                    self.issue(&mut job_state, &mut slots, slot, i + 1 < comps.len())?;
                 }
             }
             unreported += comps.len() as u64;
@@ -592,6 +610,7 @@ impl JobSetup {
         }
         done_ios.fetch_add(unreported, Ordering::Relaxed);
         Ok(JobResult {
+            thread_cpu: CpuTime::thread_now().since(cpu0).total(),
             ios,
             bytes,
             hist,
@@ -601,7 +620,16 @@ impl JobSetup {
         })
     }
 
-    fn issue(&mut self, job: &mut Job<'_>, slots: &mut [Slot], slot: usize) -> Result<()> {
+    /// Prepares and queues the next request in `slot`. `more_coming` says whether other
+    /// refills follow in this pass; the last one always goes to the kernel with the next wait,
+    /// so a pass never costs a submit-only enter followed by a wait-only one.
+    fn issue(
+        &mut self,
+        job: &mut Job<'_>,
+        slots: &mut [Slot],
+        slot: usize,
+        more_coming: bool,
+    ) -> Result<()> {
         let (offset, read) = job.next();
         let buf = self.pool.ptr(slot);
         if !read && job.write_pattern {
@@ -622,11 +650,9 @@ impl JobSetup {
         // SAFETY: the buffer belongs to `self.pool`, which outlives the engine (field order),
         // and this slot is not touched again until its completion has been reaped.
         unsafe { self.engine.push(&req)? };
-        match job.spec.io.batching {
-            Batching::Each => self.engine.submit(0)?,
-            Batching::Fixed(n) if self.engine.pending() >= n as usize => self.engine.submit(0)?,
-            // Adaptive: refills go to the kernel with the next wait, one enter per reap pass.
-            _ => {}
+        let e = &mut self.engine;
+        if more_coming && job.spec.io.batching.flush_now(e.pending(), e.in_flight(), e.depth()) {
+            e.submit(0)?;
         }
         Ok(())
     }
@@ -637,7 +663,9 @@ fn summarise(spec: &IoSpec, results: &[JobResult], wall: Duration, cpu: CpuTime,
     let mut stats = EngineStats::default();
     let (mut ios, mut bytes, mut verified) = (0, 0, 0);
     let mut runtime = Duration::ZERO;
+    let mut thread_cpu = Duration::ZERO;
     for r in results {
+        thread_cpu += r.thread_cpu;
         hist.merge(&r.hist);
         ios += r.ios;
         bytes += r.bytes;
@@ -653,7 +681,11 @@ fn summarise(spec: &IoSpec, results: &[JobResult], wall: Duration, cpu: CpuTime,
     let per_io = |x: f64| if ios == 0 { 0.0 } else { x / ios as f64 };
     IoReport {
         tool: "ringdb".into(),
-        label: spec.io.label(),
+        label: if spec.cpus.is_empty() {
+            spec.io.label()
+        } else {
+            format!("{}@cpus{}", spec.io.label(), cpu_list(&spec.cpus))
+        },
         rw: spec.rw.name().into(),
         bs: spec.bs,
         iodepth: spec.io.queue_depth,
@@ -669,7 +701,9 @@ fn summarise(spec: &IoSpec, results: &[JobResult], wall: Duration, cpu: CpuTime,
         cpu_pct: 100.0 * cpu.total().as_secs_f64() / wall_s,
         cpu_user_pct: 100.0 * cpu.user.as_secs_f64() / wall_s,
         cpu_sys_pct: 100.0 * cpu.sys.as_secs_f64() / wall_s,
+        cpu_submitter_pct: 100.0 * thread_cpu.as_secs_f64() / wall_s,
         cycles_per_io: per_io(cpu.total().as_secs_f64() * tsc_hz()),
+        cycles_per_io_submitter: per_io(thread_cpu.as_secs_f64() * tsc_hz()),
         enters_per_io: Some(per_io(stats.enters as f64)),
         cqes_per_reap: (spec.io.engine != EngineKind::Posix).then(|| stats.cqes_per_reap()),
         iowq_workers: Some(iowq),
@@ -678,13 +712,13 @@ fn summarise(spec: &IoSpec, results: &[JobResult], wall: Duration, cpu: CpuTime,
 }
 
 /// Column headers of [`report_row`].
-pub const TABLE_HEADER: &str = "tool    config                               IOPS     MiB/s   avg_us   p50_us   p95_us   p99_us p99.9_us   max_us   cpu%(usr/sys)   cyc/IO  enters/IO iowq";
+pub const TABLE_HEADER: &str = "tool    config                               IOPS     MiB/s   avg_us   p50_us   p95_us   p99_us p99.9_us   max_us   cpu%(usr/sys) subm%   cyc/IO  enters/IO iowq";
 
 /// One aligned table row for a report.
 pub fn report_row(r: &IoReport) -> String {
     let opt = |v: Option<f64>| v.map_or("-".to_string(), |x| format!("{x:.3}"));
     format!(
-        "{:<7} {:<32} {:>10.0} {:>9.1} {:>8.1} {:>8.1} {:>8.1} {:>8.1} {:>8.1} {:>8.1} {:>6.1}({:>4.1}/{:>4.1}) {:>8.0} {:>10} {:>4}",
+        "{:<7} {:<32} {:>10.0} {:>9.1} {:>8.1} {:>8.1} {:>8.1} {:>8.1} {:>8.1} {:>8.1} {:>6.1}({:>4.1}/{:>4.1}) {:>5.1} {:>8.0} {:>10} {:>4}",
         r.tool,
         format!("{} {} qd{}", r.label, r.rw, r.iodepth),
         r.iops,
@@ -698,8 +732,14 @@ pub fn report_row(r: &IoReport) -> String {
         r.cpu_pct,
         r.cpu_user_pct,
         r.cpu_sys_pct,
+        r.cpu_submitter_pct,
         r.cycles_per_io,
         opt(r.enters_per_io),
         r.iowq_workers.map_or("-".to_string(), |w| w.to_string()),
     )
+}
+
+/// `0,1,3` for a CPU list.
+pub fn cpu_list(cpus: &[u32]) -> String {
+    cpus.iter().map(u32::to_string).collect::<Vec<_>>().join(",")
 }

@@ -44,8 +44,9 @@ pub struct IoArgs {
     /// posix | libaio | uring-sync | uring
     #[arg(long, default_value = "uring")]
     engine: String,
-    /// Ring setup mode: default | coop | defer (DEFER_TASKRUN + SINGLE_ISSUER).
-    #[arg(long, default_value = "default")]
+    /// Ring setup mode: default | coop | defer (DEFER_TASKRUN + SINGLE_ISSUER, the paper's
+    /// recommendation) | auto (defer, or default with --sqpoll).
+    #[arg(long, default_value = "auto")]
     setup: String,
     /// A kernel thread polls the submission queue.
     #[arg(long)]
@@ -77,6 +78,10 @@ pub struct IoArgs {
     /// Completion queue entries (default 2 x SQ).
     #[arg(long)]
     cq_size: Option<u32>,
+    /// CPUs for the jobs (0, 0,1, 0-3): job i, its ring and its io-wq workers run on the i-th
+    /// (fio's cpus_allowed with cpus_allowed_policy=split).
+    #[arg(long, alias = "cpus_allowed")]
+    cpus_allowed: Option<String>,
     /// Check every block read against the pattern written with --verify (seed = --seed).
     #[arg(long)]
     verify: bool,
@@ -92,11 +97,19 @@ pub struct IoArgs {
     /// Run fio with the equivalent options on the same target and print both with ratios.
     #[arg(long)]
     compare_fio: bool,
+    /// With --compare-fio: alternate ringdb and fio this many times; report the median run of
+    /// each and the spread of the per-pair ratios (how noisy the machine is).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100))]
+    repeat: u32,
 }
 
 fn config(a: &IoArgs) -> Result<IoConfig, BenchError> {
     let engine: EngineKind = a.engine.parse()?;
-    let setup: SetupMode = a.setup.parse()?;
+    let setup: SetupMode = match a.setup.as_str() {
+        "auto" if engine.is_uring() && !a.sqpoll => SetupMode::Defer,
+        "auto" => SetupMode::Default,
+        s => s.parse()?,
+    };
     let batching: Batching = a.batch.parse()?;
     Ok(IoConfig {
         engine,
@@ -113,6 +126,7 @@ fn config(a: &IoArgs) -> Result<IoConfig, BenchError> {
         batching,
         queue_depth: a.iodepth,
         cq_size: a.cq_size,
+        cpu: None,
     })
 }
 
@@ -137,6 +151,10 @@ fn spec(a: &IoArgs) -> Result<IoSpec, BenchError> {
         verify: a.verify.then_some(a.seed),
         seed: a.seed,
         progress: std::io::stderr().is_terminal(),
+        cpus: match &a.cpus_allowed {
+            Some(list) => ringdb_io::affinity::parse_cpu_list(list)?,
+            None => Vec::new(),
+        },
     })
 }
 
@@ -148,21 +166,47 @@ pub fn run(a: IoArgs) -> Result<(), Box<dyn std::error::Error>> {
             std::fs::create_dir_all(parent)?;
         }
     }
-    let ours = rawio::run(&spec)?;
-    let theirs = if a.compare_fio {
-        Some(fio::run_fio(&spec)?)
-    } else {
-        None
-    };
+    if a.repeat > 1 && !a.compare_fio {
+        return Err("--repeat needs --compare-fio".into());
+    }
+    let mut our_runs = Vec::new();
+    let mut fio_runs = Vec::new();
+    for i in 0..a.repeat {
+        our_runs.push(rawio::run(&spec)?);
+        if a.compare_fio {
+            fio_runs.push(fio::run_fio(&spec)?);
+        }
+        if a.repeat > 1 {
+            eprintln!(
+                "run {}/{}: ringdb {:.0} IOPS, fio {:.0} IOPS",
+                i + 1,
+                a.repeat,
+                our_runs[i as usize].iops,
+                fio_runs[i as usize].iops
+            );
+        }
+    }
+    let ours = median_run(&our_runs);
+    let theirs = (!fio_runs.is_empty()).then(|| median_run(&fio_runs));
     let json = match &theirs {
-        Some(f) => serde_json::json!({
-            "ringdb": ours,
-            "fio": f,
-            "ratio_iops": ratio(ours.iops, f.iops),
-            "ratio_cycles_per_io": ratio(ours.cycles_per_io, f.cycles_per_io),
-            "ratio_p50": ratio(ours.lat_us.p50, f.lat_us.p50),
-            "fio_version": fio::fio_version(),
-        }),
+        Some(f) => {
+            let pair = |m: fn(&IoReport) -> f64| -> Vec<f64> {
+                our_runs.iter().zip(&fio_runs).map(|(o, t)| ratio(m(o), m(t))).collect()
+            };
+            serde_json::json!({
+                "ringdb": ours,
+                "fio": f,
+                "ratio_iops": ratio(ours.iops, f.iops),
+                "ratio_cycles_per_io": ratio(ours.cycles_per_io, f.cycles_per_io),
+                "ratio_p50": ratio(ours.lat_us.p50, f.lat_us.p50),
+                "repeat": a.repeat,
+                "ratio_iops_per_pair": pair(|r| r.iops),
+                "ratio_cycles_per_io_per_pair": pair(|r| r.cycles_per_io),
+                "ringdb_iops_runs": our_runs.iter().map(|r| r.iops).collect::<Vec<_>>(),
+                "fio_iops_runs": fio_runs.iter().map(|r| r.iops).collect::<Vec<_>>(),
+                "fio_version": fio::fio_version(),
+            })
+        }
         None => serde_json::to_value(&ours)?,
     };
     if a.json {
@@ -172,6 +216,11 @@ pub fn run(a: IoArgs) -> Result<(), Box<dyn std::error::Error>> {
         println!("{}", report_row(&ours));
         if let Some(f) = &theirs {
             println!("{}", report_row(f));
+            if a.repeat > 1 {
+                let r: Vec<f64> = our_runs.iter().zip(&fio_runs).map(|(o, t)| ratio(o.iops, t.iops)).collect();
+                let (lo, hi) = r.iter().fold((f64::MAX, f64::MIN), |(l, h), &x| (l.min(x), h.max(x)));
+                println!("median of {} alternating runs each; per-pair IOPS ratio range {lo:.3}..{hi:.3}", a.repeat);
+            }
             println!(
                 "ratio ringdb/fio: IOPS {:.3}  cycles/IO {:.3}  p50 {:.3}  p99 {:.3}",
                 ratio(ours.iops, f.iops),
@@ -188,6 +237,13 @@ pub fn run(a: IoArgs) -> Result<(), Box<dyn std::error::Error>> {
         write_output(path, &json, &ours, theirs.as_ref())?;
     }
     Ok(())
+}
+
+/// The run with the median IOPS (a whole run, so its figures stay consistent with each other).
+fn median_run(runs: &[IoReport]) -> IoReport {
+    let mut sorted: Vec<&IoReport> = runs.iter().collect();
+    sorted.sort_by(|x, y| x.iops.total_cmp(&y.iops));
+    sorted[sorted.len() / 2].clone()
 }
 
 fn ratio(a: f64, b: f64) -> f64 {

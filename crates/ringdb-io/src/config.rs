@@ -165,6 +165,39 @@ impl FromStr for Batching {
     }
 }
 
+impl Batching {
+    /// Whether the `pending` requests queued so far should go to the kernel now rather than
+    /// with the next wait. `in_flight` counts pending ones too; `depth` is the ring's limit.
+    ///
+    /// Adaptive (paper Sec. 3.3.3): while fewer than a quarter of `depth` requests are at the
+    /// device, each new request is flushed at once so the device does not idle; above that,
+    /// requests accumulate and go out together (with the next wait, or when 32 are queued).
+    #[inline]
+    pub fn flush_now(self, pending: usize, in_flight: usize, depth: usize) -> bool {
+        debug_assert!(pending <= in_flight);
+        if pending == 0 {
+            return false;
+        }
+        match self {
+            Batching::Each => true,
+            Batching::Fixed(n) => pending >= n as usize,
+            Batching::Adaptive => {
+                let at_device = in_flight - pending;
+                at_device < adaptive_low_water(depth) || pending >= ADAPTIVE_MAX_BATCH
+            }
+        }
+    }
+}
+
+/// Largest batch the adaptive policy lets accumulate before it flushes.
+pub const ADAPTIVE_MAX_BATCH: usize = 32;
+
+/// Requests at the device below which the adaptive policy flushes at once.
+#[inline]
+pub fn adaptive_low_water(depth: usize) -> usize {
+    (depth / 4).max(1)
+}
+
 /// One engine and its switches. Every io_uring feature is off by default so that each can be
 /// turned on alone and measured against the same baseline.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -187,6 +220,8 @@ pub struct IoConfig {
     pub queue_depth: u32,
     /// CQ entries; default is twice the SQ.
     pub cq_size: Option<u32>,
+    /// Pin the ring's thread, and its io-wq workers (`IORING_REGISTER_IOWQ_AFF`), to this CPU.
+    pub cpu: Option<u32>,
 }
 
 impl Default for IoConfig {
@@ -203,6 +238,7 @@ impl Default for IoConfig {
             batching: Batching::Adaptive,
             queue_depth: 128,
             cq_size: None,
+            cpu: None,
         }
     }
 }
@@ -293,6 +329,9 @@ impl IoConfig {
         if self.engine == EngineKind::Uring && self.batching != Batching::Adaptive {
             s.push_str(&format!("+batch={}", self.batching));
         }
+        if let Some(cpu) = self.cpu {
+            s.push_str(&format!("@cpu{cpu}"));
+        }
         s
     }
 }
@@ -316,6 +355,20 @@ mod tests {
         c.fixed_buffers = true;
         let e = c.validate().unwrap_err().to_string();
         assert!(e.contains("--fixedbufs"), "{e}");
+    }
+
+    #[test]
+    fn adaptive_flushes_early_only_while_the_device_is_starved() {
+        let a = Batching::Adaptive;
+        // 32 deep, nothing at the device: flush the first refill at once.
+        assert!(a.flush_now(1, 1, 32));
+        // 20 at the device, 4 queued: keep accumulating.
+        assert!(!a.flush_now(4, 24, 32));
+        // Nothing queued: nothing to flush.
+        assert!(!a.flush_now(0, 24, 32));
+        assert!(Batching::Each.flush_now(1, 30, 32));
+        assert!(!Batching::Fixed(8).flush_now(7, 30, 32));
+        assert!(Batching::Fixed(8).flush_now(8, 30, 32));
     }
 
     #[test]

@@ -119,6 +119,11 @@ impl CpuTime {
         Self::rusage(libc::RUSAGE_THREAD)
     }
 
+    /// CPU time of every child process waited for so far (and their waited-for children).
+    pub fn children_now() -> CpuTime {
+        Self::rusage(libc::RUSAGE_CHILDREN)
+    }
+
     fn rusage(who: libc::c_int) -> CpuTime {
         let mut ru = std::mem::MaybeUninit::<libc::rusage>::zeroed();
         // SAFETY: ru points to writable memory of the right size; getrusage fills it.

@@ -8,6 +8,7 @@
 //! - [`probe`] and [`device`]: what this kernel and device support.
 //! - [`counters`]: rdtsc, latency histograms, CPU time; [`iowq`]: io-wq workers seen.
 
+pub mod affinity;
 pub mod buf;
 pub mod config;
 pub mod counters;

@@ -185,6 +185,9 @@ pub fn open_engine(
     buffers: Option<&[libc::iovec]>,
 ) -> Result<Box<dyn Engine>> {
     cfg.validate()?;
+    if let Some(cpu) = cfg.cpu {
+        crate::affinity::pin_current_thread(cpu)?;
+    }
     Ok(match cfg.engine {
         EngineKind::Posix => Box::new(PosixEngine::new(files)),
         EngineKind::Libaio => Box::new(LibaioEngine::new(cfg.queue_depth as usize, files)?),

@@ -65,6 +65,13 @@ impl UringEngine {
                 .map_err(|e| register_buffers_error(iov, e))?;
         }
 
+        if let Some(cpu) = cfg.cpu {
+            // Workers inherit the creator's mask, but say it explicitly: a worker on another
+            // core turns every punted request into a cross-core wake-up.
+            ring.submitter()
+                .register_iowq_aff(&crate::affinity::cpu_set(cpu)?)
+                .map_err(|e| IoError::os(format!("pinning io-wq workers to CPU {cpu}"), e))?;
+        }
         let (enter_fd, enter_flags) = if cfg.register_ring_fd {
             (register_ring_fd(&ring)?, IORING_ENTER_REGISTERED_RING)
         } else {

@@ -1,0 +1,118 @@
+//! Bad input gives a one-line error naming the cause and the fix, exit code 2, and no panic.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+fn ringdb() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_ringdb"))
+}
+
+fn tmp(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}-{}.dat", std::process::id()))
+}
+
+fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .map(|s| s.lines().any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0")))
+        .unwrap_or(false)
+}
+
+/// Asserts exit code 2, a single `ringdb: error:` line containing `needle`, and no panic.
+#[track_caller]
+fn assert_refused(out: &Output, needle: &str) {
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "stderr: {err}");
+    assert!(!err.contains("panicked"), "panic: {err}");
+    let lines: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(lines.len(), 1, "expected one line, got: {err}");
+    assert!(lines[0].starts_with("ringdb: error:"), "{err}");
+    assert!(lines[0].contains(needle), "expected {needle:?} in: {err}");
+}
+
+fn io(args: &[&str]) -> Output {
+    ringdb().arg("io").args(args).output().expect("run ringdb")
+}
+
+#[test]
+fn missing_directory_is_not_found() {
+    let out = io(&["--filename", "/nonexistent-ringdb-dir/x.dat", "--runtime", "1s"]);
+    assert_refused(&out, "no such file or device");
+}
+
+#[test]
+fn missing_device_is_not_created() {
+    let out = io(&["--filename", "/dev/ringdb-no-such-device", "--runtime", "1s"]);
+    assert_refused(&out, "no such file or device");
+    assert!(!std::path::Path::new("/dev/ringdb-no-such-device").exists());
+}
+
+#[test]
+fn misaligned_block_size_under_o_direct() {
+    let f = tmp("misaligned");
+    let out = io(&["--filename", f.to_str().unwrap(), "--size", "1M", "--bs", "1000", "--runtime", "1s"]);
+    let _ = std::fs::remove_file(&f);
+    assert_refused(&out, "not a multiple of the logical block size");
+}
+
+#[test]
+fn unknown_engine_and_misplaced_switch() {
+    assert_refused(&io(&["--engine", "spdk"]), "unknown engine");
+    assert_refused(&io(&["--engine", "posix", "--fixedbufs"]), "--fixedbufs is an io_uring switch");
+    assert_refused(&io(&["--batch", "fixed(0)"]), "fixed batch size");
+    assert_refused(&io(&["--rw", "sideways"]), "unknown --rw");
+    assert_refused(&io(&["--bs", "4q"]), "bad size");
+}
+
+#[test]
+fn iopoll_without_poll_queues_is_refused_up_front() {
+    let f = tmp("iopoll");
+    let out = io(&["--filename", f.to_str().unwrap(), "--size", "1M", "--iopoll", "--runtime", "1s"]);
+    let _ = std::fs::remove_file(&f);
+    assert_refused(&out, "poll queues");
+}
+
+#[test]
+fn o_direct_refused_by_the_filesystem() {
+    // ramfs has no direct I/O at all (tmpfs accepts O_DIRECT since Linux 6.6).
+    if !is_root() {
+        eprintln!("SKIP o_direct_refused_by_the_filesystem: needs root to mount ramfs");
+        return;
+    }
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("ramfs-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mounted = Command::new("mount")
+        .args(["-t", "ramfs", "ramfs"])
+        .arg(&dir)
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false);
+    if !mounted {
+        eprintln!("SKIP o_direct_refused_by_the_filesystem: mount -t ramfs failed");
+        return;
+    }
+    let out = io(&["--filename", dir.join("x.dat").to_str().unwrap(), "--size", "1M", "--runtime", "1s"]);
+    let _ = Command::new("umount").arg(&dir).status();
+    let _ = std::fs::remove_dir(&dir);
+    assert_refused(&out, "O_DIRECT is not supported here");
+}
+
+#[test]
+fn memlock_too_small_for_fixed_buffers() {
+    // Root holds CAP_IPC_LOCK, which exempts registered buffers from RLIMIT_MEMLOCK: drop it
+    // from the bounding set and lower the limit, as an unprivileged service would run.
+    if !is_root() || Command::new("setpriv").arg("--help").output().is_err() {
+        eprintln!("SKIP memlock_too_small_for_fixed_buffers: needs root and setpriv");
+        return;
+    }
+    let f = tmp("memlock");
+    let out = Command::new("setpriv")
+        .args(["--bounding-set", "-ipc_lock", "--inh-caps", "-ipc_lock", "--"])
+        .args(["prlimit", "--memlock=65536:65536", "--"])
+        .arg(env!("CARGO_BIN_EXE_ringdb"))
+        .args(["io", "--filename", f.to_str().unwrap(), "--size", "4M", "--bs", "64k"])
+        .args(["--iodepth", "16", "--fixedbufs", "--runtime", "1s"])
+        .output()
+        .expect("run setpriv");
+    let _ = std::fs::remove_file(&f);
+    assert_refused(&out, "locked-memory limit");
+}

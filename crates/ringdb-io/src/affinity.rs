@@ -1,0 +1,82 @@
+//! Thread-per-core placement: pin a ring's thread, and the io-wq workers it spawns, to one CPU.
+//!
+//! On a VM, a wake-up that crosses vCPUs can cost tens of microseconds (an IPI to a halted
+//! vCPU); a ring whose io-wq workers share its core avoids that (docs/results/fio-compare.md).
+
+use crate::error::{IoError, Result};
+
+/// A `cpu_set_t` holding just `cpu`.
+pub fn cpu_set(cpu: u32) -> Result<libc::cpu_set_t> {
+    if cpu as usize >= libc::CPU_SETSIZE as usize {
+        return Err(IoError::InvalidArg(format!("CPU {cpu} is out of range")));
+    }
+    // SAFETY: cpu_set_t is a plain bit array; all zeroes is the empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: cpu < CPU_SETSIZE was checked above, so the bit lies inside `set`.
+    unsafe { libc::CPU_SET(cpu as usize, &mut set) };
+    Ok(set)
+}
+
+/// Pins the calling thread to `cpu`.
+pub fn pin_current_thread(cpu: u32) -> Result<()> {
+    let set = cpu_set(cpu)?;
+    // SAFETY: pid 0 is the calling thread; `set` is a valid cpu_set_t of the size passed.
+    let ret = unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) };
+    if ret != 0 {
+        let e = std::io::Error::last_os_error();
+        return Err(IoError::InvalidArg(format!(
+            "cannot pin to CPU {cpu} ({e}); this machine has {} online CPUs (0..{})",
+            online_cpus(),
+            online_cpus().saturating_sub(1)
+        )));
+    }
+    Ok(())
+}
+
+/// CPUs online now.
+pub fn online_cpus() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// Parses a CPU list such as `0`, `0,2`, `0-3` or `0-1,4`.
+pub fn parse_cpu_list(s: &str) -> Result<Vec<u32>> {
+    let bad = || IoError::InvalidArg(format!("bad CPU list {s:?}; use e.g. 0, 0,2 or 0-3"));
+    let mut cpus = Vec::new();
+    for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        match part.split_once('-') {
+            Some((a, b)) => {
+                let (a, b): (u32, u32) = (a.parse().map_err(|_| bad())?, b.parse().map_err(|_| bad())?);
+                if a > b || b - a > 4096 {
+                    return Err(bad());
+                }
+                cpus.extend(a..=b);
+            }
+            None => cpus.push(part.parse().map_err(|_| bad())?),
+        }
+    }
+    if cpus.is_empty() {
+        return Err(bad());
+    }
+    Ok(cpus)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_lists() {
+        assert_eq!(parse_cpu_list("0").unwrap(), vec![0]);
+        assert_eq!(parse_cpu_list("0-2,5").unwrap(), vec![0, 1, 2, 5]);
+        assert!(parse_cpu_list("2-1").is_err());
+        assert!(parse_cpu_list("x").is_err());
+        assert!(parse_cpu_list("").is_err());
+    }
+
+    #[test]
+    fn pinning_to_a_missing_cpu_is_an_error() {
+        let e = std::thread::spawn(|| pin_current_thread(1000)).join().unwrap();
+        assert!(e.is_err());
+        std::thread::spawn(|| pin_current_thread(0).unwrap()).join().unwrap();
+    }
+}
