@@ -104,6 +104,11 @@ impl UringEngine {
     }
 
     fn entry(&self, req: &IoRequest) -> Result<squeue::Entry> {
+        if req.op == OpKind::Nop {
+            // A NOP names no file, so FIXED_FILE must not be set on it.
+            let flags = self.sqe_flags - squeue::Flags::FIXED_FILE;
+            return Ok(opcode::Nop::new().build().flags(flags).user_data(req.user_data));
+        }
         let idx = req.file.0 as usize;
         let fd = *self.files.get(idx).ok_or_else(|| {
             IoError::InvalidArg(format!("file index {idx} out of {}", self.files.len()))
@@ -145,14 +150,9 @@ impl UringEngine {
                 };
                 with_target!(|t| opcode::Fsync::new(t).flags(flags).build())
             }
-            (OpKind::Nop, _) => opcode::Nop::new().build(),
+            (OpKind::Nop, _) => unreachable!("handled above"),
         };
-        let flags = if req.op == OpKind::Nop {
-            self.sqe_flags - squeue::Flags::FIXED_FILE
-        } else {
-            self.sqe_flags
-        };
-        Ok(entry.flags(flags).user_data(req.user_data))
+        Ok(entry.flags(self.sqe_flags).user_data(req.user_data))
     }
 
     /// One counted `io_uring_enter`. Retries EINTR; EBUSY/EAGAIN mean "reap first" and are
