@@ -1,0 +1,54 @@
+//! `ringdb io` writes the fields the issue names, as JSON and CSV, and verifies data bit-exact.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+fn tmp(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}-{}", std::process::id()))
+}
+
+fn ringdb(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_ringdb")).args(args).output().expect("run ringdb")
+}
+
+#[test]
+fn json_has_every_field_and_csv_has_a_row() {
+    let f = tmp("out.dat");
+    let csv = tmp("out.csv");
+    let out = ringdb(&[
+        "io", "--filename", f.to_str().unwrap(), "--size", "4M", "--ios", "2000", "--iodepth", "8",
+        "--json", "--output", csv.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON on stdout");
+    for k in ["iops", "mib_s", "cpu_pct", "cycles_per_io", "enters_per_io", "iowq_workers"] {
+        assert!(v[k].is_number(), "field {k} missing in {v}");
+    }
+    for k in ["avg", "p50", "p95", "p99", "p999", "max"] {
+        assert!(v["lat_us"][k].is_number(), "lat_us.{k} missing");
+    }
+    assert_eq!(v["ios"], 2000);
+    assert!(v["iops"].as_f64().unwrap() > 0.0);
+    let text = std::fs::read_to_string(&csv).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 2, "{text}");
+    assert!(lines[0].starts_with("tool,label,rw,bs"));
+    assert!(lines[1].starts_with("ringdb,uring+defer,randread,4096"), "{}", lines[1]);
+    let _ = std::fs::remove_file(&f);
+    let _ = std::fs::remove_file(&csv);
+}
+
+#[test]
+fn write_then_verify_through_the_cli() {
+    let f = tmp("verify.dat");
+    let p = f.to_str().unwrap();
+    let w = ringdb(&["io", "--filename", p, "--size", "1M", "--rw", "write", "--ios", "256", "--verify", "--seed", "9"]);
+    assert!(w.status.success(), "{}", String::from_utf8_lossy(&w.stderr));
+    let r = ringdb(&["io", "--filename", p, "--size", "1M", "--rw", "read", "--ios", "256", "--verify", "--seed", "9", "--engine", "libaio"]);
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    assert!(String::from_utf8_lossy(&r.stdout).contains("verified: 256 blocks"));
+    let bad = ringdb(&["io", "--filename", p, "--size", "1M", "--rw", "read", "--ios", "256", "--verify", "--seed", "10"]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("verification failed"));
+    let _ = std::fs::remove_file(&f);
+}
