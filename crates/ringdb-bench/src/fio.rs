@@ -54,7 +54,10 @@ pub fn fio_args(spec: &IoSpec) -> (Vec<String>, String) {
         a.push("--time_based".into());
     }
     if !spec.cpus.is_empty() {
-        a.push(format!("--cpus_allowed={}", crate::rawio::cpu_list(&spec.cpus)));
+        a.push(format!(
+            "--cpus_allowed={}",
+            crate::rawio::cpu_list(&spec.cpus)
+        ));
         a.push("--cpus_allowed_policy=split".into());
         label.push_str(&format!("@cpus{}", crate::rawio::cpu_list(&spec.cpus)));
     }
@@ -116,7 +119,10 @@ pub fn run_fio(spec: &IoSpec) -> Result<IoReport> {
         return Err(BenchError::Fio(format!(
             "fio exited with {}: {}",
             out.status,
-            err.lines().chain(stdout.lines()).find(|l| !l.trim().is_empty()).unwrap_or("")
+            err.lines()
+                .chain(stdout.lines())
+                .find(|l| !l.trim().is_empty())
+                .unwrap_or("")
         )));
     }
     let mut report = parse_fio_json(&stdout, spec, label)?;
@@ -167,7 +173,11 @@ pub fn parse_fio_json(text: &str, spec: &IoSpec, label: String) -> Result<IoRepo
     let sys = f(&job["sys_cpu"]);
     let job_runtime_s = f(&job["job_runtime"]).max(runtime_ms) / 1000.0;
     let cpu_s = (usr + sys) / 100.0 * job_runtime_s;
-    let cycles = if ios > 0.0 { cpu_s * tsc_hz() / ios } else { 0.0 };
+    let cycles = if ios > 0.0 {
+        cpu_s * tsc_hz() / ios
+    } else {
+        0.0
+    };
     Ok(IoReport {
         tool: "fio".into(),
         label,

@@ -11,8 +11,8 @@ use ringdb_io::counters::{rdtsc, tsc_hz, CpuTime, LatencyHist, LatencySummary};
 use ringdb_io::iowq::IowqTracker;
 use ringdb_io::target::{Target, TargetOptions};
 use ringdb_io::{
-    open_engine, EngineKind, EngineStats, FileId, FixedBufferPool, IoCompletion,
-    IoConfig, IoError, IoRequest,
+    open_engine, EngineKind, EngineStats, FileId, FixedBufferPool, IoCompletion, IoConfig, IoError,
+    IoRequest,
 };
 use serde::Serialize;
 use std::fmt;
@@ -142,7 +142,7 @@ impl IoSpec {
                 self.bs
             )));
         }
-        if self.bs % 8 != 0 {
+        if !self.bs.is_multiple_of(8) {
             return Err(BenchError::InvalidArg(format!(
                 "--bs must be a multiple of 8 bytes, got {}",
                 self.bs
@@ -303,8 +303,14 @@ fn progress_bar(spec: &IoSpec) -> Option<indicatif::ProgressBar> {
         return None;
     }
     let (len, template) = match (spec.runtime, spec.ios) {
-        (Some(rt), _) => (rt.as_millis() as u64, "{spinner} {msg} [{bar:30}] {elapsed}/{duration}"),
-        (None, Some(n)) => (n * spec.numjobs as u64, "{spinner} {msg} [{bar:30}] {pos}/{len} I/Os"),
+        (Some(rt), _) => (
+            rt.as_millis() as u64,
+            "{spinner} {msg} [{bar:30}] {elapsed}/{duration}",
+        ),
+        (None, Some(n)) => (
+            n * spec.numjobs as u64,
+            "{spinner} {msg} [{bar:30}] {pos}/{len} I/Os",
+        ),
         (None, None) => return None,
     };
     let bar = indicatif::ProgressBar::with_draw_target(
@@ -354,9 +360,14 @@ fn prepare_target(spec: &mut IoSpec) -> Result<()> {
             )));
         }
     } else if spec.size == 0 {
-        return Err(BenchError::InvalidArg("--size must be given for a file".into()));
+        return Err(BenchError::InvalidArg(
+            "--size must be given for a file".into(),
+        ));
     }
     target.check_aligned("--bs", spec.bs)?;
+    if spec.io.iopoll {
+        ringdb_io::target::check_iopoll(&spec.path)?;
+    }
     if spec.size < spec.bs {
         return Err(BenchError::InvalidArg(format!(
             "--size {} is smaller than --bs {}",
@@ -633,7 +644,11 @@ impl JobSetup {
         let (offset, read) = job.next();
         let buf = self.pool.ptr(slot);
         if !read && job.write_pattern {
-            pattern::fill(self.pool.slice_mut(slot), offset, job.spec.verify.unwrap_or(0));
+            pattern::fill(
+                self.pool.slice_mut(slot),
+                offset,
+                job.spec.verify.unwrap_or(0),
+            );
         }
         let len = job.spec.bs as u32;
         let req = if read {
@@ -651,14 +666,26 @@ impl JobSetup {
         // and this slot is not touched again until its completion has been reaped.
         unsafe { self.engine.push(&req)? };
         let e = &mut self.engine;
-        if more_coming && job.spec.io.batching.flush_now(e.pending(), e.in_flight(), e.depth()) {
+        if more_coming
+            && job
+                .spec
+                .io
+                .batching
+                .flush_now(e.pending(), e.in_flight(), e.depth())
+        {
             e.submit(0)?;
         }
         Ok(())
     }
 }
 
-fn summarise(spec: &IoSpec, results: &[JobResult], wall: Duration, cpu: CpuTime, iowq: u64) -> IoReport {
+fn summarise(
+    spec: &IoSpec,
+    results: &[JobResult],
+    wall: Duration,
+    cpu: CpuTime,
+    iowq: u64,
+) -> IoReport {
     let mut hist = LatencyHist::new();
     let mut stats = EngineStats::default();
     let (mut ios, mut bytes, mut verified) = (0, 0, 0);
@@ -741,5 +768,8 @@ pub fn report_row(r: &IoReport) -> String {
 
 /// `0,1,3` for a CPU list.
 pub fn cpu_list(cpus: &[u32]) -> String {
-    cpus.iter().map(u32::to_string).collect::<Vec<_>>().join(",")
+    cpus.iter()
+        .map(u32::to_string)
+        .collect::<Vec<_>>()
+        .join(",")
 }

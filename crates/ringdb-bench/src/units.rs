@@ -18,7 +18,11 @@ pub fn parse_size(s: &str) -> Result<u64> {
         "m" => 1 << 20,
         "g" => 1 << 30,
         "t" => 1 << 40,
-        _ => return Err(BenchError::InvalidArg(format!("bad size {s:?}; use e.g. 4k, 1M, 2G"))),
+        _ => {
+            return Err(BenchError::InvalidArg(format!(
+                "bad size {s:?}; use e.g. 4k, 1M, 2G"
+            )))
+        }
     };
     let v: f64 = num
         .parse()
@@ -45,7 +49,11 @@ pub fn parse_duration(s: &str) -> Result<Duration> {
         "us" => v / 1e6,
         "m" | "min" => v * 60.0,
         "h" => v * 3600.0,
-        _ => return Err(BenchError::InvalidArg(format!("bad duration {s:?}; use e.g. 10s, 500ms"))),
+        _ => {
+            return Err(BenchError::InvalidArg(format!(
+                "bad duration {s:?}; use e.g. 10s, 500ms"
+            )))
+        }
     };
     if !(secs.is_finite() && secs >= 0.0) {
         return Err(BenchError::InvalidArg(format!("bad duration {s:?}")));
@@ -56,7 +64,7 @@ pub fn parse_duration(s: &str) -> Result<Duration> {
 /// fio spelling of a byte count (`4k`, `2g`) for passing sizes on to fio.
 pub fn fio_size(bytes: u64) -> String {
     for (shift, suffix) in [(40, "t"), (30, "g"), (20, "m"), (10, "k")] {
-        if bytes >= 1 << shift && bytes % (1 << shift) == 0 {
+        if bytes >= 1 << shift && bytes.is_multiple_of(1 << shift) {
             return format!("{}{suffix}", bytes >> shift);
         }
     }

@@ -20,15 +20,45 @@ fn configs() -> Vec<IoConfig> {
         base(EngineKind::Libaio),
         base(EngineKind::UringSync),
         uring(),
-        IoConfig { setup: SetupMode::Coop, ..uring() },
-        IoConfig { setup: SetupMode::Defer, ..uring() },
-        IoConfig { sqpoll: Some(SqPoll { idle_ms: 10, cpu: None }), ..uring() },
-        IoConfig { register_ring_fd: true, ..uring() },
-        IoConfig { register_files: true, ..uring() },
-        IoConfig { fixed_buffers: true, ..uring() },
-        IoConfig { force_async: true, ..uring() },
-        IoConfig { batching: Batching::Each, ..uring() },
-        IoConfig { batching: Batching::Fixed(3), ..uring() },
+        IoConfig {
+            setup: SetupMode::Coop,
+            ..uring()
+        },
+        IoConfig {
+            setup: SetupMode::Defer,
+            ..uring()
+        },
+        IoConfig {
+            sqpoll: Some(SqPoll {
+                idle_ms: 10,
+                cpu: None,
+            }),
+            ..uring()
+        },
+        IoConfig {
+            register_ring_fd: true,
+            ..uring()
+        },
+        IoConfig {
+            register_files: true,
+            ..uring()
+        },
+        IoConfig {
+            fixed_buffers: true,
+            ..uring()
+        },
+        IoConfig {
+            force_async: true,
+            ..uring()
+        },
+        IoConfig {
+            batching: Batching::Each,
+            ..uring()
+        },
+        IoConfig {
+            batching: Batching::Fixed(3),
+            ..uring()
+        },
         IoConfig {
             setup: SetupMode::Defer,
             register_ring_fd: true,
@@ -36,7 +66,11 @@ fn configs() -> Vec<IoConfig> {
             fixed_buffers: true,
             ..uring()
         },
-        IoConfig { fixed_buffers: true, register_files: true, ..base(EngineKind::UringSync) },
+        IoConfig {
+            fixed_buffers: true,
+            register_files: true,
+            ..base(EngineKind::UringSync)
+        },
     ]
 }
 
@@ -57,7 +91,7 @@ impl Drop for TempFile {
     }
 }
 
-fn spec(path: &PathBuf, io: &IoConfig, rw: RwMode, seed: u64, direct: bool) -> IoSpec {
+fn spec(path: &std::path::Path, io: &IoConfig, rw: RwMode, seed: u64, direct: bool) -> IoSpec {
     IoSpec {
         rw,
         bs: BS,
@@ -66,7 +100,7 @@ fn spec(path: &PathBuf, io: &IoConfig, rw: RwMode, seed: u64, direct: bool) -> I
         ios: Some(BLOCKS),
         direct,
         verify: Some(seed),
-        ..IoSpec::new(path.clone(), io.clone())
+        ..IoSpec::new(path, io.clone())
     }
 }
 
@@ -96,7 +130,10 @@ fn every_engine_reads_back_what_every_other_wrote() {
 #[test]
 fn buffered_and_direct_paths_agree() {
     let f = TempFile::new("buffered-direct");
-    let uring = IoConfig { queue_depth: 8, ..IoConfig::new(EngineKind::Uring) };
+    let uring = IoConfig {
+        queue_depth: 8,
+        ..IoConfig::new(EngineKind::Uring)
+    };
     let posix = IoConfig::new(EngineKind::Posix);
     rawio::run(&spec(&f.0, &uring, RwMode::Write, 7, false)).unwrap();
     let r = rawio::run(&spec(&f.0, &posix, RwMode::Read, 7, true)).unwrap();
@@ -109,7 +146,10 @@ fn buffered_and_direct_paths_agree() {
 #[test]
 fn verification_catches_foreign_data() {
     let f = TempFile::new("verify-neg");
-    let uring = IoConfig { queue_depth: 8, ..IoConfig::new(EngineKind::Uring) };
+    let uring = IoConfig {
+        queue_depth: 8,
+        ..IoConfig::new(EngineKind::Uring)
+    };
     rawio::run(&spec(&f.0, &uring, RwMode::Write, 1, true)).unwrap();
     match rawio::run(&spec(&f.0, &uring, RwMode::Read, 2, true)) {
         Err(BenchError::Verify { .. }) => {}

@@ -191,7 +191,11 @@ pub fn run(a: IoArgs) -> Result<(), Box<dyn std::error::Error>> {
     let json = match &theirs {
         Some(f) => {
             let pair = |m: fn(&IoReport) -> f64| -> Vec<f64> {
-                our_runs.iter().zip(&fio_runs).map(|(o, t)| ratio(m(o), m(t))).collect()
+                our_runs
+                    .iter()
+                    .zip(&fio_runs)
+                    .map(|(o, t)| ratio(m(o), m(t)))
+                    .collect()
             };
             serde_json::json!({
                 "ringdb": ours,
@@ -217,8 +221,14 @@ pub fn run(a: IoArgs) -> Result<(), Box<dyn std::error::Error>> {
         if let Some(f) = &theirs {
             println!("{}", report_row(f));
             if a.repeat > 1 {
-                let r: Vec<f64> = our_runs.iter().zip(&fio_runs).map(|(o, t)| ratio(o.iops, t.iops)).collect();
-                let (lo, hi) = r.iter().fold((f64::MAX, f64::MIN), |(l, h), &x| (l.min(x), h.max(x)));
+                let r: Vec<f64> = our_runs
+                    .iter()
+                    .zip(&fio_runs)
+                    .map(|(o, t)| ratio(o.iops, t.iops))
+                    .collect();
+                let (lo, hi) = r
+                    .iter()
+                    .fold((f64::MAX, f64::MIN), |(l, h), &x| (l.min(x), h.max(x)));
                 println!("median of {} alternating runs each; per-pair IOPS ratio range {lo:.3}..{hi:.3}", a.repeat);
             }
             println!(
@@ -277,6 +287,5 @@ fn write_output(
     } else {
         serde_json::to_string_pretty(json)? + "\n"
     };
-    std::fs::write(path, text)
-        .map_err(|e| format!("writing {}: {e}", path.display()).into())
+    std::fs::write(path, text).map_err(|e| format!("writing {}: {e}", path.display()).into())
 }

@@ -18,6 +18,11 @@ pub fn run(args: ProbeArgs) -> Result<(), Box<dyn std::error::Error>> {
             return Err(Box::new(ringdb_io::IoError::NotFound { path: p.clone() }));
         }
     }
-    let _ = args.json;
-    Err("probe: not built yet".into())
+    let report = ringdb_io::probe::probe(args.path.as_deref());
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", report.render_table());
+    }
+    Ok(())
 }

@@ -13,7 +13,10 @@ fn tmp(name: &str) -> PathBuf {
 
 fn is_root() -> bool {
     std::fs::read_to_string("/proc/self/status")
-        .map(|s| s.lines().any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0")))
+        .map(|s| {
+            s.lines()
+                .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"))
+        })
         .unwrap_or(false)
 }
 
@@ -35,13 +38,23 @@ fn io(args: &[&str]) -> Output {
 
 #[test]
 fn missing_directory_is_not_found() {
-    let out = io(&["--filename", "/nonexistent-ringdb-dir/x.dat", "--runtime", "1s"]);
+    let out = io(&[
+        "--filename",
+        "/nonexistent-ringdb-dir/x.dat",
+        "--runtime",
+        "1s",
+    ]);
     assert_refused(&out, "no such file or device");
 }
 
 #[test]
 fn missing_device_is_not_created() {
-    let out = io(&["--filename", "/dev/ringdb-no-such-device", "--runtime", "1s"]);
+    let out = io(&[
+        "--filename",
+        "/dev/ringdb-no-such-device",
+        "--runtime",
+        "1s",
+    ]);
     assert_refused(&out, "no such file or device");
     assert!(!std::path::Path::new("/dev/ringdb-no-such-device").exists());
 }
@@ -49,7 +62,16 @@ fn missing_device_is_not_created() {
 #[test]
 fn misaligned_block_size_under_o_direct() {
     let f = tmp("misaligned");
-    let out = io(&["--filename", f.to_str().unwrap(), "--size", "1M", "--bs", "1000", "--runtime", "1s"]);
+    let out = io(&[
+        "--filename",
+        f.to_str().unwrap(),
+        "--size",
+        "1M",
+        "--bs",
+        "1000",
+        "--runtime",
+        "1s",
+    ]);
     let _ = std::fs::remove_file(&f);
     assert_refused(&out, "not a multiple of the logical block size");
 }
@@ -57,7 +79,10 @@ fn misaligned_block_size_under_o_direct() {
 #[test]
 fn unknown_engine_and_misplaced_switch() {
     assert_refused(&io(&["--engine", "spdk"]), "unknown engine");
-    assert_refused(&io(&["--engine", "posix", "--fixedbufs"]), "--fixedbufs is an io_uring switch");
+    assert_refused(
+        &io(&["--engine", "posix", "--fixedbufs"]),
+        "--fixedbufs is an io_uring switch",
+    );
     assert_refused(&io(&["--batch", "fixed(0)"]), "fixed batch size");
     assert_refused(&io(&["--rw", "sideways"]), "unknown --rw");
     assert_refused(&io(&["--bs", "4q"]), "bad size");
@@ -66,7 +91,15 @@ fn unknown_engine_and_misplaced_switch() {
 #[test]
 fn iopoll_without_poll_queues_is_refused_up_front() {
     let f = tmp("iopoll");
-    let out = io(&["--filename", f.to_str().unwrap(), "--size", "1M", "--iopoll", "--runtime", "1s"]);
+    let out = io(&[
+        "--filename",
+        f.to_str().unwrap(),
+        "--size",
+        "1M",
+        "--iopoll",
+        "--runtime",
+        "1s",
+    ]);
     let _ = std::fs::remove_file(&f);
     assert_refused(&out, "poll queues");
 }
@@ -78,7 +111,8 @@ fn o_direct_refused_by_the_filesystem() {
         eprintln!("SKIP o_direct_refused_by_the_filesystem: needs root to mount ramfs");
         return;
     }
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("ramfs-{}", std::process::id()));
+    let dir =
+        PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("ramfs-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let mounted = Command::new("mount")
         .args(["-t", "ramfs", "ramfs"])
@@ -90,7 +124,14 @@ fn o_direct_refused_by_the_filesystem() {
         eprintln!("SKIP o_direct_refused_by_the_filesystem: mount -t ramfs failed");
         return;
     }
-    let out = io(&["--filename", dir.join("x.dat").to_str().unwrap(), "--size", "1M", "--runtime", "1s"]);
+    let out = io(&[
+        "--filename",
+        dir.join("x.dat").to_str().unwrap(),
+        "--size",
+        "1M",
+        "--runtime",
+        "1s",
+    ]);
     let _ = Command::new("umount").arg(&dir).status();
     let _ = std::fs::remove_dir(&dir);
     assert_refused(&out, "O_DIRECT is not supported here");
@@ -106,10 +147,24 @@ fn memlock_too_small_for_fixed_buffers() {
     }
     let f = tmp("memlock");
     let out = Command::new("setpriv")
-        .args(["--bounding-set", "-ipc_lock", "--inh-caps", "-ipc_lock", "--"])
+        .args([
+            "--bounding-set",
+            "-ipc_lock",
+            "--inh-caps",
+            "-ipc_lock",
+            "--",
+        ])
         .args(["prlimit", "--memlock=65536:65536", "--"])
         .arg(env!("CARGO_BIN_EXE_ringdb"))
-        .args(["io", "--filename", f.to_str().unwrap(), "--size", "4M", "--bs", "64k"])
+        .args([
+            "io",
+            "--filename",
+            f.to_str().unwrap(),
+            "--size",
+            "4M",
+            "--bs",
+            "64k",
+        ])
         .args(["--iodepth", "16", "--fixedbufs", "--runtime", "1s"])
         .output()
         .expect("run setpriv");

@@ -4,11 +4,14 @@ use std::path::PathBuf;
 use std::process::Command;
 
 fn tmp(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}-{}", std::process::id()))
+    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("{}-{name}", std::process::id()))
 }
 
 fn ringdb(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_ringdb")).args(args).output().expect("run ringdb")
+    Command::new(env!("CARGO_BIN_EXE_ringdb"))
+        .args(args)
+        .output()
+        .expect("run ringdb")
 }
 
 #[test]
@@ -16,12 +19,33 @@ fn json_has_every_field_and_csv_has_a_row() {
     let f = tmp("out.dat");
     let csv = tmp("out.csv");
     let out = ringdb(&[
-        "io", "--filename", f.to_str().unwrap(), "--size", "4M", "--ios", "2000", "--iodepth", "8",
-        "--json", "--output", csv.to_str().unwrap(),
+        "io",
+        "--filename",
+        f.to_str().unwrap(),
+        "--size",
+        "4M",
+        "--ios",
+        "2000",
+        "--iodepth",
+        "8",
+        "--json",
+        "--output",
+        csv.to_str().unwrap(),
     ]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON on stdout");
-    for k in ["iops", "mib_s", "cpu_pct", "cycles_per_io", "enters_per_io", "iowq_workers"] {
+    for k in [
+        "iops",
+        "mib_s",
+        "cpu_pct",
+        "cycles_per_io",
+        "enters_per_io",
+        "iowq_workers",
+    ] {
         assert!(v[k].is_number(), "field {k} missing in {v}");
     }
     for k in ["avg", "p50", "p95", "p99", "p999", "max"] {
@@ -33,7 +57,11 @@ fn json_has_every_field_and_csv_has_a_row() {
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines.len(), 2, "{text}");
     assert!(lines[0].starts_with("tool,label,rw,bs"));
-    assert!(lines[1].starts_with("ringdb,uring+defer,randread,4096"), "{}", lines[1]);
+    assert!(
+        lines[1].starts_with("ringdb,uring+defer,randread,4096"),
+        "{}",
+        lines[1]
+    );
     let _ = std::fs::remove_file(&f);
     let _ = std::fs::remove_file(&csv);
 }
@@ -42,12 +70,53 @@ fn json_has_every_field_and_csv_has_a_row() {
 fn write_then_verify_through_the_cli() {
     let f = tmp("verify.dat");
     let p = f.to_str().unwrap();
-    let w = ringdb(&["io", "--filename", p, "--size", "1M", "--rw", "write", "--ios", "256", "--verify", "--seed", "9"]);
+    let w = ringdb(&[
+        "io",
+        "--filename",
+        p,
+        "--size",
+        "1M",
+        "--rw",
+        "write",
+        "--ios",
+        "256",
+        "--verify",
+        "--seed",
+        "9",
+    ]);
     assert!(w.status.success(), "{}", String::from_utf8_lossy(&w.stderr));
-    let r = ringdb(&["io", "--filename", p, "--size", "1M", "--rw", "read", "--ios", "256", "--verify", "--seed", "9", "--engine", "libaio"]);
+    let r = ringdb(&[
+        "io",
+        "--filename",
+        p,
+        "--size",
+        "1M",
+        "--rw",
+        "read",
+        "--ios",
+        "256",
+        "--verify",
+        "--seed",
+        "9",
+        "--engine",
+        "libaio",
+    ]);
     assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
     assert!(String::from_utf8_lossy(&r.stdout).contains("verified: 256 blocks"));
-    let bad = ringdb(&["io", "--filename", p, "--size", "1M", "--rw", "read", "--ios", "256", "--verify", "--seed", "10"]);
+    let bad = ringdb(&[
+        "io",
+        "--filename",
+        p,
+        "--size",
+        "1M",
+        "--rw",
+        "read",
+        "--ios",
+        "256",
+        "--verify",
+        "--seed",
+        "10",
+    ]);
     assert_eq!(bad.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("verification failed"));
     let _ = std::fs::remove_file(&f);

@@ -44,13 +44,23 @@ fn disabled_io_uring_is_refused_clearly_and_restored() {
         posix_out = run("posix");
     }
     let _ = std::fs::remove_file(&file);
-    assert_eq!(std::fs::read_to_string(SYSCTL).unwrap().trim(), original.trim(), "sysctl restored");
+    assert_eq!(
+        std::fs::read_to_string(SYSCTL).unwrap().trim(),
+        original.trim(),
+        "sysctl restored"
+    );
 
     let err = String::from_utf8_lossy(&uring_out.stderr);
     assert_eq!(uring_out.status.code(), Some(2), "{err}");
     assert!(!err.contains("panicked"), "{err}");
-    assert!(err.contains("io_uring is disabled (kernel.io_uring_disabled = 2)"), "{err}");
-    assert!(err.contains("--engine posix"), "the error names the way out: {err}");
+    assert!(
+        err.contains("io_uring is disabled (kernel.io_uring_disabled = 2)"),
+        "{err}"
+    );
+    assert!(
+        err.contains("--engine posix"),
+        "the error names the way out: {err}"
+    );
     assert!(
         posix_out.status.success(),
         "posix still works: {}",

@@ -45,7 +45,8 @@ pub fn parse_cpu_list(s: &str) -> Result<Vec<u32>> {
     for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
         match part.split_once('-') {
             Some((a, b)) => {
-                let (a, b): (u32, u32) = (a.parse().map_err(|_| bad())?, b.parse().map_err(|_| bad())?);
+                let (a, b): (u32, u32) =
+                    (a.parse().map_err(|_| bad())?, b.parse().map_err(|_| bad())?);
                 if a > b || b - a > 4096 {
                     return Err(bad());
                 }
@@ -75,8 +76,12 @@ mod tests {
 
     #[test]
     fn pinning_to_a_missing_cpu_is_an_error() {
-        let e = std::thread::spawn(|| pin_current_thread(1000)).join().unwrap();
+        let e = std::thread::spawn(|| pin_current_thread(1000))
+            .join()
+            .unwrap();
         assert!(e.is_err());
-        std::thread::spawn(|| pin_current_thread(0).unwrap()).join().unwrap();
+        std::thread::spawn(|| pin_current_thread(0).unwrap())
+            .join()
+            .unwrap();
     }
 }

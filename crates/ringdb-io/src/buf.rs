@@ -86,7 +86,9 @@ impl FixedBufferPool {
     pub fn new(count: usize, buf_len: usize) -> crate::Result<Self> {
         let buf_len = buf_len.max(1).div_ceil(BUF_ALIGN) * BUF_ALIGN;
         if count == 0 {
-            return Err(crate::IoError::InvalidArg("a buffer pool needs at least one buffer".into()));
+            return Err(crate::IoError::InvalidArg(
+                "a buffer pool needs at least one buffer".into(),
+            ));
         }
         if buf_len > MAX_FIXED_BUFFER_BYTES {
             return Err(crate::IoError::InvalidArg(format!(

@@ -190,7 +190,7 @@ impl Batching {
 }
 
 /// Largest batch the adaptive policy lets accumulate before it flushes.
-pub const ADAPTIVE_MAX_BATCH: usize = 32;
+pub const ADAPTIVE_MAX_BATCH: usize = 8;
 
 /// Requests at the device below which the adaptive policy flushes at once.
 #[inline]

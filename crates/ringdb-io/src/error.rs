@@ -15,7 +15,7 @@ pub enum IoError {
     #[error("{path}: permission denied; run as a user that may open it ({source})")]
     PermissionDenied { path: PathBuf, source: io::Error },
 
-    #[error("{path}: O_DIRECT is not supported here (tmpfs and some filesystems refuse it); use --direct 0 or a file on a block-backed filesystem")]
+    #[error("{path}: O_DIRECT is not supported here (ramfs, tmpfs before Linux 6.6 and some other filesystems refuse it); use --direct 0 or a file on a block-backed filesystem")]
     DirectUnsupported { path: PathBuf },
 
     #[error("{what} = {value} is not a multiple of the logical block size {block} that O_DIRECT requires; use a multiple of {block}")]
@@ -39,7 +39,10 @@ pub enum IoError {
     Memlock { bytes: u64, limit: String },
 
     #[error("{switch} is not supported here: {reason}")]
-    Unsupported { switch: &'static str, reason: String },
+    Unsupported {
+        switch: &'static str,
+        reason: String,
+    },
 
     #[error("invalid argument: {0}")]
     InvalidArg(String),
@@ -52,10 +55,7 @@ pub enum IoError {
     },
 
     #[error("{context}: {source}")]
-    Os {
-        context: String,
-        source: io::Error,
-    },
+    Os { context: String, source: io::Error },
 }
 
 impl IoError {

@@ -125,6 +125,29 @@ impl Target {
     }
 }
 
+/// Refuses `--iopoll` up front for a target whose device has no poll queues: the kernel would
+/// otherwise fail every request with EOPNOTSUPP mid-run.
+pub fn check_iopoll(path: &Path) -> Result<()> {
+    match crate::device::DeviceInfo::for_path(path)? {
+        Some(d) if d.io_poll => Ok(()),
+        Some(d) => Err(IoError::Unsupported {
+            switch: "--iopoll",
+            reason: format!(
+                "{} is on {}, which has no poll queues (queue/io_poll = 0); use an NVMe device whose driver has poll queues (nvme.poll_queues=N), or drop --iopoll",
+                path.display(),
+                d.name
+            ),
+        }),
+        None => Err(IoError::Unsupported {
+            switch: "--iopoll",
+            reason: format!(
+                "{} is not on a block device, so it has no poll queues; drop --iopoll",
+                path.display()
+            ),
+        }),
+    }
+}
+
 fn open_error(path: &Path, opts: TargetOptions, e: io::Error) -> IoError {
     match e.raw_os_error() {
         Some(libc::ENOENT) => IoError::NotFound {

@@ -21,11 +21,29 @@ fn nops(engine: &mut dyn Engine, n: usize) -> Vec<IoCompletion> {
 #[test]
 fn nops_complete_in_every_setup_mode_with_one_enter_per_batch() {
     let modes = [
-        IoConfig { setup: SetupMode::Default, ..IoConfig::new(EngineKind::Uring) },
-        IoConfig { setup: SetupMode::Coop, ..IoConfig::new(EngineKind::Uring) },
-        IoConfig { setup: SetupMode::Defer, ..IoConfig::new(EngineKind::Uring) },
-        IoConfig { register_ring_fd: true, ..IoConfig::new(EngineKind::Uring) },
-        IoConfig { sqpoll: Some(SqPoll { idle_ms: 10, cpu: None }), ..IoConfig::new(EngineKind::Uring) },
+        IoConfig {
+            setup: SetupMode::Default,
+            ..IoConfig::new(EngineKind::Uring)
+        },
+        IoConfig {
+            setup: SetupMode::Coop,
+            ..IoConfig::new(EngineKind::Uring)
+        },
+        IoConfig {
+            setup: SetupMode::Defer,
+            ..IoConfig::new(EngineKind::Uring)
+        },
+        IoConfig {
+            register_ring_fd: true,
+            ..IoConfig::new(EngineKind::Uring)
+        },
+        IoConfig {
+            sqpoll: Some(SqPoll {
+                idle_ms: 10,
+                cpu: None,
+            }),
+            ..IoConfig::new(EngineKind::Uring)
+        },
     ];
     for cfg in modes {
         let mut e = open_engine(&cfg, &[], None).unwrap();
@@ -57,7 +75,11 @@ fn uring_sync_makes_one_enter_per_request() {
 
 #[test]
 fn pushing_past_the_depth_is_an_error_not_an_overflow() {
-    let cfg = IoConfig { queue_depth: 4, batching: Batching::Fixed(4), ..IoConfig::new(EngineKind::Uring) };
+    let cfg = IoConfig {
+        queue_depth: 4,
+        batching: Batching::Fixed(4),
+        ..IoConfig::new(EngineKind::Uring)
+    };
     let mut e = open_engine(&cfg, &[], None).unwrap();
     for i in 0..4 {
         // SAFETY: NOPs carry no buffer.
@@ -75,11 +97,23 @@ fn fsync_on_an_iopoll_ring_is_refused_clearly() {
     let f = tempfile_in_target("iopoll-fsync");
     let file = std::fs::File::create(&f).unwrap();
     use std::os::fd::AsRawFd;
-    let cfg = IoConfig { iopoll: true, ..IoConfig::new(EngineKind::Uring) };
+    let cfg = IoConfig {
+        iopoll: true,
+        ..IoConfig::new(EngineKind::Uring)
+    };
     let mut e = open_engine(&cfg, &[file.as_raw_fd()], None).unwrap();
     // SAFETY: fsync carries no buffer.
     let err = unsafe { e.push(&IoRequest::sync(OpKind::Fdatasync, FileId(0), 1)) }.unwrap_err();
-    assert!(matches!(err, IoError::Unsupported { switch: "--iopoll", .. }), "{err}");
+    assert!(
+        matches!(
+            err,
+            IoError::Unsupported {
+                switch: "--iopoll",
+                ..
+            }
+        ),
+        "{err}"
+    );
     assert!(err.to_string().contains("second ring"), "{err}");
     drop(e);
     let _ = std::fs::remove_file(&f);
@@ -87,7 +121,10 @@ fn fsync_on_an_iopoll_ring_is_refused_clearly() {
 
 #[test]
 fn fixed_buffers_without_a_pool_are_refused() {
-    let cfg = IoConfig { fixed_buffers: true, ..IoConfig::new(EngineKind::Uring) };
+    let cfg = IoConfig {
+        fixed_buffers: true,
+        ..IoConfig::new(EngineKind::Uring)
+    };
     let err = open_engine(&cfg, &[], None).err().expect("refused");
     assert!(err.to_string().contains("buffer pool"), "{err}");
 }
@@ -95,7 +132,10 @@ fn fixed_buffers_without_a_pool_are_refused() {
 #[test]
 fn bad_sqpoll_cpu_is_a_setup_refusal() {
     let cfg = IoConfig {
-        sqpoll: Some(SqPoll { idle_ms: 10, cpu: Some(4000) }),
+        sqpoll: Some(SqPoll {
+            idle_ms: 10,
+            cpu: Some(4000),
+        }),
         ..IoConfig::new(EngineKind::Uring)
     };
     let err = open_engine(&cfg, &[], None).err().expect("refused");
@@ -103,5 +143,6 @@ fn bad_sqpoll_cpu_is_a_setup_refusal() {
 }
 
 fn tempfile_in_target(name: &str) -> std::path::PathBuf {
-    std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}-{}.dat", std::process::id()))
+    std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("{name}-{}.dat", std::process::id()))
 }

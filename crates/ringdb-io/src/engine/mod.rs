@@ -191,6 +191,8 @@ pub fn open_engine(
     Ok(match cfg.engine {
         EngineKind::Posix => Box::new(PosixEngine::new(files)),
         EngineKind::Libaio => Box::new(LibaioEngine::new(cfg.queue_depth as usize, files)?),
-        EngineKind::UringSync | EngineKind::Uring => Box::new(UringEngine::new(cfg, files, buffers)?),
+        EngineKind::UringSync | EngineKind::Uring => {
+            Box::new(UringEngine::new(cfg, files, buffers)?)
+        }
     })
 }

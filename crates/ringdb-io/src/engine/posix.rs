@@ -24,14 +24,20 @@ impl PosixEngine {
 
     fn fd(&self, req: &IoRequest) -> Result<RawFd> {
         self.files.get(req.file.0 as usize).copied().ok_or_else(|| {
-            IoError::InvalidArg(format!("file index {} out of {}", req.file.0, self.files.len()))
+            IoError::InvalidArg(format!(
+                "file index {} out of {}",
+                req.file.0,
+                self.files.len()
+            ))
         })
     }
 }
 
 fn errno_result(ret: isize) -> i32 {
     if ret < 0 {
-        -std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO)
+        -std::io::Error::last_os_error()
+            .raw_os_error()
+            .unwrap_or(libc::EIO)
     } else {
         ret as i32
     }
@@ -56,7 +62,9 @@ impl Engine for PosixEngine {
 
     unsafe fn push(&mut self, req: &IoRequest) -> Result<()> {
         if !self.ready.is_empty() {
-            return Err(IoError::InvalidArg("posix engine: reap the previous completion first".into()));
+            return Err(IoError::InvalidArg(
+                "posix engine: reap the previous completion first".into(),
+            ));
         }
         let result = match req.op {
             OpKind::Nop => 0,

@@ -51,9 +51,9 @@ impl UringEngine {
         let ring = build_ring(cfg)?;
 
         if cfg.register_files && !files.is_empty() {
-            ring.submitter()
-                .register_files(files)
-                .map_err(|e| IoError::os("registering files with the ring (--register-files)", e))?;
+            ring.submitter().register_files(files).map_err(|e| {
+                IoError::os("registering files with the ring (--register-files)", e)
+            })?;
         }
         if cfg.fixed_buffers {
             let iov = buffers.ok_or_else(|| {
@@ -107,7 +107,10 @@ impl UringEngine {
         if req.op == OpKind::Nop {
             // A NOP names no file, so FIXED_FILE must not be set on it.
             let flags = self.sqe_flags - squeue::Flags::FIXED_FILE;
-            return Ok(opcode::Nop::new().build().flags(flags).user_data(req.user_data));
+            return Ok(opcode::Nop::new()
+                .build()
+                .flags(flags)
+                .user_data(req.user_data));
         }
         let idx = req.file.0 as usize;
         let fd = *self.files.get(idx).ok_or_else(|| {
@@ -123,13 +126,20 @@ impl UringEngine {
                 }
             };
         }
-        let entry = match (req.op, self.fixed_buffers.then_some(req.buf_index).flatten()) {
-            (OpKind::Read, Some(bi)) => with_target!(|t| opcode::ReadFixed::new(t, req.buf, req.len, bi)
-                .offset(req.offset)
-                .build()),
-            (OpKind::Write, Some(bi)) => with_target!(|t| opcode::WriteFixed::new(t, req.buf, req.len, bi)
-                .offset(req.offset)
-                .build()),
+        let entry = match (
+            req.op,
+            self.fixed_buffers.then_some(req.buf_index).flatten(),
+        ) {
+            (OpKind::Read, Some(bi)) => {
+                with_target!(|t| opcode::ReadFixed::new(t, req.buf, req.len, bi)
+                    .offset(req.offset)
+                    .build())
+            }
+            (OpKind::Write, Some(bi)) => {
+                with_target!(|t| opcode::WriteFixed::new(t, req.buf, req.len, bi)
+                    .offset(req.offset)
+                    .build())
+            }
             (OpKind::Read, None) => with_target!(|t| opcode::Read::new(t, req.buf, req.len)
                 .offset(req.offset)
                 .build()),
@@ -211,7 +221,9 @@ fn build_ring(cfg: &IoConfig) -> Result<IoUring> {
             feature.push("COOP_TASKRUN");
         }
         SetupMode::Defer => {
-            b.setup_defer_taskrun().setup_single_issuer().setup_taskrun_flag();
+            b.setup_defer_taskrun()
+                .setup_single_issuer()
+                .setup_taskrun_flag();
             feature.push("DEFER_TASKRUN|SINGLE_ISSUER");
         }
     }
@@ -229,7 +241,8 @@ fn build_ring(cfg: &IoConfig) -> Result<IoUring> {
     let sq_entries = cfg.effective_depth().next_power_of_two().max(2);
     let cq = cfg.cq_size.unwrap_or(2 * sq_entries).max(sq_entries);
     b.setup_cqsize(cq);
-    b.build(sq_entries).map_err(|e| setup_error(cfg, &feature, e))
+    b.build(sq_entries)
+        .map_err(|e| setup_error(cfg, &feature, e))
 }
 
 fn setup_error(cfg: &IoConfig, feature: &[&str], e: io::Error) -> IoError {
@@ -245,9 +258,15 @@ fn setup_error(cfg: &IoConfig, feature: &[&str], e: io::Error) -> IoError {
         };
     }
     let hint = match (cfg.sqpoll.is_some(), e.raw_os_error()) {
-        (true, Some(libc::EINVAL)) => "check the --sqpoll-cpu value (an online CPU) or drop --sqpoll",
-        (_, Some(libc::EINVAL)) => "this kernel does not support that setup flag; run `ringdb probe` to see which work",
-        (_, Some(libc::ENOMEM)) => "the ring does not fit the locked-memory limit; raise `ulimit -l` or lower --iodepth",
+        (true, Some(libc::EINVAL)) => {
+            "check the --sqpoll-cpu value (an online CPU) or drop --sqpoll"
+        }
+        (_, Some(libc::EINVAL)) => {
+            "this kernel does not support that setup flag; run `ringdb probe` to see which work"
+        }
+        (_, Some(libc::ENOMEM)) => {
+            "the ring does not fit the locked-memory limit; raise `ulimit -l` or lower --iodepth"
+        }
         _ => "run `ringdb probe` to see which io_uring features work here",
     };
     let feature = if feature.is_empty() {
@@ -271,7 +290,10 @@ fn register_buffers_error(iov: &[libc::iovec], e: io::Error) -> IoError {
         };
         return IoError::Memlock { bytes, limit };
     }
-    IoError::os(format!("registering {bytes} bytes of fixed buffers (--fixedbufs)"), e)
+    IoError::os(
+        format!("registering {bytes} bytes of fixed buffers (--fixedbufs)"),
+        e,
+    )
 }
 
 fn register_ring_fd(ring: &IoUring) -> Result<i32> {
@@ -293,7 +315,10 @@ fn register_ring_fd(ring: &IoUring) -> Result<i32> {
     if ret < 0 {
         return Err(IoError::Unsupported {
             switch: "--register-ring-fd",
-            reason: format!("IORING_REGISTER_RING_FDS failed: {}", io::Error::last_os_error()),
+            reason: format!(
+                "IORING_REGISTER_RING_FDS failed: {}",
+                io::Error::last_os_error()
+            ),
         });
     }
     Ok(up.offset as i32)
@@ -404,7 +429,10 @@ impl Engine for UringEngine {
             });
         }
         let n = out.len() - before;
-        debug_assert!(n <= self.in_flight, "more completions than requests in flight");
+        debug_assert!(
+            n <= self.in_flight,
+            "more completions than requests in flight"
+        );
         self.in_flight -= n.min(self.in_flight);
         if n > 0 {
             self.stats.reaps += 1;
