@@ -115,6 +115,8 @@ pub struct ProbeReport {
     pub device_error: Option<String>,
     /// All `/dev/ng*` NVMe generic char devices.
     pub nvme_char_devices: Vec<PathBuf>,
+    /// Whether O_DIRECT reads of `path` through io_uring complete inline or are punted to io-wq.
+    pub read_path: Option<ReadPathCheck>,
     /// Probe steps that failed (the rest of the report is still valid).
     pub errors: Vec<String>,
     /// The paper's guidelines applied to what was found, one line each, naming what to do.
@@ -167,6 +169,7 @@ pub fn probe(path: Option<&Path>) -> ProbeReport {
         device: None,
         device_error: None,
         nvme_char_devices: device::nvme_char_devices(),
+        read_path: None,
         errors,
         warnings: Vec::new(),
     };
@@ -178,6 +181,12 @@ pub fn probe(path: Option<&Path>) -> ProbeReport {
         match DeviceInfo::for_path(p) {
             Ok(d) => report.device = d,
             Err(e) => report.device_error = Some(e.to_string()),
+        }
+        if report.uring_available {
+            match check_read_path(p) {
+                Ok(c) => report.read_path = c,
+                Err(e) => report.errors.push(format!("read-path check: {e}")),
+            }
         }
     }
 
@@ -630,6 +639,12 @@ fn warnings(r: &ProbeReport) -> Vec<String> {
 
 fn device_warnings(r: &ProbeReport, d: &DeviceInfo, w: &mut Vec<String>) {
     let disk = d.disk.as_deref().unwrap_or(&d.name);
+    if let Some(c) = r.read_path.as_ref().filter(|c| c.punted_to_iowq) {
+        w.push(format!(
+            "O_DIRECT reads on {disk} are punted to io-wq workers ({} appeared for {} reads: no NOWAIT support), so every I/O pays a worker hand-off (paper Sec. 2.2); pin each ring with its workers to one core (ringdb io --cpus-allowed), or gains come from worker parallelism, not from the inline path",
+            c.iowq_workers, c.reads
+        ));
+    }
     if !d.io_poll {
         let why = match d.poll_queues_hint {
             Some(0) => "nvme.poll_queues=0",
@@ -787,6 +802,17 @@ impl ProbeReport {
             t.row("/dev/ng*", "none");
         } else {
             t.wrapped("/dev/ng*", &ng);
+        }
+        if let Some(c) = &self.read_path {
+            let v = if c.punted_to_iowq {
+                format!(
+                    "punted to io-wq ({} workers for {} reads)",
+                    c.iowq_workers, c.reads
+                )
+            } else {
+                format!("inline ({} reads, no io-wq worker)", c.reads)
+            };
+            t.row("io_uring O_DIRECT reads", &v);
         }
 
         if !self.errors.is_empty() {
@@ -1000,6 +1026,86 @@ mod tests {
         assert!(w.iter().any(|l| l.contains("at most 1 ring")), "{w:?}");
         for l in &w {
             assert!(!l.contains('\n'));
+        }
+    }
+}
+
+/// The outcome of reading a target through io_uring: inline (the device or filesystem takes
+/// `IOCB_NOWAIT`) or punted to io-wq workers (paper Sec. 2.2: a worker hand-off per I/O).
+#[derive(Clone, Debug, Serialize)]
+pub struct ReadPathCheck {
+    pub reads: u32,
+    /// io-wq workers that appeared while the reads ran.
+    pub iowq_workers: u32,
+    pub punted_to_iowq: bool,
+}
+
+/// Reads a few 4 KiB blocks of `path` with O_DIRECT through a plain ring and watches for io-wq
+/// workers. `Ok(None)` when the path cannot be read that way (too short, O_DIRECT refused).
+fn check_read_path(path: &Path) -> crate::Result<Option<ReadPathCheck>> {
+    use crate::target::{Target, TargetOptions};
+    use crate::{open_engine, EngineKind, FileId, FixedBufferPool, IoConfig, IoRequest};
+    const READS: usize = 8;
+    const BS: usize = 4096;
+    let target = match Target::open(
+        path,
+        TargetOptions {
+            direct: true,
+            write: false,
+            create: false,
+        },
+    ) {
+        Ok(t) if t.size >= (READS * BS) as u64 => t,
+        _ => return Ok(None),
+    };
+    let before = crate::iowq::iowq_workers_now();
+    let pool = FixedBufferPool::new(READS, BS)?;
+    let cfg = IoConfig {
+        queue_depth: READS as u32,
+        ..IoConfig::new(EngineKind::Uring)
+    };
+    let mut engine = open_engine(&cfg, &[target.fd()], None)?;
+    for i in 0..READS {
+        let req = IoRequest::read(FileId(0), (i * BS) as u64, pool.ptr(i), BS as u32, i as u64);
+        // SAFETY: `pool` outlives `engine` (declared first, dropped last, and the engine
+        // drains before it is dropped); each read has its own buffer.
+        unsafe { engine.push(&req)? };
+    }
+    let mut done = Vec::new();
+    while done.len() < READS {
+        engine.submit(1)?;
+        engine.reap(&mut done);
+    }
+    // Workers linger for seconds after their work, so they are still there to be counted.
+    let workers = crate::iowq::iowq_workers_now().saturating_sub(before) as u32;
+    drop(engine);
+    Ok(Some(ReadPathCheck {
+        reads: READS as u32,
+        iowq_workers: workers,
+        punted_to_iowq: workers > 0,
+    }))
+}
+
+#[cfg(test)]
+mod read_path_tests {
+    use super::*;
+
+    #[test]
+    fn reads_on_ext4_complete_inline_and_short_files_are_skipped() {
+        let dir = std::env::temp_dir();
+        let p = dir.join(format!("ringdb-read-path-{}.dat", std::process::id()));
+        std::fs::write(&p, vec![7u8; 64 * 1024]).unwrap();
+        let long = check_read_path(&p);
+        std::fs::write(&p, vec![7u8; 512]).unwrap();
+        let short = check_read_path(&p);
+        let _ = std::fs::remove_file(&p);
+        // Short file: nothing to read, no verdict.
+        assert!(short.unwrap().is_none());
+        // ext4 (this machine's /tmp) takes IOCB_NOWAIT: O_DIRECT reads complete inline. A
+        // filesystem without O_DIRECT yields None; anything else must be a verdict.
+        if let Some(c) = long.unwrap() {
+            assert_eq!(c.reads, 8);
+            assert_eq!(c.punted_to_iowq, c.iowq_workers > 0);
         }
     }
 }
