@@ -375,13 +375,7 @@ impl Engine for LibaioEngine {
             // Errors (EINTR) only mean nothing was collected this time; reap cannot fail.
             let _ = self.get_events(0, Some(&zero));
         }
-        let n = self.ready.len();
-        if n > 0 {
-            out.extend(self.ready.drain(..));
-            self.stats.completed += n as u64;
-            self.stats.reaps += 1;
-        }
-        n
+        super::deliver_ready(&mut self.ready, out, &mut self.stats)
     }
 
     fn stats(&self) -> EngineStats {

@@ -133,6 +133,21 @@ impl EngineStats {
     }
 }
 
+/// Moves the completions an engine collected itself (posix, libaio) to `out`, counting them.
+fn deliver_ready(
+    ready: &mut std::collections::VecDeque<IoCompletion>,
+    out: &mut Vec<IoCompletion>,
+    stats: &mut EngineStats,
+) -> usize {
+    let n = ready.len();
+    if n > 0 {
+        out.extend(ready.drain(..));
+        stats.completed += n as u64;
+        stats.reaps += 1;
+    }
+    n
+}
+
 /// A ring-per-thread I/O engine. Not `Send`: it belongs to the thread that opened it.
 pub trait Engine {
     fn kind(&self) -> EngineKind;

@@ -107,13 +107,7 @@ impl Engine for PosixEngine {
     }
 
     fn reap(&mut self, out: &mut Vec<IoCompletion>) -> usize {
-        let n = self.ready.len();
-        if n > 0 {
-            out.extend(self.ready.drain(..));
-            self.stats.completed += n as u64;
-            self.stats.reaps += 1;
-        }
-        n
+        super::deliver_ready(&mut self.ready, out, &mut self.stats)
     }
 
     fn stats(&self) -> EngineStats {
