@@ -121,3 +121,35 @@ fn write_then_verify_through_the_cli() {
     assert!(String::from_utf8_lossy(&bad.stderr).contains("verification failed"));
     let _ = std::fs::remove_file(&f);
 }
+
+#[test]
+fn numjobs_run_one_ring_each_and_add_up() {
+    let f = tmp("jobs.dat");
+    let out = ringdb(&[
+        "io",
+        "--filename",
+        f.to_str().unwrap(),
+        "--size",
+        "4M",
+        "--ios",
+        "500",
+        "--numjobs",
+        "2",
+        "--rw",
+        "randrw",
+        "--rwmixread",
+        "70",
+        "--iodepth",
+        "4",
+        "--json",
+    ]);
+    let _ = std::fs::remove_file(&f);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["ios"], 1000, "2 jobs x 500 I/Os");
+    assert_eq!(v["numjobs"], 2);
+}
