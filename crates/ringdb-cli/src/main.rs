@@ -1,6 +1,7 @@
 //! `ringdb`: the command line of the ringdb storage engine and I/O lab.
 
 mod io_cmd;
+mod micro_cmd;
 mod probe_cmd;
 
 use clap::{Parser, Subcommand};
@@ -19,6 +20,9 @@ enum Cmd {
     Io(Box<io_cmd::IoArgs>),
     /// What this kernel and device support, with the paper's guidelines applied as warnings.
     Probe(probe_cmd::ProbeArgs),
+    /// One of the paper's microbenchmarks (nop-batch, sqpoll-wakeup, iowq, batch-latency,
+    /// block-size, scale-out, fixed-buffers): a table, --json and --plot FILE.svg.
+    Micro(micro_cmd::MicroArgs),
 }
 
 fn main() -> ExitCode {
@@ -26,6 +30,7 @@ fn main() -> ExitCode {
     let result = match cli.cmd {
         Cmd::Io(args) => io_cmd::run(*args),
         Cmd::Probe(args) => probe_cmd::run(args),
+        Cmd::Micro(args) => micro_cmd::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

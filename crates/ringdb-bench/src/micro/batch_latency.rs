@@ -1,0 +1,7 @@
+//! PLACEHOLDER: being written.
+use super::{MicroOpts, MicroResult};
+use crate::error::{BenchError, Result};
+
+pub fn run(_opts: &MicroOpts) -> Result<MicroResult> {
+    Err(BenchError::InvalidArg("batch_latency: not built yet".into()))
+}
