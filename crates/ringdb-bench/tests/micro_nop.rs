@@ -17,7 +17,10 @@ fn nop_batch_makes_one_enter_per_batch() {
     for (b, e) in batches.iter().zip(&enters) {
         assert!((e - 1.0 / b).abs() < 1e-9, "batch {b}: {e} enters per NOP");
     }
-    assert!(r.column_f64("cycles_per_nop").iter().all(|c| c.is_finite() && *c > 0.0));
+    assert!(r
+        .column_f64("cycles_per_nop")
+        .iter()
+        .all(|c| c.is_finite() && *c > 0.0));
     let plot = r.plot.as_ref().expect("a plot");
     assert_eq!(plot.series.len(), 2);
     assert!(r.notes.iter().any(|n| n.contains("batch 16")));
@@ -25,6 +28,11 @@ fn nop_batch_makes_one_enter_per_batch() {
 
 #[test]
 fn unknown_microbenchmark_is_a_clear_error() {
-    let e = run("warp-drive", &MicroOpts::new("/tmp")).unwrap_err().to_string();
-    assert!(e.contains("unknown microbenchmark") && e.contains("nop-batch"), "{e}");
+    let e = run("warp-drive", &MicroOpts::new("/tmp"))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("unknown microbenchmark") && e.contains("nop-batch"),
+        "{e}"
+    );
 }

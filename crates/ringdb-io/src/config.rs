@@ -260,7 +260,7 @@ impl IoConfig {
             )));
         }
         if let Some(cq) = self.cq_size {
-            if cq < self.queue_depth || cq > 2 * MAX_QUEUE_DEPTH * 2 {
+            if cq < self.queue_depth || cq > 4 * MAX_QUEUE_DEPTH {
                 return Err(IoError::InvalidArg(format!(
                     "CQ size {cq} must be at least the queue depth {} and at most {}",
                     self.queue_depth,

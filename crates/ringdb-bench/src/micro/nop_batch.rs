@@ -14,7 +14,11 @@ const QUICK_BATCHES: &[u32] = &[1, 16, 256];
 
 /// Runs batches of `batch` NOPs (push all, one enter that submits and waits for all, reap)
 /// for `runtime`; returns (NOPs, TSC ticks, enters).
-fn measure(engine: &mut dyn Engine, batch: u32, runtime: std::time::Duration) -> Result<(u64, u64, u64)> {
+fn measure(
+    engine: &mut dyn Engine,
+    batch: u32,
+    runtime: std::time::Duration,
+) -> Result<(u64, u64, u64)> {
     let mut out: Vec<IoCompletion> = Vec::with_capacity(batch as usize);
     let enters0 = engine.stats().enters;
     // Warm up: the first enters fault in the rings.
@@ -59,7 +63,11 @@ fn one_batch(engine: &mut dyn Engine, batch: u32, out: &mut Vec<IoCompletion>) -
 
 pub fn run(opts: &MicroOpts) -> Result<MicroResult> {
     let batches = if opts.quick { QUICK_BATCHES } else { BATCHES };
-    let runtime = if opts.quick { opts.runtime.min(std::time::Duration::from_millis(200)) } else { opts.runtime };
+    let runtime = if opts.quick {
+        opts.runtime.min(std::time::Duration::from_millis(200))
+    } else {
+        opts.runtime
+    };
     let modes = [SetupMode::Default, SetupMode::Defer];
     let mut r = MicroResult::new(
         "nop-batch",

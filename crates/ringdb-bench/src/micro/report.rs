@@ -53,7 +53,12 @@ impl MicroResult {
 
     /// Appends a row; it must have one value per column.
     pub fn row(&mut self, values: Vec<Value>) {
-        assert_eq!(values.len(), self.columns.len(), "row width of {}", self.name);
+        assert_eq!(
+            values.len(),
+            self.columns.len(),
+            "row width of {}",
+            self.name
+        );
         self.rows.push(values);
     }
 
@@ -77,7 +82,11 @@ impl MicroResult {
             Value::Null => "-".into(),
             other => other.to_string(),
         };
-        let cells: Vec<Vec<String>> = self.rows.iter().map(|r| r.iter().map(cell).collect()).collect();
+        let cells: Vec<Vec<String>> = self
+            .rows
+            .iter()
+            .map(|r| r.iter().map(cell).collect())
+            .collect();
         let widths: Vec<usize> = (0..self.columns.len())
             .map(|i| {
                 cells
@@ -114,7 +123,8 @@ impl MicroResult {
             .plot
             .as_ref()
             .ok_or_else(|| BenchError::InvalidArg(format!("{} has no plot", self.name)))?;
-        draw_svg(plot, path).map_err(|e| BenchError::InvalidArg(format!("plotting {}: {e}", path.display())))
+        draw_svg(plot, path)
+            .map_err(|e| BenchError::InvalidArg(format!("plotting {}: {e}", path.display())))
     }
 }
 
@@ -146,7 +156,15 @@ fn draw_svg(p: &Plot, path: &Path) -> std::result::Result<(), Box<dyn std::error
         .x_label_area_size(45)
         .y_label_area_size(70)
         .build_cartesian_2d(ax0..ax1, ay0..ay1)?;
-    let fmt = |log: bool| move |v: &f64| if log { format!("{:.0}", 10f64.powf(*v)) } else { format!("{v:.0}") };
+    let fmt = |log: bool| {
+        move |v: &f64| {
+            if log {
+                format!("{:.0}", 10f64.powf(*v))
+            } else {
+                format!("{v:.0}")
+            }
+        }
+    };
     chart
         .configure_mesh()
         .x_desc(p.x_label.as_str())
@@ -160,8 +178,13 @@ fn draw_svg(p: &Plot, path: &Path) -> std::result::Result<(), Box<dyn std::error
         chart
             .draw_series(LineSeries::new(data.clone(), color.stroke_width(2)))?
             .label(s.label.as_str())
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2)));
-        chart.draw_series(data.into_iter().map(|pt| Circle::new(pt, 3, color.filled())))?;
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2))
+            });
+        chart.draw_series(
+            data.into_iter()
+                .map(|pt| Circle::new(pt, 3, color.filled())),
+        )?;
     }
     chart
         .configure_series_labels()
@@ -195,7 +218,10 @@ mod tests {
             }],
         });
         let t = r.render_table();
-        assert!(t.contains("batch") && t.contains("900.5") && t.contains("- a note"), "{t}");
+        assert!(
+            t.contains("batch") && t.contains("900.5") && t.contains("- a note"),
+            "{t}"
+        );
         assert_eq!(r.column_f64("cycles"), vec![5000.0, 900.5]);
         let v = serde_json::to_value(&r).unwrap();
         assert_eq!(v["rows"][1][0], 16);
