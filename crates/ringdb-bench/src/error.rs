@@ -9,6 +9,9 @@ pub enum BenchError {
     #[error(transparent)]
     Io(#[from] IoError),
 
+    #[error(transparent)]
+    Db(#[from] ringdb::DbError),
+
     #[error("invalid argument: {0}")]
     InvalidArg(String),
 

@@ -4,13 +4,17 @@
 //! - [`fio`]: runs fio with equivalent options for side-by-side comparisons.
 //! - [`micro`]: the paper's microbenchmarks (`ringdb micro <name>`).
 //! - [`pattern`]: deterministic block contents for fills and bit-exact verification.
+//! - [`ycsb`]: runs YCSB-style operations on a ringdb `Db` with many tasks.
+//! - [`ladder`]: the paper's Fig. 5 ladder with its cost model (`ringdb ladder`).
 //! - [`units`]: parsing of sizes (`4k`, `2G`) and durations (`10s`).
 
 pub mod error;
 pub mod fio;
+pub mod ladder;
 pub mod micro;
 pub mod pattern;
 pub mod rawio;
 pub mod units;
+pub mod ycsb;
 
 pub use error::{BenchError, Result};

@@ -1,7 +1,9 @@
 //! `ringdb`: the command line of the ringdb storage engine and I/O lab.
 
 mod io_cmd;
+mod ladder_cmd;
 mod micro_cmd;
+mod net_cmd;
 mod probe_cmd;
 
 use clap::{Parser, Subcommand};
@@ -23,6 +25,11 @@ enum Cmd {
     /// One of the paper's microbenchmarks (nop-batch, sqpoll-wakeup, iowq, batch-latency,
     /// block-size, scale-out, fixed-buffers): a table, --json and --plot FILE.svg.
     Micro(micro_cmd::MicroArgs),
+    /// The paper's Fig. 5: YCSB updates with io_uring features switched on step by step,
+    /// each beside the cost model's prediction (the README's main job).
+    Ladder(Box<ladder_cmd::LadderArgs>),
+    Pingpong(net_cmd::PingArgs),
+    Shuffle(net_cmd::ShuffleArgs),
 }
 
 fn main() -> ExitCode {
@@ -31,6 +38,9 @@ fn main() -> ExitCode {
         Cmd::Io(args) => io_cmd::run(*args),
         Cmd::Probe(args) => probe_cmd::run(args),
         Cmd::Micro(args) => micro_cmd::run(args),
+        Cmd::Ladder(args) => ladder_cmd::run(*args),
+        Cmd::Pingpong(args) => net_cmd::run_pingpong(args),
+        Cmd::Shuffle(args) => net_cmd::run_shuffle(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -358,6 +358,9 @@ struct Inner {
     closed: Cell<bool>,
     /// Draining failed: the orphans and the pool were leaked on purpose.
     leaked: Cell<bool>,
+    /// While non-zero, new requests stay queued whatever the batching policy says
+    /// ([`Io::submit_together`]).
+    hold: Cell<u32>,
 }
 
 impl Inner {
@@ -653,6 +656,7 @@ impl Runtime {
                 failed: RefCell::new(None),
                 closed: Cell::new(false),
                 leaked: Cell::new(false),
+                hold: Cell::new(0),
             }),
             scratch: Vec::new(),
         }
@@ -986,6 +990,44 @@ impl Io {
     pub async fn yield_now(&self) {
         yield_now().await
     }
+
+    /// Runs `fut` so that the requests its first poll queues go to the kernel together, in
+    /// one submission, whatever the batching policy (e.g. a batch of eviction writes under
+    /// [`Batching::Each`]). When no other task is ready they go out with the loop's wait.
+    pub fn submit_together<F: Future>(&self, fut: F) -> SubmitTogether<F> {
+        SubmitTogether {
+            inner: self.inner.clone(),
+            fut: Box::pin(fut),
+            first: true,
+        }
+    }
+}
+
+/// The future of [`Io::submit_together`].
+pub struct SubmitTogether<F: Future> {
+    inner: Rc<Inner>,
+    fut: Pin<Box<F>>,
+    first: bool,
+}
+
+impl<F: Future> Future for SubmitTogether<F> {
+    type Output = F::Output;
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        if !self.first {
+            return self.fut.as_mut().poll(cx);
+        }
+        self.first = false;
+        let inner = self.inner.clone();
+        inner.hold.set(inner.hold.get() + 1);
+        let r = self.fut.as_mut().poll(cx);
+        inner.hold.set(inner.hold.get() - 1);
+        if inner.hold.get() == 0 && inner.has_ready() && inner.engine.borrow().pending() > 0 {
+            if let Err(e) = inner.submit(0) {
+                inner.failed.borrow_mut().get_or_insert(e);
+            }
+        }
+        r
+    }
 }
 
 /// Waits for a free buffer of the pool, in FIFO order.
@@ -1109,16 +1151,17 @@ impl<B: IoBuf> Future for OpFuture<B> {
                 inner.pushes.set(inner.pushes.get() + 1);
                 inner.ops.borrow_mut()[slot].waker = Some(cx.waker().clone());
                 this.state = OpState::InFlight(slot);
-                let flush = match inner.batching {
-                    Batching::Each => true,
-                    // Without other ready tasks the loop submits right away with its wait.
-                    b => {
-                        inner.has_ready() && {
-                            let e = inner.engine.borrow();
-                            b.flush_now(e.pending(), e.in_flight(), e.depth())
+                let flush = inner.hold.get() == 0
+                    && match inner.batching {
+                        Batching::Each => true,
+                        // Without other ready tasks the loop submits right away with its wait.
+                        b => {
+                            inner.has_ready() && {
+                                let e = inner.engine.borrow();
+                                b.flush_now(e.pending(), e.in_flight(), e.depth())
+                            }
                         }
-                    }
-                };
+                    };
                 if flush {
                     if let Err(e) = inner.submit(0) {
                         // The request stays queued (its buffer stays here); the loop reports

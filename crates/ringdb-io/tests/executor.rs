@@ -62,3 +62,34 @@ fn a_dropped_parked_future_passes_its_wakeup_on() {
     let h = rt.spawn(async move { c.nop().await.unwrap() });
     rt.block_on(h).expect("the last waiter must be woken");
 }
+
+/// Requests queued by one poll inside `submit_together` go to the kernel in one enter even
+/// under `Batching::Each`, which otherwise enters once per request.
+#[test]
+fn submit_together_groups_requests_under_each() {
+    fn enters_for(together: bool) -> u64 {
+        let cfg = IoConfig {
+            queue_depth: 16,
+            batching: Batching::Each,
+            ..IoConfig::new(EngineKind::Uring)
+        };
+        let mut rt = Runtime::from_config(&cfg, &[], None).unwrap();
+        let io = rt.io();
+        let before = rt.stats().engine.enters;
+        rt.block_on(async move {
+            let nops = futures_util::future::join_all((0..8).map(|_| io.nop()));
+            let results = if together {
+                io.submit_together(nops).await
+            } else {
+                nops.await
+            };
+            assert!(results.iter().all(|r| r.is_ok()));
+        })
+        .unwrap();
+        rt.stats().engine.enters - before
+    }
+    let apart = enters_for(false);
+    let together = enters_for(true);
+    assert!(apart >= 8, "each: {apart} enters for 8 nops");
+    assert!(together <= 2, "together: {together} enters for 8 nops");
+}

@@ -1,0 +1,92 @@
+//! `ringdb ladder`: the paper's Fig. 5, step by step, beside the cost model.
+
+use clap::Args;
+use ringdb_bench::ladder::{self, LadderOpts};
+use ringdb_bench::units::{parse_duration, parse_size};
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+
+const DEFAULT_TARGET: &str = "ringdb-data/ladder.ringdb";
+
+#[derive(Args)]
+pub struct LadderArgs {
+    /// Data file or block device (a block device's contents are destroyed).
+    #[arg(long, default_value = DEFAULT_TARGET)]
+    target: PathBuf,
+    /// Buffer pool size (bytes, e.g. 16M).
+    #[arg(long, default_value = "16M")]
+    pool: String,
+    /// Page size.
+    #[arg(long, default_value = "4k")]
+    page_size: String,
+    /// Records to load (default: a data set --data-ratio times the pool).
+    #[arg(long)]
+    records: Option<u64>,
+    /// Data set size over pool size, when --records is not given (3.5: ~70% faults).
+    #[arg(long, default_value_t = 3.5)]
+    data_ratio: f64,
+    /// Value size in bytes (keys are 8 bytes).
+    #[arg(long, default_value_t = 128)]
+    value_size: usize,
+    /// Concurrent tasks in the asynchronous steps.
+    #[arg(long, default_value_t = 128)]
+    tasks: usize,
+    /// Measured time per step.
+    #[arg(long, default_value = "8s")]
+    runtime: String,
+    /// Warm-up per step.
+    #[arg(long, default_value = "2s")]
+    warmup: String,
+    /// Short phases (a smoke run).
+    #[arg(long)]
+    quick: bool,
+    /// Only these steps (comma-separated, e.g. posix,+async).
+    #[arg(long, value_delimiter = ',')]
+    steps: Option<Vec<String>>,
+    /// Pin the engine's thread (and io-wq workers) to this CPU; SQPOLL gets another.
+    #[arg(long)]
+    cpu: Option<u32>,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+    /// Also write the JSON report here.
+    #[arg(long)]
+    output: Option<PathBuf>,
+}
+
+pub fn run(a: LadderArgs) -> Result<(), Box<dyn std::error::Error>> {
+    if a.target == Path::new(DEFAULT_TARGET) {
+        std::fs::create_dir_all("ringdb-data")?;
+    }
+    let page_size = parse_size(&a.page_size)? as usize;
+    let pool = parse_size(&a.pool)? as usize;
+    let mut opts = LadderOpts::new(&a.target);
+    opts.page_size = page_size;
+    opts.pool_pages = pool / page_size.max(1);
+    opts.records = a.records;
+    opts.data_ratio = a.data_ratio;
+    opts.value_size = a.value_size;
+    opts.tasks = a.tasks;
+    opts.runtime = parse_duration(&a.runtime)?;
+    opts.warmup = parse_duration(&a.warmup)?;
+    if a.quick {
+        opts = opts.quick();
+    }
+    opts.steps = a.steps;
+    opts.cpu = a.cpu;
+    let tty = std::io::stderr().is_terminal();
+    opts.progress = tty;
+    // Steps are announced even without a terminal: the whole run takes minutes.
+    let progress = |s: &str| eprintln!("ladder: {s}");
+    let report = ladder::run(&opts, &progress)?;
+    let json = serde_json::to_string_pretty(&report)?;
+    if a.json {
+        println!("{json}");
+    } else {
+        print!("{}", ladder::table(&report));
+    }
+    if let Some(p) = &a.output {
+        std::fs::write(p, json + "\n").map_err(|e| format!("writing {}: {e}", p.display()))?;
+    }
+    Ok(())
+}

@@ -1,0 +1,276 @@
+//! Transport selection and every io_uring network switch, parsed from one spec string such as
+//! `epoll`, `uring+zc-send`, `uring-sqpoll+regfds+regbufs` or `uring-defer+multishot+pollfirst`.
+
+use crate::error::{NetError, Result};
+use serde::Serialize;
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+/// How bytes move between user space and the socket.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum TransportKind {
+    /// Readiness (`epoll_wait`) plus non-blocking `send`/`recv`.
+    Epoll,
+    /// `IORING_OP_SEND` / `IORING_OP_RECV` (or WRITE_FIXED / READ_FIXED with `regbufs`).
+    Uring,
+    /// `IORING_OP_SEND_ZC` from registered buffers; a buffer is reused only after its notif CQE.
+    UringZcSend,
+    /// Multishot `IORING_OP_RECV` drawing from a provided-buffer ring (`IORING_REGISTER_PBUF_RING`).
+    UringMultishot,
+    /// Zero-copy receive (zcrx): needs a NIC with header split; probed and refused elsewhere.
+    UringZcRecv,
+}
+
+impl TransportKind {
+    pub const ALL: [TransportKind; 5] = [
+        TransportKind::Epoll,
+        TransportKind::Uring,
+        TransportKind::UringZcSend,
+        TransportKind::UringMultishot,
+        TransportKind::UringZcRecv,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            TransportKind::Epoll => "epoll",
+            TransportKind::Uring => "uring",
+            TransportKind::UringZcSend => "uring+zc-send",
+            TransportKind::UringMultishot => "uring+multishot",
+            TransportKind::UringZcRecv => "uring+zc-recv",
+        }
+    }
+
+    pub fn is_uring(self) -> bool {
+        self != TransportKind::Epoll
+    }
+}
+
+impl fmt::Display for TransportKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// How the ring is set up (paper Sec. 4.6: DeferTR vs SQPoll).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum SetupMode {
+    /// `IORING_SETUP_DEFER_TASKRUN | IORING_SETUP_SINGLE_ISSUER`.
+    Defer,
+    /// `IORING_SETUP_SQPOLL` (a kernel thread polls the SQ) `| IORING_SETUP_SINGLE_ISSUER`.
+    Sqpoll,
+}
+
+/// Everything a transport needs to know. Each switch is off by default.
+#[derive(Clone, Debug, Serialize)]
+pub struct NetConfig {
+    pub transport: TransportKind,
+    pub setup: SetupMode,
+    /// `IORING_RECVSEND_POLL_FIRST` on send/recv SQEs.
+    pub poll_first: bool,
+    /// Register the sockets (`IORING_REGISTER_FILES`) and address them by index.
+    pub reg_files: bool,
+    /// Register the send/receive memory (`IORING_REGISTER_BUFFERS`). Implied by zc-send.
+    pub reg_bufs: bool,
+    /// NAPI busy poll (`IORING_REGISTER_NAPI`); only where the device has NAPI contexts.
+    pub napi: bool,
+    pub sqpoll_idle_ms: u32,
+    /// Size of one send buffer (slot) and how many there are.
+    pub send_buf_size: usize,
+    pub send_bufs: usize,
+    /// Per-connection receive buffer (single-shot), or the size of one provided buffer.
+    pub recv_buf_size: usize,
+    /// Provided buffers in the multishot ring (a power of two).
+    pub recv_bufs: usize,
+    pub ring_entries: u32,
+    /// Longest wait without any progress before an operation gives up with a timeout error.
+    pub io_timeout: Duration,
+}
+
+impl Default for NetConfig {
+    fn default() -> Self {
+        NetConfig {
+            transport: TransportKind::Uring,
+            setup: SetupMode::Defer,
+            poll_first: false,
+            reg_files: false,
+            reg_bufs: false,
+            napi: false,
+            sqpoll_idle_ms: 100,
+            send_buf_size: 64 * 1024,
+            send_bufs: 16,
+            recv_buf_size: 64 * 1024,
+            recv_bufs: 64,
+            ring_entries: 256,
+            io_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+impl NetConfig {
+    /// Parses a spec: a base (`epoll`, `uring`, `uring-defer`, `uring-sqpoll`) followed by
+    /// `+`-separated switches (`zc-send`, `multishot`, `zc-recv`, `regfds`, `regbufs`, `napi`,
+    /// `pollfirst`). Sizes keep their current values.
+    pub fn apply_spec(&mut self, spec: &str) -> Result<()> {
+        let mut parts = spec.split('+').map(str::trim);
+        let base = parts.next().unwrap_or("");
+        match base {
+            "epoll" => self.transport = TransportKind::Epoll,
+            "uring" | "uring-defer" | "io_uring" => {
+                self.transport = TransportKind::Uring;
+                self.setup = SetupMode::Defer;
+            }
+            "uring-sqpoll" => {
+                self.transport = TransportKind::Uring;
+                self.setup = SetupMode::Sqpoll;
+            }
+            other => return Err(NetError::invalid(
+                "transport",
+                format!(
+                    "unknown base {other:?} in {spec:?} (epoll, uring, uring-defer, uring-sqpoll)"
+                ),
+            )),
+        }
+        for sw in parts {
+            match sw {
+                "zc-send" | "zcsend" => self.set_kind(TransportKind::UringZcSend, spec)?,
+                "multishot" => self.set_kind(TransportKind::UringMultishot, spec)?,
+                "zc-recv" | "zcrx" => self.set_kind(TransportKind::UringZcRecv, spec)?,
+                "regfds" | "regfiles" => self.reg_files = true,
+                "regbufs" => self.reg_bufs = true,
+                "napi" => self.napi = true,
+                "pollfirst" | "poll-first" => self.poll_first = true,
+                "defer" => self.setup = SetupMode::Defer,
+                "sqpoll" => self.setup = SetupMode::Sqpoll,
+                other => {
+                    return Err(NetError::invalid(
+                        "transport",
+                        format!(
+                            "unknown switch {other:?} in {spec:?} (zc-send, multishot, zc-recv, regfds, regbufs, napi, pollfirst, sqpoll)"
+                        ),
+                    ))
+                }
+            }
+        }
+        self.validate()
+    }
+
+    fn set_kind(&mut self, kind: TransportKind, spec: &str) -> Result<()> {
+        if self.transport != TransportKind::Uring {
+            return Err(NetError::invalid(
+                "transport",
+                format!("{spec:?}: {kind} needs the uring base and excludes other transports"),
+            ));
+        }
+        self.transport = kind;
+        Ok(())
+    }
+
+    /// The canonical spec of this configuration (round-trips through [`Self::apply_spec`]).
+    pub fn spec(&self) -> String {
+        let mut s = match (self.transport, self.setup) {
+            (TransportKind::Epoll, _) => "epoll".to_string(),
+            (_, SetupMode::Defer) => "uring".to_string(),
+            (_, SetupMode::Sqpoll) => "uring-sqpoll".to_string(),
+        };
+        match self.transport {
+            TransportKind::UringZcSend => s.push_str("+zc-send"),
+            TransportKind::UringMultishot => s.push_str("+multishot"),
+            TransportKind::UringZcRecv => s.push_str("+zc-recv"),
+            _ => {}
+        }
+        for (on, name) in [
+            (self.reg_files, "+regfds"),
+            (self.reg_bufs, "+regbufs"),
+            (self.napi, "+napi"),
+            (self.poll_first, "+pollfirst"),
+        ] {
+            if on {
+                s.push_str(name);
+            }
+        }
+        s
+    }
+
+    /// Refuses combinations that mean nothing, before any resource exists.
+    pub fn validate(&self) -> Result<()> {
+        if self.transport == TransportKind::Epoll
+            && (self.reg_files || self.reg_bufs || self.napi || self.poll_first)
+        {
+            return Err(NetError::invalid(
+                "transport",
+                "regfds/regbufs/napi/pollfirst are io_uring switches; epoll has none of them",
+            ));
+        }
+        if self.transport == TransportKind::Uring && self.reg_bufs && self.poll_first {
+            return Err(NetError::invalid(
+                "transport",
+                "uring+regbufs sends and receives with WRITE_FIXED/READ_FIXED, which have no poll-first flag; drop one of them",
+            ));
+        }
+        if self.send_buf_size == 0 || self.send_buf_size > u32::MAX as usize / 2 {
+            return Err(NetError::invalid("send buffer size", "must be 1 B..2 GiB"));
+        }
+        if self.send_bufs == 0 || self.send_bufs > 4096 {
+            return Err(NetError::invalid("send buffers", "must be 1..4096"));
+        }
+        if self.recv_buf_size < 64 || self.recv_buf_size > (1 << 30) {
+            return Err(NetError::invalid(
+                "receive buffer size",
+                "must be 64 B..1 GiB",
+            ));
+        }
+        if !self.recv_bufs.is_power_of_two() || self.recv_bufs > 32768 {
+            return Err(NetError::invalid(
+                "receive buffers",
+                "the provided-buffer ring needs a power of two up to 32768",
+            ));
+        }
+        if (self.send_buf_size * self.send_bufs) > (1 << 30) {
+            return Err(NetError::invalid(
+                "send buffers",
+                "send memory (size x count) must stay under 1 GiB, the limit of one registered buffer",
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl FromStr for NetConfig {
+    type Err = NetError;
+    fn from_str(s: &str) -> Result<Self> {
+        let mut c = NetConfig::default();
+        c.apply_spec(s)?;
+        Ok(c)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn specs_round_trip() {
+        for s in [
+            "epoll",
+            "uring",
+            "uring-sqpoll",
+            "uring+zc-send",
+            "uring+multishot+regfds",
+            "uring-sqpoll+regfds+regbufs",
+            "uring+zc-recv",
+            "uring+pollfirst",
+        ] {
+            let c: NetConfig = s.parse().unwrap();
+            assert_eq!(c.spec(), s);
+        }
+    }
+
+    #[test]
+    fn nonsense_is_refused() {
+        assert!("epoll+regfds".parse::<NetConfig>().is_err());
+        assert!("uring+zc-send+multishot".parse::<NetConfig>().is_err());
+        assert!("tcp".parse::<NetConfig>().is_err());
+        assert!("uring+regbufs+pollfirst".parse::<NetConfig>().is_err());
+    }
+}

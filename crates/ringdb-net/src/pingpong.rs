@@ -1,0 +1,387 @@
+//! Round-trip latency with small messages (paper Fig. 15): a client sends `size` bytes, the
+//! server echoes them, the client measures the round trip into an HDR histogram. TCP or UDP,
+//! any transport on both ends.
+
+use crate::config::NetConfig;
+use crate::error::{NetError, Result};
+use crate::sys::{accept_tcp, connect_tcp, Conn};
+use crate::transport::{self, Event, Transport};
+use hdrhistogram::Histogram;
+use ringdb_io::counters::{rdtsc, tsc_hz};
+use serde::{Deserialize, Serialize};
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, UdpSocket};
+use std::time::{Duration, Instant};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Proto {
+    Tcp,
+    Udp,
+}
+
+impl std::str::FromStr for Proto {
+    type Err = NetError;
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "tcp" => Ok(Proto::Tcp),
+            "udp" => Ok(Proto::Udp),
+            o => Err(NetError::invalid("protocol", format!("{o:?} (tcp or udp)"))),
+        }
+    }
+}
+
+impl std::fmt::Display for Proto {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Proto::Tcp => "tcp",
+            Proto::Udp => "udp",
+        })
+    }
+}
+
+const HELLO: &[u8; 4] = b"PING";
+const BYE: u8 = 0xB7;
+
+/// A server socket before the client arrived.
+pub enum ServerSocket {
+    Tcp(TcpListener),
+    Udp(UdpSocket),
+}
+
+impl ServerSocket {
+    pub fn bind(proto: Proto, addr: &str) -> Result<ServerSocket> {
+        Ok(match proto {
+            Proto::Tcp => ServerSocket::Tcp(
+                TcpListener::bind(addr).map_err(|e| NetError::io(format!("bind {addr}"), e))?,
+            ),
+            Proto::Udp => ServerSocket::Udp(
+                UdpSocket::bind(addr).map_err(|e| NetError::io(format!("bind {addr}"), e))?,
+            ),
+        })
+    }
+
+    pub fn local_addr(&self) -> Result<SocketAddr> {
+        match self {
+            ServerSocket::Tcp(l) => l.local_addr(),
+            ServerSocket::Udp(s) => s.local_addr(),
+        }
+        .map_err(|e| NetError::io("local_addr", e))
+    }
+}
+
+/// Waits for one client, then echoes everything it sends until it says goodbye (UDP) or
+/// closes (TCP). Returns the number of messages echoed.
+pub fn serve(cfg: &NetConfig, sock: ServerSocket, size: usize) -> Result<u64> {
+    let timeout = cfg.io_timeout;
+    let conn = match sock {
+        ServerSocket::Tcp(l) => {
+            let mut s = accept_tcp(&l, timeout)?;
+            s.set_read_timeout(Some(timeout))
+                .map_err(|e| NetError::io("SO_RCVTIMEO", e))?;
+            let mut h = [0u8; 4];
+            s.read_exact(&mut h)
+                .map_err(|e| NetError::io("reading the client's hello", e))?;
+            s.write_all(&h)
+                .map_err(|e| NetError::io("answering the hello", e))?;
+            s.set_read_timeout(None)
+                .map_err(|e| NetError::io("SO_RCVTIMEO", e))?;
+            Conn::tcp(s)?
+        }
+        ServerSocket::Udp(s) => {
+            s.set_read_timeout(Some(timeout))
+                .map_err(|e| NetError::io("SO_RCVTIMEO", e))?;
+            let mut h = [0u8; 16];
+            let (n, from) = s.recv_from(&mut h).map_err(|e| NetError::Timeout {
+                what: format!("a UDP client hello ({e})"),
+                after: timeout,
+            })?;
+            if &h[..n] != HELLO {
+                return Err(NetError::MalformedFrame {
+                    peer: from.to_string(),
+                    reason: "not a ping-pong hello".into(),
+                });
+            }
+            s.connect(from)
+                .map_err(|e| NetError::io("connect UDP", e))?;
+            s.send(HELLO)
+                .map_err(|e| NetError::io("answering the hello", e))?;
+            s.set_read_timeout(None)
+                .map_err(|e| NetError::io("SO_RCVTIMEO", e))?;
+            Conn::udp(s)?
+        }
+    };
+    let datagram = conn.datagram;
+    let mut cfg = cfg.clone();
+    cfg.send_buf_size = size.max(8);
+    cfg.send_bufs = 64;
+    cfg.recv_buf_size = (size.max(64)).next_power_of_two().max(4096);
+    let mut t = transport::open(&cfg, vec![conn])?;
+    let mut rx: Vec<u8> = Vec::new();
+    let mut msgs: Vec<Vec<u8>> = Vec::new();
+    let mut closed = false;
+    let mut echoed = 0u64;
+    let mut idle = Instant::now();
+    loop {
+        let n = t.poll(Some(Duration::from_millis(100)), &mut |ev| {
+            match ev {
+                Event::Recv { data, .. } => {
+                    if datagram {
+                        if data.len() == 1 && data[0] == BYE {
+                            closed = true;
+                        } else if data != HELLO {
+                            // (a retried hello that arrived after the first one was answered
+                            // is dropped; message bytes are always odd, so never equal to it)
+                            msgs.push(data.to_vec());
+                        }
+                    } else {
+                        rx.extend_from_slice(data);
+                        while rx.len() >= size {
+                            msgs.push(rx.drain(..size).collect());
+                        }
+                    }
+                }
+                Event::Closed { .. } => closed = true,
+                Event::SendDone { .. } => {}
+            }
+            Ok(())
+        })?;
+        if n > 0 {
+            idle = Instant::now();
+        }
+        for m in msgs.drain(..) {
+            let slot = wait_slot(&mut *t, timeout)?;
+            t.slot_mut(slot)[..m.len()].copy_from_slice(&m);
+            t.send(0, slot, m.len())?;
+            echoed += 1;
+        }
+        if closed {
+            // Let the last echoes leave before the socket goes.
+            let t0 = Instant::now();
+            while t.pending_sends() > 0 && t0.elapsed() < timeout {
+                t.poll(Some(Duration::from_millis(10)), &mut |_| Ok(()))?;
+            }
+            return Ok(echoed);
+        }
+        if idle.elapsed() > timeout {
+            return Err(NetError::Timeout {
+                what: "the ping-pong client's next message".into(),
+                after: timeout,
+            });
+        }
+    }
+}
+
+fn wait_slot(t: &mut dyn Transport, timeout: Duration) -> Result<u32> {
+    let t0 = Instant::now();
+    loop {
+        if let Some(s) = t.alloc() {
+            return Ok(s);
+        }
+        if t0.elapsed() > timeout {
+            return Err(NetError::Timeout {
+                what: "a free send buffer".into(),
+                after: timeout,
+            });
+        }
+        t.poll(Some(Duration::from_millis(10)), &mut |_| Ok(()))?;
+    }
+}
+
+/// Round-trip times of one client run.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct PingResult {
+    pub proto: Proto,
+    pub mode: String,
+    pub size: usize,
+    pub iters: u64,
+    pub rtt_p50_us: f64,
+    pub rtt_p99_us: f64,
+    pub rtt_p999_us: f64,
+    pub rtt_avg_us: f64,
+    pub rtt_max_us: f64,
+    /// RTT/2 at the median: the one-way estimate.
+    pub one_way_p50_us: f64,
+    pub syscalls_per_rtt: f64,
+    /// Process CPU per round trip on the client side (microseconds).
+    pub client_cpu_us_per_rtt: f64,
+}
+
+/// Connects to `addr`, exchanges a hello, then measures `iters` round trips after `warmup`.
+pub fn run_client(
+    cfg: &NetConfig,
+    proto: Proto,
+    addr: SocketAddr,
+    size: usize,
+    iters: u64,
+    warmup: u64,
+) -> Result<PingResult> {
+    if size == 0 || size > (1 << 20) {
+        return Err(NetError::invalid("message size", "1 B..1 MiB"));
+    }
+    if proto == Proto::Udp && size > 65000 {
+        return Err(NetError::invalid(
+            "message size",
+            "UDP messages up to 65000 B",
+        ));
+    }
+    if proto == Proto::Udp && size == 1 {
+        return Err(NetError::invalid(
+            "message size",
+            "UDP needs at least 2 bytes",
+        ));
+    }
+    let timeout = cfg.io_timeout;
+    let conn = match proto {
+        Proto::Tcp => {
+            let mut s = connect_tcp(addr, timeout)?;
+            s.set_read_timeout(Some(timeout))
+                .map_err(|e| NetError::io("SO_RCVTIMEO", e))?;
+            s.write_all(HELLO).map_err(|e| NetError::io("hello", e))?;
+            let mut h = [0u8; 4];
+            s.read_exact(&mut h)
+                .map_err(|e| NetError::io(format!("waiting for the server at {addr}"), e))?;
+            s.set_read_timeout(None)
+                .map_err(|e| NetError::io("SO_RCVTIMEO", e))?;
+            Conn::tcp(s)?
+        }
+        Proto::Udp => {
+            let bind = if addr.is_ipv4() {
+                "0.0.0.0:0"
+            } else {
+                "[::]:0"
+            };
+            let s = UdpSocket::bind(bind).map_err(|e| NetError::io("bind UDP", e))?;
+            s.connect(addr).map_err(|e| NetError::Connect {
+                addr: addr.to_string(),
+                source: e,
+            })?;
+            s.set_read_timeout(Some(Duration::from_millis(200)))
+                .map_err(|e| NetError::io("SO_RCVTIMEO", e))?;
+            let t0 = Instant::now();
+            let mut h = [0u8; 16];
+            loop {
+                // A refused port shows up as ECONNREFUSED on a connected UDP socket.
+                s.send(HELLO).map_err(|e| NetError::Connect {
+                    addr: addr.to_string(),
+                    source: e,
+                })?;
+                match s.recv(&mut h) {
+                    Ok(4) if &h[..4] == HELLO => break,
+                    Ok(_) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
+                        return Err(NetError::Connect {
+                            addr: addr.to_string(),
+                            source: e,
+                        })
+                    }
+                    Err(_) => {}
+                }
+                if t0.elapsed() > timeout {
+                    return Err(NetError::Timeout {
+                        what: format!("the UDP server at {addr} to answer"),
+                        after: timeout,
+                    });
+                }
+            }
+            s.set_read_timeout(None)
+                .map_err(|e| NetError::io("SO_RCVTIMEO", e))?;
+            Conn::udp(s)?
+        }
+    };
+    let mut cfg = cfg.clone();
+    cfg.send_buf_size = size;
+    cfg.send_bufs = 4;
+    cfg.recv_buf_size = (size.max(64)).next_power_of_two().max(4096);
+    let mut t = transport::open(&cfg, vec![conn])?;
+    let mut hist = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3)
+        .map_err(|e| NetError::invalid("histogram", e.to_string()))?;
+    let hz = tsc_hz();
+    let mut got: Vec<u8> = Vec::with_capacity(size * 2);
+    let mut closed = false;
+    let (mut sys0, mut cpu0) = (0u64, 0.0f64);
+    for i in 0..warmup + iters {
+        if i == warmup {
+            sys0 = t.stats().syscalls;
+            cpu0 = crate::sys::process_cpu_secs();
+        }
+        let slot = wait_slot(&mut *t, timeout)?;
+        let buf = t.slot_mut(slot);
+        for (k, b) in buf[..size].iter_mut().enumerate() {
+            *b = (i as u8).wrapping_add(k as u8).wrapping_mul(31) | 1;
+        }
+        let c0 = rdtsc();
+        t.send(0, slot, size)?;
+        got.clear();
+        let mut last = Instant::now();
+        while got.len() < size {
+            let n = t.poll(Some(timeout), &mut |ev| {
+                match ev {
+                    // A late answer to a retried UDP hello is not an echo.
+                    Event::Recv { data, .. } if proto == Proto::Udp && data == HELLO => {}
+                    Event::Recv { data, .. } => got.extend_from_slice(data),
+                    Event::Closed { .. } => closed = true,
+                    Event::SendDone { .. } => {}
+                }
+                Ok(())
+            })?;
+            if closed {
+                return Err(NetError::PeerClosed {
+                    peer: addr.to_string(),
+                    when: format!("during round trip {i}"),
+                });
+            }
+            if n > 0 {
+                last = Instant::now();
+            } else if last.elapsed() >= timeout {
+                return Err(NetError::Timeout {
+                    what: format!("the echo of round trip {i} from {addr}"),
+                    after: timeout,
+                });
+            }
+        }
+        let c1 = rdtsc();
+        if got.len() != size
+            || got
+                .iter()
+                .enumerate()
+                .any(|(k, &b)| b != (i as u8).wrapping_add(k as u8).wrapping_mul(31) | 1)
+        {
+            return Err(NetError::MalformedFrame {
+                peer: addr.to_string(),
+                reason: format!("echo of round trip {i} differs from what was sent ({} of {size} bytes, first difference at {:?})", got.len(), got.iter().enumerate().position(|(k, &b)| b != (i as u8).wrapping_add(k as u8).wrapping_mul(31) | 1)),
+            });
+        }
+        if i >= warmup {
+            let ns = (c1.wrapping_sub(c0)) as f64 * 1e9 / hz;
+            hist.saturating_record(ns.max(1.0) as u64);
+        }
+    }
+    let sys = t.stats().syscalls - sys0;
+    let cpu = crate::sys::process_cpu_secs() - cpu0;
+    // Say goodbye so the server ends at once.
+    if proto == Proto::Udp {
+        let slot = wait_slot(&mut *t, timeout)?;
+        t.slot_mut(slot)[0] = BYE;
+        t.send(0, slot, 1)?;
+        let t0 = Instant::now();
+        while t.pending_sends() > 0 && t0.elapsed() < timeout {
+            t.poll(Some(Duration::from_millis(10)), &mut |_| Ok(()))?;
+        }
+    }
+    drop(t);
+    let us = |q: f64| hist.value_at_quantile(q) as f64 / 1000.0;
+    Ok(PingResult {
+        proto,
+        mode: cfg.spec(),
+        size,
+        iters,
+        rtt_p50_us: us(0.5),
+        rtt_p99_us: us(0.99),
+        rtt_p999_us: us(0.999),
+        rtt_avg_us: hist.mean() / 1000.0,
+        rtt_max_us: hist.max() as f64 / 1000.0,
+        one_way_p50_us: us(0.5) / 2.0,
+        syscalls_per_rtt: sys as f64 / iters.max(1) as f64,
+        client_cpu_us_per_rtt: cpu * 1e6 / iters.max(1) as f64,
+    })
+}

@@ -1,0 +1,504 @@
+//! The B+tree over the buffer manager's pages (paper Sec. 3.3.2: cooperative tasks, no latches,
+//! traversals restart after a task was parked).
+//!
+//! Every operation is a synchronous *attempt* that pins pages only while it runs (no `await`
+//! inside) and either finishes or says what it needs: a page that is not resident, or free
+//! frames for a split. The async wrapper drops every pin, waits for that (the task parks, other
+//! tasks run and may change the tree), and restarts from the root. Since an attempt never
+//! yields, it sees and leaves the tree consistent; since it changes nothing before it knows it
+//! can finish, a restart never has to undo anything.
+//!
+//! Inner nodes: see `node.rs` (child `i` holds keys below separator `i`, the upper child holds
+//! the rest). Leaves are not linked; a range scan finds the next leaf through the smallest
+//! separator above the current one (its *fence*), one descent per leaf.
+
+use crate::buffer::{BufferManager, PageGuard, PageId};
+use crate::error::{DbError, Result};
+use crate::node::{self, NodeMut, NodeRef};
+use serde::Serialize;
+use std::cell::Cell;
+use std::ops::Bound;
+
+/// What an attempt needs before it can run to the end.
+enum Need {
+    Page(PageId),
+    Frames(usize),
+}
+
+type Attempt<T> = std::result::Result<T, Need>;
+
+/// Pins `pid` or returns from the attempt asking for it.
+macro_rules! fix {
+    ($tree:expr, $pid:expr) => {
+        match $tree.bm.try_fix($pid) {
+            Some(g) => g,
+            None => return Ok(Err(Need::Page($pid))),
+        }
+    };
+}
+
+/// A leaf is merged with a sibling when it is less full than this (and the two fit in one).
+const MERGE_BELOW_FILL: f64 = 0.25;
+
+/// What the tree counts.
+#[derive(Clone, Copy, Debug, Default, Serialize)]
+pub struct TreeStats {
+    /// Attempts abandoned to wait for a page or frames, then restarted from the root.
+    pub restarts: u64,
+    pub splits: u64,
+    pub merges: u64,
+}
+
+/// Where the tree starts (kept in the meta page).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TreeRoot {
+    pub root: PageId,
+    /// 1 when the root is a leaf.
+    pub height: u32,
+}
+
+pub struct BTree {
+    bm: BufferManager,
+    root: Cell<TreeRoot>,
+    stats: Cell<TreeStats>,
+    max_record: usize,
+}
+
+/// One step of a descent: the inner node's guard and the child index taken.
+struct PathStep {
+    guard: PageGuard,
+    index: usize,
+}
+
+impl BTree {
+    /// Creates an empty tree: one empty leaf as the root.
+    pub async fn create(bm: BufferManager) -> Result<BTree> {
+        bm.ensure_free(1).await?;
+        let g = bm.alloc_page()?;
+        g.write(NodeMut::init_leaf);
+        let root = TreeRoot {
+            root: g.pid(),
+            height: 1,
+        };
+        drop(g);
+        Ok(Self::open(bm, root))
+    }
+
+    /// A tree whose root is known (from the meta page).
+    pub fn open(bm: BufferManager, root: TreeRoot) -> BTree {
+        let max_record = node::max_record_size(bm.page_size());
+        BTree {
+            bm,
+            root: Cell::new(root),
+            stats: Cell::new(TreeStats::default()),
+            max_record,
+        }
+    }
+
+    pub fn root(&self) -> TreeRoot {
+        self.root.get()
+    }
+
+    pub fn buffer(&self) -> &BufferManager {
+        &self.bm
+    }
+
+    pub fn stats(&self) -> TreeStats {
+        self.stats.get()
+    }
+
+    /// The largest key + value this tree stores.
+    pub fn max_record(&self) -> usize {
+        self.max_record
+    }
+
+    fn bump(&self, f: impl FnOnce(&mut TreeStats)) {
+        let mut s = self.stats.get();
+        f(&mut s);
+        self.stats.set(s);
+    }
+
+    /// Runs `attempt` until it finishes, waiting for what it needs in between.
+    async fn run<T>(&self, mut attempt: impl FnMut(&Self) -> Result<Attempt<T>>) -> Result<T> {
+        // The page the last wait brought in stays pinned until the next attempt has run.
+        let mut _loaded: Option<PageGuard> = None;
+        loop {
+            let r = attempt(self)?;
+            _loaded = None;
+            match r {
+                Ok(v) => return Ok(v),
+                Err(need) => {
+                    self.bump(|s| s.restarts += 1);
+                    match need {
+                        Need::Page(pid) => _loaded = Some(self.bm.load(pid).await?),
+                        Need::Frames(n) => self.bm.ensure_free(n).await?,
+                    }
+                }
+            }
+        }
+    }
+
+    pub async fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.run(|t| t.get_attempt(key)).await
+    }
+
+    /// Inserts or replaces; returns whether the key existed.
+    pub async fn insert(&self, key: &[u8], value: &[u8]) -> Result<bool> {
+        self.check_record(key, value)?;
+        self.run(|t| t.insert_attempt(key, value)).await
+    }
+
+    /// Removes; returns whether the key existed.
+    pub async fn remove(&self, key: &[u8]) -> Result<bool> {
+        self.run(|t| t.remove_attempt(key)).await
+    }
+
+    /// Up to `limit` pairs with keys in `range`, in key order.
+    pub async fn range(
+        &self,
+        start: Bound<&[u8]>,
+        end: Bound<&[u8]>,
+        limit: usize,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let mut out = Vec::new();
+        let mut from: Bound<Vec<u8>> = match start {
+            Bound::Included(k) => Bound::Included(k.to_vec()),
+            Bound::Excluded(k) => Bound::Excluded(k.to_vec()),
+            Bound::Unbounded => Bound::Unbounded,
+        };
+        while out.len() < limit {
+            let next = self
+                .run(|t| t.scan_leaf_attempt(&from, end, limit, &mut out))
+                .await?;
+            match next {
+                Some(fence) => from = Bound::Included(fence),
+                None => break,
+            }
+        }
+        Ok(out)
+    }
+
+    fn check_record(&self, key: &[u8], value: &[u8]) -> Result<()> {
+        if key.is_empty() {
+            return Err(DbError::InvalidArg("keys must not be empty".into()));
+        }
+        if key.len() + value.len() > self.max_record {
+            return Err(DbError::TooLarge {
+                key: key.len(),
+                value: value.len(),
+                max: self.max_record,
+                page_size: self.bm.page_size(),
+            });
+        }
+        Ok(())
+    }
+
+    fn corrupt(pid: PageId, e: impl std::fmt::Display) -> DbError {
+        DbError::Corrupt {
+            page: pid,
+            what: e.to_string(),
+        }
+    }
+
+    /// Reads the node in `g`: `Ok(None)` for a leaf, else the child index and page for `key`.
+    fn route(g: &PageGuard, key: &[u8]) -> Result<Option<(usize, PageId)>> {
+        g.read(|p| {
+            let n = NodeRef::new(p).map_err(|e| Self::corrupt(g.pid(), e))?;
+            if n.is_leaf() {
+                Ok(None)
+            } else {
+                let i = n.child_index(key);
+                Ok(Some((i, n.child_at(i))))
+            }
+        })
+    }
+
+    /// Descends from the root to the leaf for `key`, keeping the inner nodes pinned.
+    fn descend(&self, key: &[u8]) -> Result<Attempt<(Vec<PathStep>, PageGuard)>> {
+        let root = self.root.get();
+        let mut path = Vec::with_capacity(root.height as usize);
+        let mut g = fix!(self, root.root);
+        while let Some((index, child)) = Self::route(&g, key)? {
+            let c = fix!(self, child);
+            path.push(PathStep { guard: g, index });
+            g = c;
+        }
+        if path.len() + 1 != root.height as usize {
+            return Err(Self::corrupt(
+                g.pid(),
+                format!(
+                    "leaf at depth {} in a tree of height {}",
+                    path.len() + 1,
+                    root.height
+                ),
+            ));
+        }
+        Ok(Ok((path, g)))
+    }
+
+    fn get_attempt(&self, key: &[u8]) -> Result<Attempt<Option<Vec<u8>>>> {
+        let (_path, leaf) = match self.descend(key)? {
+            Ok(x) => x,
+            Err(n) => return Ok(Err(n)),
+        };
+        leaf.read(|p| {
+            let n = NodeRef::new(p).map_err(|e| Self::corrupt(leaf.pid(), e))?;
+            Ok(Ok(n.search(key).ok().map(|i| n.value(i).to_vec())))
+        })
+    }
+
+    fn insert_attempt(&self, key: &[u8], value: &[u8]) -> Result<Attempt<bool>> {
+        let (mut path, leaf) = match self.descend(key)? {
+            Ok(x) => x,
+            Err(n) => return Ok(Err(n)),
+        };
+        // Fits as is (an update frees the old value first)?
+        let (exists, fits) = leaf.read(|p| {
+            let n = NodeRef::new(p).map_err(|e| Self::corrupt(leaf.pid(), e))?;
+            let exists = n.search(key).is_ok();
+            Ok::<_, DbError>((exists, n.fits_upsert(key, value)))
+        })?;
+        if fits {
+            leaf.write(|p| NodeMut::new(p).upsert(key, value))
+                .map_err(|e| Self::corrupt(leaf.pid(), e))?;
+            return Ok(Ok(exists));
+        }
+        // A split of every level on the path plus a new root, all without waiting.
+        let needed = path.len() + 2;
+        if self.bm.free_frames() < needed {
+            return Ok(Err(Need::Frames(needed)));
+        }
+        let right = self.bm.alloc_page()?;
+        let sep = leaf.write(|l| right.write(|r| NodeMut::new(l).split_into(r)));
+        let target = if key >= sep.as_slice() { &right } else { &leaf };
+        target
+            .write(|p| NodeMut::new(p).upsert(key, value))
+            .map_err(|e| Self::corrupt(target.pid(), e))?;
+        self.bump(|s| s.splits += 1);
+        let (mut sep, mut left_pid, mut right_pid) = (sep, leaf.pid(), right.pid());
+        drop((leaf, right));
+        while let Some(PathStep {
+            guard: parent,
+            index,
+        }) = path.pop()
+        {
+            let fits = parent
+                .read(|p| NodeRef::new(p).map(|n| n.fits_separator(&sep)))
+                .map_err(|e| Self::corrupt(parent.pid(), e))?;
+            if fits {
+                parent
+                    .write(|p| NodeMut::new(p).insert_split(index, &sep, left_pid, right_pid))
+                    .map_err(|e| Self::corrupt(parent.pid(), e))?;
+                return Ok(Ok(exists));
+            }
+            let pright = self.bm.alloc_page()?;
+            let up = parent.write(|l| pright.write(|r| NodeMut::new(l).split_into(r)));
+            // The child split goes into the half that now holds child `index`.
+            let left_count = parent
+                .read(|p| NodeRef::new(p).map(|n| n.count()))
+                .map_err(|e| Self::corrupt(parent.pid(), e))?;
+            let (half, idx) = if index <= left_count {
+                (&parent, index)
+            } else {
+                (&pright, index - left_count - 1)
+            };
+            half.write(|p| NodeMut::new(p).insert_split(idx, &sep, left_pid, right_pid))
+                .map_err(|e| Self::corrupt(half.pid(), e))?;
+            self.bump(|s| s.splits += 1);
+            sep = up;
+            left_pid = parent.pid();
+            right_pid = pright.pid();
+        }
+        // The root split: a new root above the two halves.
+        let root = self.root.get();
+        let nr = self.bm.alloc_page()?;
+        let level =
+            u16::try_from(root.height).map_err(|_| Self::corrupt(nr.pid(), "tree too high"))?;
+        nr.write(|p| {
+            NodeMut::init_inner(p, level, left_pid);
+            NodeMut::new(p).insert_split(0, &sep, left_pid, right_pid)
+        })
+        .map_err(|e| Self::corrupt(nr.pid(), e))?;
+        self.root.set(TreeRoot {
+            root: nr.pid(),
+            height: root.height + 1,
+        });
+        Ok(Ok(exists))
+    }
+
+    fn remove_attempt(&self, key: &[u8]) -> Result<Attempt<bool>> {
+        let (mut path, leaf) = match self.descend(key)? {
+            Ok(x) => x,
+            Err(n) => return Ok(Err(n)),
+        };
+        let slot = leaf
+            .read(|p| NodeRef::new(p).map(|n| n.search(key).ok()))
+            .map_err(|e| Self::corrupt(leaf.pid(), e))?;
+        let Some(slot) = slot else {
+            return Ok(Ok(false));
+        };
+        leaf.write(|p| NodeMut::new(p).remove(slot));
+        // Merge upwards while a node is underfull and a resident sibling can take it in.
+        // Merging is opportunistic: a sibling that is not resident is not loaded for it.
+        let mut freed = Vec::new();
+        let mut child = leaf;
+        while let Some(PathStep {
+            guard: parent,
+            index,
+        }) = path.pop()
+        {
+            match self.try_merge(&parent, index, &child)? {
+                Some(pid) => freed.push(pid),
+                None => break,
+            }
+            child = parent;
+        }
+        drop(child);
+        drop(path);
+        for pid in &freed {
+            self.bm.free_page(*pid);
+        }
+        if !freed.is_empty() {
+            self.collapse_root()?;
+        }
+        Ok(Ok(true))
+    }
+
+    /// A root inner node left without separators hands the root to its only child.
+    fn collapse_root(&self) -> Result<()> {
+        loop {
+            let root = self.root.get();
+            if root.height == 1 {
+                return Ok(());
+            }
+            let Some(rg) = self.bm.try_fix(root.root) else {
+                return Ok(());
+            };
+            let only = rg.read(|p| {
+                NodeRef::new(p)
+                    .map(|n| (n.count() == 0).then(|| n.child_at(0)))
+                    .map_err(|e| Self::corrupt(rg.pid(), e))
+            })?;
+            drop(rg);
+            let Some(c) = only else {
+                return Ok(());
+            };
+            self.bm.free_page(root.root);
+            self.root.set(TreeRoot {
+                root: c,
+                height: root.height - 1,
+            });
+        }
+    }
+
+    /// Merges `child` (child `index` of `parent`) with a neighbour when it is underfull and
+    /// both fit in one page. Returns the page that emptied (to free once unpinned), if any.
+    fn try_merge(
+        &self,
+        parent: &PageGuard,
+        index: usize,
+        child: &PageGuard,
+    ) -> Result<Option<PageId>> {
+        let under = child
+            .read(|p| NodeRef::new(p).map(|n| n.fill() < MERGE_BELOW_FILL))
+            .map_err(|e| Self::corrupt(child.pid(), e))?;
+        if !under {
+            return Ok(None);
+        }
+        let pcount = parent
+            .read(|p| NodeRef::new(p).map(|n| n.count()))
+            .map_err(|e| Self::corrupt(parent.pid(), e))?;
+        if pcount == 0 {
+            return Ok(None);
+        }
+        // Merge children left_idx and left_idx + 1, separated by parent key left_idx.
+        let left_idx = if index < pcount { index } else { index - 1 };
+        let (lpid, rpid, sep) = parent.read(|p| {
+            let n = NodeRef::new(p).map_err(|e| Self::corrupt(parent.pid(), e))?;
+            Ok::<_, DbError>((
+                n.child_at(left_idx),
+                n.child_at(left_idx + 1),
+                n.key(left_idx).to_vec(),
+            ))
+        })?;
+        let child_is_left = lpid == child.pid();
+        let other = if child_is_left { rpid } else { lpid };
+        let Some(og) = self.bm.try_fix(other) else {
+            return Ok(None);
+        };
+        let (lg, rg) = if child_is_left {
+            (child, &og)
+        } else {
+            (&og, child)
+        };
+        let fits = lg.read(|l| rg.read(|r| node::fits_merged(l, r, &sep)));
+        if !fits {
+            return Ok(None);
+        }
+        lg.write(|l| rg.read(|r| NodeMut::new(l).merge_from(r, &sep)))
+            .map_err(|e| Self::corrupt(lg.pid(), e))?;
+        parent.write(|p| NodeMut::new(p).remove_merged(left_idx));
+        self.bump(|s| s.merges += 1);
+        Ok(Some(rpid))
+    }
+
+    /// Appends the pairs of the leaf that holds `from` (up to `limit` in all, stopping at
+    /// `end`); returns the fence where the next leaf starts, if the scan goes on.
+    fn scan_leaf_attempt(
+        &self,
+        from: &Bound<Vec<u8>>,
+        end: Bound<&[u8]>,
+        limit: usize,
+        out: &mut Vec<(Vec<u8>, Vec<u8>)>,
+    ) -> Result<Attempt<Option<Vec<u8>>>> {
+        let probe: &[u8] = match from {
+            Bound::Included(k) | Bound::Excluded(k) => k,
+            Bound::Unbounded => &[],
+        };
+        let root = self.root.get();
+        let mut fence: Option<Vec<u8>> = None;
+        let mut g = fix!(self, root.root);
+        while let Some((index, child)) = Self::route(&g, probe)? {
+            let f = g
+                .read(|p| {
+                    NodeRef::new(p).map(|n| (index < n.count()).then(|| n.key(index).to_vec()))
+                })
+                .map_err(|e| Self::corrupt(g.pid(), e))?;
+            if f.is_some() {
+                fence = f;
+            }
+            g = fix!(self, child);
+        }
+        let done = g.read(|p| {
+            let n = NodeRef::new(p).map_err(|e| Self::corrupt(g.pid(), e))?;
+            let first = match from {
+                Bound::Included(k) => n.search(k).unwrap_or_else(|i| i),
+                Bound::Excluded(k) => match n.search(k) {
+                    Ok(i) => i + 1,
+                    Err(i) => i,
+                },
+                Bound::Unbounded => 0,
+            };
+            for i in first..n.count() {
+                if out.len() >= limit {
+                    return Ok::<_, DbError>(true);
+                }
+                let k = n.key(i);
+                let past = match end {
+                    Bound::Included(e) => k > e,
+                    Bound::Excluded(e) => k >= e,
+                    Bound::Unbounded => false,
+                };
+                if past {
+                    return Ok(true);
+                }
+                out.push((k.to_vec(), n.value(i).to_vec()));
+            }
+            Ok(out.len() >= limit)
+        })?;
+        if done {
+            return Ok(Ok(None));
+        }
+        Ok(Ok(fence))
+    }
+}
