@@ -143,6 +143,9 @@ pub struct Step {
     pub predicted_cycles_per_tx: f64,
     pub enters_per_tx: f64,
     pub restarts_per_tx: f64,
+    /// io-wq worker threads seen during the step (requests the kernel could not issue
+    /// inline: on zram every read and write).
+    pub iowq_workers: usize,
     pub lat_us_p50: f64,
     pub lat_us_p99: f64,
     pub speedup_prev: f64,
@@ -193,6 +196,7 @@ fn unsupported(name: &str, why: String) -> Step {
         predicted_cycles_per_tx: 0.0,
         enters_per_tx: 0.0,
         restarts_per_tx: 0.0,
+        iowq_workers: 0,
         lat_us_p50: 0.0,
         lat_us_p99: 0.0,
         speedup_prev: 0.0,
@@ -338,7 +342,9 @@ fn passthrough_unsupported(target: &Path) -> String {
 
 /// SQPOLL needs a core of its own (seeds/002): the app on one CPU, the poller on another.
 fn sqpoll_cpus(app: Option<u32>) -> std::result::Result<(Option<u32>, Option<u32>), String> {
-    let n = std::thread::available_parallelism().map_or(1, |n| n.get()) as u32;
+    // Online CPUs, not this thread's affinity (a pinned step leaves the thread on one CPU).
+    // SAFETY: sysconf only reads a system value.
+    let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) }.max(1) as u32;
     if n < 2 {
         return Err("SQPOLL needs a spare core for its kernel thread; this machine has one".into());
     }
@@ -548,6 +554,15 @@ pub fn run(opts: &LadderOpts, progress: &dyn Fn(&str)) -> Result<LadderReport> {
             )));
         }
     }
+    if opts.pool_pages < ringdb::buffer::MIN_FRAMES {
+        return Err(BenchError::InvalidArg(format!(
+            "a buffer pool of {} pages is too small: at least {} ({} KiB with {}-byte pages)",
+            opts.pool_pages,
+            ringdb::buffer::MIN_FRAMES,
+            ringdb::buffer::MIN_FRAMES * opts.page_size / 1024,
+            opts.page_size
+        )));
+    }
     let records = opts.records();
     if records < 1000 {
         return Err(BenchError::InvalidArg(format!(
@@ -692,6 +707,7 @@ fn run_step(
         predicted_cycles_per_tx: predicted_cycles,
         enters_per_tx: r.enters_per_op,
         restarts_per_tx: r.restarts_per_op,
+        iowq_workers: r.iowq_workers,
         lat_us_p50: r.lat_us.p50,
         lat_us_p99: r.lat_us.p99,
         speedup_prev: 0.0,
@@ -750,7 +766,7 @@ pub fn table(r: &LadderReport) -> String {
             }
         };
         s.push_str(&format!(
-            "{:<14} {:>10.0} {:>10.0} {:>7.2} {:>7} {:>7} {:>7.2} {:>9.0} {:>9.0} {:>7.2} {:>7.2} {:>8.1} {:>8.1}  {}\n",
+            "{:<14} {:>10.0} {:>10.0} {:>7.2} {:>7} {:>7} {:>7.2} {:>9.0} {:>9.0} {:>7.2} {:>7.2} {:>8.1} {:>8.1} {:>5}  {}\n",
             st.name,
             st.tps,
             st.predicted_tps,
@@ -764,6 +780,7 @@ pub fn table(r: &LadderReport) -> String {
             st.writes_per_tx,
             st.lat_us_p50,
             st.lat_us_p99,
+            st.iowq_workers,
             st.bound
         ));
     }

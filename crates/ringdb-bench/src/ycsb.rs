@@ -8,6 +8,7 @@
 use crate::error::Result;
 use ringdb::{Db, DbStats};
 use ringdb_io::counters::{rdtsc, ticks_to_ns, tsc_hz, CpuTime, LatencyHist, LatencySummary};
+use ringdb_io::iowq::IowqTracker;
 use serde::Serialize;
 use std::cell::{Cell, RefCell};
 use std::ops::Bound;
@@ -82,6 +83,8 @@ pub struct PhaseReport {
     pub cpu_pct: f64,
     /// Operations that found their key missing (reads) — should be 0 after a full load.
     pub misses: u64,
+    /// Most io-wq worker threads (`iou-wrk-*`) seen at once (sampled every second).
+    pub iowq_workers: usize,
 }
 
 /// Options of a run phase.
@@ -172,6 +175,7 @@ struct Shared {
     hist: RefCell<LatencyHist>,
     first_error: RefCell<Option<ringdb::DbError>>,
     stop: Cell<bool>,
+    iowq: RefCell<IowqTracker>,
 }
 
 fn phase(
@@ -190,6 +194,7 @@ fn phase(
         hist: RefCell::new(LatencyHist::new()),
         first_error: RefCell::new(None),
         stop: Cell::new(false),
+        iowq: RefCell::new(IowqTracker::default()),
     });
     let next_op = Rc::new(RefCell::new(next_op));
     let handles: Vec<_> = (0..spec.tasks.max(1))
@@ -232,6 +237,8 @@ fn phase(
                         let mut ps = sh.per_second.borrow_mut();
                         if ps.len() <= sec {
                             ps.resize(sec + 1, 0);
+                            // Once per second: which io-wq workers exist now.
+                            sh.iowq.borrow_mut().sample();
                         }
                         ps[sec] += 1;
                     }
@@ -254,6 +261,8 @@ fn phase(
             h.await;
         }
     })?;
+    shared.iowq.borrow_mut().sample();
+    let iowq_workers = shared.iowq.borrow().seen();
     let secs = start.elapsed().as_secs_f64();
     let cpu = CpuTime::now().since(cpu0).total().as_secs_f64();
     if let Some(e) = shared.first_error.borrow_mut().take() {
@@ -285,6 +294,7 @@ fn phase(
         },
         cpu_pct: 100.0 * cpu / secs.max(1e-9),
         misses: shared.misses.get(),
+        iowq_workers,
     })
 }
 

@@ -53,7 +53,13 @@ fn secs(s: &str) -> Result<Duration, String> {
         .ok_or_else(|| format!("{s:?} is not a duration in seconds (e.g. 10 or 2.5s)"))
 }
 
+/// This binary, for re-executing it in a child role. `/proc/self/exe` still works when the
+/// file was replaced by a rebuild in the meantime.
 fn exe() -> Result<PathBuf, NetError> {
+    let p = PathBuf::from("/proc/self/exe");
+    if p.exists() {
+        return Ok(p);
+    }
     std::env::current_exe().map_err(|e| NetError::io("finding the ringdb binary", e))
 }
 
@@ -138,7 +144,7 @@ fn spawn_server(
     ])
     .stdin(Stdio::null())
     .stdout(Stdio::piped())
-    .stderr(Stdio::inherit());
+    .stderr(Stdio::piped());
     let mut child = c.spawn().map_err(|e| NetError::Child {
         what: "ping-pong server".into(),
         reason: format!("cannot start: {e}"),
@@ -173,10 +179,15 @@ fn wait_child(mut kids: Children, timeout: Duration) -> Result<(), NetError> {
         match c.try_wait() {
             Ok(Some(st)) if st.success() => return Ok(()),
             Ok(Some(st)) => {
+                let mut msg = String::new();
+                if let Some(e) = c.stderr.as_mut() {
+                    use std::io::Read;
+                    let _ = e.read_to_string(&mut msg);
+                }
                 return Err(NetError::Child {
                     what: "ping-pong server".into(),
-                    reason: format!("exited with {st}"),
-                })
+                    reason: format!("exited with {st}: {}", msg.trim()),
+                });
             }
             Ok(None) if t0.elapsed() > timeout => {
                 return Err(NetError::Timeout {
@@ -516,7 +527,13 @@ pub fn run_shuffle(a: ShuffleArgs) -> CmdResult {
             } else {
                 let base_done = bar.position();
                 let progress = |n: usize| bar.set_position(base_done + n as u64);
-                let program = exe()?;
+                // `ip netns exec` runs the program itself: it needs the real path.
+                let program = if a.netns {
+                    std::env::current_exe()
+                        .map_err(|e| NetError::io("finding the ringdb binary", e))?
+                } else {
+                    exe()?
+                };
                 let timeout_s = a.timeout.as_secs_f64().to_string();
                 let spec_c = spec.clone();
                 let tname = t.clone();
@@ -826,4 +843,36 @@ fn run_sweep(a: &ShuffleArgs) -> CmdResult {
         );
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_and_durations_parse() {
+        assert_eq!(parse_size("8"), Ok(8));
+        assert_eq!(parse_size("64K"), Ok(64 << 10));
+        assert_eq!(parse_size("1MiB"), Ok(1 << 20));
+        assert_eq!(parse_size("2m"), Ok(2 << 20));
+        assert!(parse_size("lots").is_err());
+        assert_eq!(secs("2.5s"), Ok(Duration::from_millis(2500)));
+        assert!(secs("0").is_err());
+    }
+
+    #[test]
+    fn shuffle_specs_are_checked_before_anything_starts() {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct T {
+            #[command(flatten)]
+            a: ShuffleArgs,
+        }
+        let t = T::try_parse_from(["t", "--nodes", "1"]).unwrap();
+        assert!(shuffle_spec(&t.a).is_err());
+        let t = T::try_parse_from(["t", "--tuple-size", "32"]).unwrap();
+        assert!(shuffle_spec(&t.a).is_err());
+        let t = T::try_parse_from(["t", "--tuple-size", "4K", "--table-size", "1M"]).unwrap();
+        assert_eq!(shuffle_spec(&t.a).unwrap().rows_per_node, 256);
+    }
 }

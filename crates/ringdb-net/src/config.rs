@@ -124,12 +124,14 @@ impl NetConfig {
                 self.transport = TransportKind::Uring;
                 self.setup = SetupMode::Sqpoll;
             }
-            other => return Err(NetError::invalid(
-                "transport",
-                format!(
+            other => {
+                return Err(NetError::invalid(
+                    "transport",
+                    format!(
                     "unknown base {other:?} in {spec:?} (epoll, uring, uring-defer, uring-sqpoll)"
                 ),
-            )),
+                ))
+            }
         }
         for sw in parts {
             match sw {

@@ -98,8 +98,15 @@ fn processes_shuffle_and_clean_up() {
 
     // A full run: the join the nodes report is the reference.
     std::env::set_var(ENV, format!("{me}|{json}|uring+zc-send|none"));
-    let r = run_processes(&spec, &cfg, &command(), &ip, Duration::from_secs(60), &|_| {})
-        .unwrap_or_else(|e| panic!("{e}"));
+    let r = run_processes(
+        &spec,
+        &cfg,
+        &command(),
+        &ip,
+        Duration::from_secs(60),
+        &|_| {},
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(r.join, reference_join(&spec));
     assert_eq!(r.nodes.len(), 3);
 
@@ -108,9 +115,20 @@ fn processes_shuffle_and_clean_up() {
         std::env::set_var(ENV, format!("{me}|{json}|{t}|1"));
         let cfg: NetConfig = t.parse().unwrap();
         let t0 = Instant::now();
-        let e = run_processes(&spec, &cfg, &command(), &ip, Duration::from_secs(60), &|_| {})
-            .expect_err("a dead node must fail the shuffle");
-        assert!(t0.elapsed() < Duration::from_secs(30), "{t}: {:?}", t0.elapsed());
+        let e = run_processes(
+            &spec,
+            &cfg,
+            &command(),
+            &ip,
+            Duration::from_secs(60),
+            &|_| {},
+        )
+        .expect_err("a dead node must fail the shuffle");
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "{t}: {:?}",
+            t0.elapsed()
+        );
         match &e {
             NetError::Child { what, .. } => assert!(what.starts_with("node"), "{e}"),
             other => panic!("{t}: wrong error {other}"),
@@ -123,7 +141,12 @@ fn processes_shuffle_and_clean_up() {
         .unwrap()
         .filter_map(|d| d.ok())
         .filter_map(|d| std::fs::read_to_string(d.path().join("stat")).ok())
-        .filter(|s| s.rsplit(')').next().and_then(|r| r.split_whitespace().nth(1)) == Some(&me))
+        .filter(|s| {
+            s.rsplit(')')
+                .next()
+                .and_then(|r| r.split_whitespace().nth(1))
+                == Some(&me)
+        })
         .collect();
     assert!(left.is_empty(), "children left: {left:?}");
 }

@@ -192,7 +192,10 @@ impl Db {
         let pool = FixedBufferPool::new(opts.pool_pages, opts.page_size)?;
         let mut rt = Runtime::from_config(&opts.io, &[target.fd()], Some(pool))?;
         let io = rt.io();
-        let existing = !opts.fresh && size >= 2 * ps;
+        let existing = !opts.fresh && size > 0;
+        if existing {
+            check_page_size(&file_path, opts.page_size)?;
+        }
         // A block device is a new database unless page 0 is a ringdb meta page.
         let pages_on_disk = if existing { size / ps } else { 0 };
         let bm = BufferManager::new(io, FileId(0), cfg, pages_on_disk)?;
@@ -320,4 +323,29 @@ impl Drop for Db {
         }
         let _ = &self.target;
     }
+}
+
+/// Refuses to open a database with another page size than it was created with, naming the
+/// right one (read from page 0's header through the page cache, before any direct I/O).
+fn check_page_size(path: &Path, page_size: usize) -> Result<()> {
+    use std::io::Read;
+    let mut head = [0u8; page::HEADER_SIZE];
+    let read = std::fs::File::open(path).and_then(|mut f| f.read_exact(&mut head));
+    if read.is_err() {
+        // Too short to hold a header: the meta page check reports it.
+        return Ok(());
+    }
+    if page::page_type(&head) != Some(page::PageType::Meta) {
+        return Ok(());
+    }
+    let shift = head[26];
+    if shift < 32 && (1usize << shift) != page_size {
+        return Err(DbError::InvalidArg(format!(
+            "{} was created with {}-byte pages; open it with page size {}",
+            path.display(),
+            1usize << shift,
+            1usize << shift
+        )));
+    }
+    Ok(())
 }

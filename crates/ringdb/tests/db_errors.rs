@@ -1,0 +1,168 @@
+//! Bad input and damaged files: a typed error with a clear message, never a panic, never
+//! wrong data.
+
+use ringdb::{Db, DbError, Options};
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::PathBuf;
+
+fn dir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("ringdb-err-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+fn opts() -> Options {
+    Options {
+        pool_pages: 64,
+        direct: false,
+        fresh: true,
+        ..Options::default()
+    }
+}
+
+#[test]
+fn a_pool_below_the_minimum_is_refused() {
+    let d = dir("pool");
+    let e = Db::open(
+        &d,
+        Options {
+            pool_pages: 8,
+            ..opts()
+        },
+    )
+    .err()
+    .unwrap();
+    assert!(matches!(e, DbError::InvalidArg(_)), "{e:?}");
+    assert!(e.to_string().contains("too small"), "{e}");
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn a_bad_page_size_is_refused() {
+    let d = dir("ps");
+    for ps in [3000, 2048, 1 << 17] {
+        let e = Db::open(
+            &d,
+            Options {
+                page_size: ps,
+                ..opts()
+            },
+        )
+        .err()
+        .unwrap();
+        assert!(e.to_string().contains("page size"), "{ps}: {e}");
+    }
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn records_too_large_and_empty_keys_are_refused() {
+    let d = dir("big");
+    let mut db = Db::open(&d, opts()).unwrap();
+    let max = db.handle().max_record();
+    assert!(max >= 900, "4 KiB pages hold records of {max} bytes");
+    db.insert(b"k", &vec![7u8; max - 1]).unwrap();
+    let e = db.insert(b"k", &vec![7u8; max]).unwrap_err();
+    assert!(matches!(e, DbError::TooLarge { .. }), "{e:?}");
+    assert!(e.to_string().contains("too large"), "{e}");
+    let e = db.insert(b"", b"v").unwrap_err();
+    assert!(e.to_string().contains("empty"), "{e}");
+    // The database is still usable.
+    assert_eq!(db.get(b"k").unwrap().unwrap().len(), max - 1);
+    drop(db);
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn reopening_with_another_page_size_names_the_right_one() {
+    let d = dir("reps");
+    let mut db = Db::open(&d, opts()).unwrap();
+    db.insert(b"a", b"1").unwrap();
+    db.close().unwrap();
+    let e = Db::open(
+        &d,
+        Options {
+            page_size: 8192,
+            fresh: false,
+            ..opts()
+        },
+    )
+    .err()
+    .unwrap();
+    assert!(e.to_string().contains("4096"), "{e}");
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+/// A flipped bit in a data page is reported as a checksum error naming the page; `get`
+/// never returns the damaged bytes.
+#[test]
+fn a_flipped_bit_is_an_error_not_data() {
+    let d = dir("flip");
+    let mut db = Db::open(&d, opts()).unwrap();
+    let v = vec![0x5au8; 100];
+    for i in 0..2000u32 {
+        db.insert(&i.to_be_bytes(), &v).unwrap();
+    }
+    db.close().unwrap();
+    let file = d.join(ringdb::db::DATA_FILE);
+    let mut f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&file)
+        .unwrap();
+    let pages = f.metadata().unwrap().len() / 4096;
+    assert!(pages > 10);
+    // Flip one bit in every page but the meta page.
+    for p in 1..pages {
+        let at = p * 4096 + 2000;
+        let mut b = [0u8];
+        f.seek(SeekFrom::Start(at)).unwrap();
+        f.read_exact(&mut b).unwrap();
+        b[0] ^= 0x10;
+        f.seek(SeekFrom::Start(at)).unwrap();
+        f.write_all(&b).unwrap();
+    }
+    drop(f);
+    let mut db = Db::open(
+        &d,
+        Options {
+            fresh: false,
+            ..opts()
+        },
+    )
+    .unwrap();
+    let e = db.get(&7u32.to_be_bytes()).unwrap_err();
+    let msg = e.to_string();
+    assert!(msg.contains("checksum") && msg.contains("page"), "{msg}");
+    drop(db);
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn a_truncated_file_is_an_error() {
+    let d = dir("trunc");
+    let mut db = Db::open(&d, opts()).unwrap();
+    for i in 0..3000u32 {
+        db.insert(&i.to_be_bytes(), &[1u8; 100]).unwrap();
+    }
+    db.close().unwrap();
+    let file = d.join(ringdb::db::DATA_FILE);
+    let len = std::fs::metadata(&file).unwrap().len();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&file)
+        .unwrap()
+        .set_len(len / 2)
+        .unwrap();
+    let e = Db::open(
+        &d,
+        Options {
+            fresh: false,
+            ..opts()
+        },
+    )
+    .err()
+    .unwrap();
+    assert!(e.to_string().contains("pages"), "{e}");
+    let _ = std::fs::remove_dir_all(&d);
+}
