@@ -151,6 +151,10 @@ pub struct Step {
     pub speedup_prev: f64,
     pub speedup_posix: f64,
     pub tasks: usize,
+    /// Page reads + writes per second, and their share of what raw I/O (`ringdb io`, 50/50
+    /// random read/write at the same queue depth) reaches on the same target.
+    pub ios_per_s: f64,
+    pub ios_vs_raw: f64,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -202,6 +206,8 @@ fn unsupported(name: &str, why: String) -> Step {
         speedup_prev: 0.0,
         speedup_posix: 0.0,
         tasks: 0,
+        ios_per_s: 0.0,
+        ios_vs_raw: 0.0,
     }
 }
 
@@ -713,6 +719,12 @@ fn run_step(
         speedup_prev: 0.0,
         speedup_posix: 0.0,
         tasks: sc.tasks,
+        ios_per_s: r.ops_per_s * (r.reads_per_op + r.writes_per_op),
+        ios_vs_raw: if cal.device_iops > 0.0 {
+            r.ops_per_s * (r.reads_per_op + r.writes_per_op) / cal.device_iops
+        } else {
+            0.0
+        },
     })
 }
 
@@ -766,7 +778,7 @@ pub fn table(r: &LadderReport) -> String {
             }
         };
         s.push_str(&format!(
-            "{:<14} {:>10.0} {:>10.0} {:>7.2} {:>7} {:>7} {:>7.2} {:>9.0} {:>9.0} {:>7.2} {:>7.2} {:>8.1} {:>8.1} {:>5}  {}\n",
+            "{:<14} {:>10.0} {:>10.0} {:>7.2} {:>7} {:>7} {:>7.2} {:>9.0} {:>9.0} {:>7.2} {:>7.2} {:>8.1} {:>8.1} {:>5} {:>6.2}  {}\n",
             st.name,
             st.tps,
             st.predicted_tps,
@@ -781,6 +793,7 @@ pub fn table(r: &LadderReport) -> String {
             st.lat_us_p50,
             st.lat_us_p99,
             st.iowq_workers,
+            st.ios_vs_raw,
             st.bound
         ));
     }

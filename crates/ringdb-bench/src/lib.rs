@@ -5,6 +5,7 @@
 //! - [`micro`]: the paper's microbenchmarks (`ringdb micro <name>`).
 //! - [`pattern`]: deterministic block contents for fills and bit-exact verification.
 //! - [`ycsb`]: runs YCSB-style operations on a ringdb `Db` with many tasks.
+
 //! - [`ladder`]: the paper's Fig. 5 ladder with its cost model (`ringdb ladder`).
 //! - [`units`]: parsing of sizes (`4k`, `2G`) and durations (`10s`).
 

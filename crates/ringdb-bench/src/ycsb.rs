@@ -5,7 +5,7 @@
 //! Keys are 8-byte big-endian integers (so key order is numeric order); values are derived
 //! from (key, version) so a reader can tell which write it sees.
 
-use crate::error::Result;
+use crate::error::{BenchError, Result};
 use ringdb::{Db, DbStats};
 use ringdb_io::counters::{rdtsc, ticks_to_ns, tsc_hz, CpuTime, LatencyHist, LatencySummary};
 use ringdb_io::iowq::IowqTracker;
@@ -212,6 +212,7 @@ fn phase(
                         break;
                     };
                     let t0 = rdtsc();
+
                     version += 1 << 20;
                     let r = exec(&h, op, version, value_size, &mut value).await;
                     match r {
@@ -226,9 +227,8 @@ fn phase(
                             break;
                         }
                     }
-                    sh.hist
-                        .borrow_mut()
-                        .record_ns(ticks_to_ns(rdtsc().saturating_sub(t0)));
+                    let ns = ticks_to_ns(rdtsc().saturating_sub(t0));
+                    sh.hist.borrow_mut().record_ns(ns);
                     let n = sh.ops.get() + 1;
                     sh.ops.set(n);
                     let elapsed = start.elapsed();
@@ -252,6 +252,10 @@ fn phase(
                     if elapsed >= duration || max_ops.is_some_and(|m| n >= m) {
                         sh.stop.set(true);
                     }
+                    // A transaction boundary: let the others run. An operation that finds all
+                    // its pages resident never parks, and a task that never parks would keep
+                    // the thread (and the completions other tasks wait for) to itself.
+                    ringdb_io::executor::yield_now().await;
                 }
             })
         })
@@ -325,6 +329,323 @@ async fn exec(
                 .range(Bound::Included(&start), Bound::Unbounded, n)
                 .await?;
             Ok(!r.is_empty())
+        }
+    }
+}
+
+/// The YCSB core workloads (and the paper's update-only mix).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum Workload {
+    /// 50% read, 50% update.
+    A,
+    /// 95% read, 5% update.
+    B,
+    /// 100% read.
+    C,
+    /// 95% read, 5% insert; reads favour the latest inserts.
+    D,
+    /// 95% short scans (1..=100 records), 5% insert.
+    E,
+    /// 50% read, 50% read-modify-write.
+    F,
+    /// 100% update (the paper's Fig. 5 workload).
+    UpdateOnly,
+}
+
+impl std::str::FromStr for Workload {
+    type Err = BenchError;
+    fn from_str(s: &str) -> Result<Workload> {
+        Ok(match s.to_ascii_lowercase().as_str() {
+            "a" => Workload::A,
+            "b" => Workload::B,
+            "c" => Workload::C,
+            "d" => Workload::D,
+            "e" => Workload::E,
+            "f" => Workload::F,
+            "update-only" | "u" => Workload::UpdateOnly,
+            _ => {
+                return Err(BenchError::InvalidArg(format!(
+                    "unknown YCSB workload {s:?}; one of a, b, c, d, e, f, update-only"
+                )))
+            }
+        })
+    }
+}
+
+/// How keys are chosen.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum Distribution {
+    Uniform,
+    /// Scrambled zipfian, theta 0.99 (YCSB's default): hot keys spread over the key space.
+    Zipfian,
+}
+
+impl std::str::FromStr for Distribution {
+    type Err = BenchError;
+    fn from_str(s: &str) -> Result<Distribution> {
+        match s.to_ascii_lowercase().as_str() {
+            "uniform" => Ok(Distribution::Uniform),
+            "zipfian" | "zipf" => Ok(Distribution::Zipfian),
+            _ => Err(BenchError::InvalidArg(format!(
+                "unknown key distribution {s:?}; uniform or zipfian"
+            ))),
+        }
+    }
+}
+
+/// YCSB's zipfian generator over ranks `0..n` (Gray et al., "Quickly generating
+/// billion-record synthetic databases"), with zeta(n) computed once.
+#[derive(Clone, Debug)]
+pub struct Zipfian {
+    n: u64,
+    theta: f64,
+    alpha: f64,
+    zetan: f64,
+    eta: f64,
+}
+
+impl Zipfian {
+    pub const THETA: f64 = 0.99;
+
+    pub fn new(n: u64, theta: f64) -> Zipfian {
+        assert!(n >= 1 && theta > 0.0 && theta < 1.0);
+        let zeta = |m: u64| (1..=m).map(|i| 1.0 / (i as f64).powf(theta)).sum::<f64>();
+        let zetan = zeta(n);
+        let zeta2 = zeta(2.min(n));
+        let eta = (1.0 - (2.0 / n as f64).powf(1.0 - theta)) / (1.0 - zeta2 / zetan);
+        Zipfian {
+            n,
+            theta,
+            alpha: 1.0 / (1.0 - theta),
+            zetan,
+            eta,
+        }
+    }
+
+    /// A rank in `0..n`, rank 0 the most popular; `u` uniform in [0, 1).
+    pub fn rank(&self, u: f64) -> u64 {
+        let uz = u * self.zetan;
+        if uz < 1.0 {
+            return 0;
+        }
+        if uz < 1.0 + 0.5f64.powf(self.theta) {
+            return 1.min(self.n - 1);
+        }
+        let r = (self.n as f64 * (self.eta * u - self.eta + 1.0).powf(self.alpha)) as u64;
+        r.min(self.n - 1)
+    }
+}
+
+/// FNV-1a of the 8 bytes of `x`: spreads zipfian ranks over the key space.
+fn fnv64(x: u64) -> u64 {
+    let mut h = 0xcbf2_9ce4_8422_2325u64;
+    for b in x.to_le_bytes() {
+        h ^= b as u64;
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h
+}
+
+/// Draws the operations of a workload over `records` loaded keys (inserts add new keys).
+pub struct OpGenerator {
+    workload: Workload,
+    dist: Distribution,
+    records: u64,
+    zipf: Option<Zipfian>,
+    /// Next key an insert creates.
+    next_insert: Rc<Cell<u64>>,
+    /// Inserts that may still be in flight: reads stay below them (YCSB's acknowledged
+    /// counter, approximated by the number of concurrent tasks).
+    lag: u64,
+    rng: rand::rngs::SmallRng,
+}
+
+impl OpGenerator {
+    pub fn new(workload: Workload, dist: Distribution, records: u64, seed: u64) -> Self {
+        use rand::SeedableRng;
+        let zipfian = dist == Distribution::Zipfian || workload == Workload::D;
+        OpGenerator {
+            workload,
+            dist,
+            records,
+            // Sized above the loaded keys so inserts stay within the generator's range.
+            zipf: zipfian.then(|| Zipfian::new(records.max(2), Zipfian::THETA)),
+            next_insert: Rc::new(Cell::new(records)),
+            lag: 0,
+            rng: rand::rngs::SmallRng::seed_from_u64(seed),
+        }
+    }
+
+    /// Reads choose among keys whose insert finished for sure: all but the newest
+    /// `tasks` (one insert in flight per task at most).
+    pub fn with_tasks(mut self, tasks: usize) -> Self {
+        self.lag = tasks as u64;
+        self
+    }
+
+    fn existing_key(&mut self) -> u64 {
+        use rand::RngExt;
+        let n = self
+            .next_insert
+            .get()
+            .saturating_sub(self.lag)
+            .max(self.records)
+            .max(1);
+        if self.workload == Workload::D {
+            // Latest: rank 0 is the newest insert.
+            let u: f64 = self.rng.random();
+            let r = self.zipf.as_ref().expect("D uses a zipfian").rank(u) % n;
+            return n - 1 - r;
+        }
+        match (&self.zipf, self.dist) {
+            (Some(z), Distribution::Zipfian) => {
+                let u: f64 = self.rng.random();
+                fnv64(z.rank(u)) % n
+            }
+            _ => self.rng.random_range(0..n),
+        }
+    }
+
+    fn new_key(&mut self) -> u64 {
+        let k = self.next_insert.get();
+        self.next_insert.set(k + 1);
+        k
+    }
+
+    pub fn next_op(&mut self) -> Op {
+        use rand::RngExt;
+        let p: f64 = self.rng.random();
+        match self.workload {
+            Workload::A if p < 0.5 => Op::Read(self.existing_key()),
+            Workload::A => Op::Update(self.existing_key()),
+            Workload::B if p < 0.95 => Op::Read(self.existing_key()),
+            Workload::B => Op::Update(self.existing_key()),
+            Workload::C => Op::Read(self.existing_key()),
+            Workload::D if p < 0.95 => Op::Read(self.existing_key()),
+            Workload::D => Op::Insert(self.new_key()),
+            Workload::E if p < 0.95 => {
+                let len = self.rng.random_range(1..=100usize);
+                Op::Scan(self.existing_key(), len)
+            }
+            Workload::E => Op::Insert(self.new_key()),
+            Workload::F if p < 0.5 => Op::Read(self.existing_key()),
+            Workload::F => Op::ReadModifyWrite(self.existing_key()),
+            Workload::UpdateOnly => Op::Update(self.existing_key()),
+        }
+    }
+
+    /// The keys loaded before the run.
+    pub fn records(&self) -> u64 {
+        self.records
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mix(w: Workload, n: usize) -> std::collections::HashMap<&'static str, usize> {
+        let mut g = OpGenerator::new(w, Distribution::Zipfian, 10_000, 1);
+        let mut m = std::collections::HashMap::new();
+        for _ in 0..n {
+            let k = match g.next_op() {
+                Op::Read(k) => {
+                    assert!(k < 20_000);
+                    "read"
+                }
+                Op::Update(k) => {
+                    assert!(k < 10_000);
+                    "update"
+                }
+                Op::Insert(k) => {
+                    assert!(k >= 10_000);
+                    "insert"
+                }
+                Op::Scan(_, len) => {
+                    assert!((1..=100).contains(&len));
+                    "scan"
+                }
+                Op::ReadModifyWrite(_) => "rmw",
+            };
+            *m.entry(k).or_default() += 1;
+        }
+        m
+    }
+
+    #[test]
+    fn mixes_match_the_workload_definitions() {
+        let n = 100_000;
+        let share = |m: &std::collections::HashMap<&str, usize>, k| {
+            *m.get(k).unwrap_or(&0) as f64 / n as f64
+        };
+        let a = mix(Workload::A, n);
+        assert!((share(&a, "read") - 0.5).abs() < 0.01);
+        let b = mix(Workload::B, n);
+        assert!((share(&b, "update") - 0.05).abs() < 0.005);
+        assert_eq!(share(&mix(Workload::C, n), "read"), 1.0);
+        let d = mix(Workload::D, n);
+        assert!((share(&d, "insert") - 0.05).abs() < 0.005);
+        let e = mix(Workload::E, n);
+        assert!((share(&e, "scan") - 0.95).abs() < 0.005);
+        let f = mix(Workload::F, n);
+        assert!((share(&f, "rmw") - 0.5).abs() < 0.01);
+        assert_eq!(share(&mix(Workload::UpdateOnly, n), "update"), 1.0);
+    }
+
+    #[test]
+    fn zipfian_is_skewed_and_uniform_is_not() {
+        let count = |dist| {
+            let mut g = OpGenerator::new(Workload::C, dist, 100_000, 7);
+            let mut hits = std::collections::HashMap::<u64, u32>::new();
+            for _ in 0..200_000 {
+                if let Op::Read(k) = g.next_op() {
+                    assert!(k < 100_000);
+                    *hits.entry(k).or_default() += 1;
+                }
+            }
+            let mut v: Vec<u32> = hits.into_values().collect();
+            v.sort_unstable_by(|a, b| b.cmp(a));
+            // Share of the accesses that go to the hottest 1% of keys.
+            v.iter().take(1000).map(|&x| x as f64).sum::<f64>() / 200_000.0
+        };
+        let z = count(Distribution::Zipfian);
+        let u = count(Distribution::Uniform);
+        assert!(z > 0.3, "zipfian: top 1% of keys get {z}");
+        assert!(u < 0.05, "uniform: top 1% of keys get {u}");
+    }
+
+    #[test]
+    fn the_generator_is_deterministic_by_seed() {
+        let ops = |seed| {
+            let mut g = OpGenerator::new(Workload::A, Distribution::Zipfian, 1000, seed);
+            (0..100).map(|_| g.next_op()).collect::<Vec<_>>()
+        };
+        assert_eq!(ops(3), ops(3));
+        assert_ne!(ops(3), ops(4));
+    }
+
+    #[test]
+    fn latest_favours_recent_inserts() {
+        let mut g = OpGenerator::new(Workload::D, Distribution::Zipfian, 10_000, 5);
+        let recent = (0..10_000)
+            .filter_map(|_| match g.next_op() {
+                Op::Read(k) => Some(k),
+                _ => None,
+            })
+            .filter(|&k| k >= 9_000)
+            .count();
+        assert!(
+            recent > 5_000,
+            "{recent} of ~9500 reads among the newest 10%"
+        );
+    }
+
+    #[test]
+    fn scattered_load_order_is_a_permutation() {
+        for n in [1u64, 2, 10, 97, 1000, 4096] {
+            let mut seen: Vec<u64> = (0..n).map(|i| scattered(i, n)).collect();
+            seen.sort_unstable();
+            assert_eq!(seen, (0..n).collect::<Vec<_>>());
         }
     }
 }

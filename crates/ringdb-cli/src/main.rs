@@ -5,6 +5,7 @@ mod ladder_cmd;
 mod micro_cmd;
 mod net_cmd;
 mod probe_cmd;
+mod ycsb_cmd;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -28,6 +29,9 @@ enum Cmd {
     /// The paper's Fig. 5: YCSB updates with io_uring features switched on step by step,
     /// each beside the cost model's prediction (the README's main job).
     Ladder(Box<ladder_cmd::LadderArgs>),
+    /// A YCSB workload (a-f, update-only) on an embedded database: load, timed run,
+    /// throughput per second, latency percentiles, page faults per operation.
+    Ycsb(Box<ycsb_cmd::YcsbArgs>),
     Pingpong(net_cmd::PingArgs),
     Shuffle(net_cmd::ShuffleArgs),
 }
@@ -39,6 +43,7 @@ fn main() -> ExitCode {
         Cmd::Probe(args) => probe_cmd::run(args),
         Cmd::Micro(args) => micro_cmd::run(args),
         Cmd::Ladder(args) => ladder_cmd::run(*args),
+        Cmd::Ycsb(args) => ycsb_cmd::run(*args),
         Cmd::Pingpong(args) => net_cmd::run_pingpong(args),
         Cmd::Shuffle(args) => net_cmd::run_shuffle(args),
     };

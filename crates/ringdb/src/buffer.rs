@@ -143,6 +143,9 @@ struct State {
     hand: usize,
     next_pid: PageId,
     free_pages: Vec<PageId>,
+    /// The same ids, for lookups: a page freed while some task still meant to load it must
+    /// not come back into the pool (its stale image would shadow its next tenant).
+    freed: std::collections::HashSet<PageId>,
 }
 
 struct Inner {
@@ -162,7 +165,9 @@ struct Inner {
     /// Page reads in flight, their limit, and the tasks waiting for a permit.
     loads: Cell<usize>,
     max_loads: usize,
-    load_waiters: RefCell<std::collections::VecDeque<Waker>>,
+    /// Tasks waiting for a permit, in arrival order, by ticket.
+    load_queue: RefCell<std::collections::VecDeque<(u64, Waker)>>,
+    next_ticket: Cell<u64>,
     /// Set when an eviction was cancelled mid-write: the pool can no longer tell which
     /// version of those pages is on disk, so it refuses further work instead of guessing.
     poisoned: Cell<bool>,
@@ -257,6 +262,7 @@ impl BufferManager {
                     hand: 0,
                     next_pid,
                     free_pages: Vec::new(),
+                    freed: std::collections::HashSet::new(),
                 }),
                 pins: cells(0u32),
                 borrows: (0..n).map(|_| Cell::new(0i32)).collect(),
@@ -266,7 +272,8 @@ impl BufferManager {
                 evicting: Cell::new(false),
                 loads: Cell::new(0),
                 max_loads: (n / 8).max(2),
-                load_waiters: RefCell::new(std::collections::VecDeque::new()),
+                load_queue: RefCell::new(std::collections::VecDeque::new()),
+                next_ticket: Cell::new(0),
                 poisoned: Cell::new(false),
                 stats: Cell::new(PoolStats::default()),
             }),
@@ -306,7 +313,9 @@ impl BufferManager {
 
     /// Restores the free-page list (from the meta page on open).
     pub fn set_free_pages(&self, pages: Vec<PageId>) {
-        self.inner.state.borrow_mut().free_pages = pages;
+        let mut st = self.inner.state.borrow_mut();
+        st.freed = pages.iter().copied().collect();
+        st.free_pages = pages;
     }
 
     /// Frames free right now.
@@ -366,12 +375,18 @@ impl BufferManager {
     /// Every pin held across an `await` belongs to a task that is ready to run, so pins
     /// never block eviction for good. The page is verified (checksum, page id) before anyone
     /// can see it.
-    pub async fn load(&self, pid: PageId) -> Result<PageGuard> {
+    ///
+    /// Returns `None` when the page was freed (by a merge) before it could be loaded: it is
+    /// no longer part of the tree, and the caller's restart will not lead to it.
+    pub async fn load(&self, pid: PageId) -> Result<Option<PageGuard>> {
         let inner = &self.inner;
         loop {
             inner.check_poisoned()?;
             let busy = {
                 let mut st = inner.state.borrow_mut();
+                if st.freed.contains(&pid) {
+                    return Ok(None);
+                }
                 if pid >= st.next_pid {
                     return Err(DbError::Corrupt {
                         page: pid,
@@ -386,7 +401,7 @@ impl BufferManager {
                         let s = st.slots[slot].as_mut().expect("live slot");
                         if s.state == SlotState::Resident {
                             drop(st);
-                            return Ok(self.pin_resident(pid));
+                            return Ok(Some(self.pin_resident(pid)));
                         }
                         true
                     }
@@ -412,8 +427,8 @@ impl BufferManager {
             let buf = self.take_frame().await?;
             let slot = {
                 let mut st = inner.state.borrow_mut();
-                if st.table.contains_key(&pid) {
-                    // Another task faulted it in while we waited for a frame.
+                if st.table.contains_key(&pid) || st.freed.contains(&pid) {
+                    // Another task faulted it in (or freed it) while we waited for a frame.
                     st.free_bufs.push(buf);
                     drop(st);
                     inner.wake_frames();
@@ -465,7 +480,7 @@ impl BufferManager {
                     let g = self.pin_resident(pid);
                     inner.wake_io(pid);
                     inner.wake_frames();
-                    return Ok(g);
+                    return Ok(Some(g));
                 }
                 Err(e) => {
                     inner.release_slot(&mut st, slot);
@@ -502,18 +517,24 @@ impl BufferManager {
         }
     }
 
-    /// Waits for one of the `max_loads` page-read permits.
+    /// Waits for one of the `max_loads` page-read permits, first come first served (a task
+    /// that arrives while others wait queues behind them, so none starves).
     async fn admit_load(&self) -> LoadPermit {
         let inner = &self.inner;
-        while inner.loads.get() >= inner.max_loads {
+        if inner.loads.get() < inner.max_loads && inner.load_queue.borrow().is_empty() {
+            inner.loads.set(inner.loads.get() + 1);
+        } else {
             inner.bump(|s| s.waits += 1);
+            let ticket = inner.next_ticket.get();
+            inner.next_ticket.set(ticket + 1);
             WaitLoad {
                 inner: inner.clone(),
-                registered: false,
+                ticket,
+                queued: false,
+                done: false,
             }
             .await;
         }
-        inner.loads.set(inner.loads.get() + 1);
         LoadPermit {
             inner: inner.clone(),
         }
@@ -550,13 +571,44 @@ impl BufferManager {
         }
     }
 
-    /// A fresh zeroed page, pinned and dirty. Needs a free frame: call `ensure_free` first.
-    pub fn alloc_page(&self) -> Result<PageGuard> {
+    /// An empty reservation, for [`reserve`](Self::reserve).
+    pub fn reservation(&self) -> Reservation {
+        Reservation {
+            inner: self.inner.clone(),
+            bufs: Vec::new(),
+        }
+    }
+
+    /// Fills `res` up to `n` frames, all at once (a task never sits on part of what it needs
+    /// while waiting for the rest, so reservations cannot deadlock). The frames stay the
+    /// caller's across restarts, so other tasks cannot take them between the wait and the
+    /// attempt that uses them (they did, again and again, before: a starved split).
+    pub async fn reserve(&self, res: &mut Reservation, n: usize) -> Result<()> {
+        assert!(n <= self.inner.cfg.frames / 2, "reserve({n}) asks too much");
+        let missing = n.saturating_sub(res.bufs.len());
+        if missing == 0 {
+            return Ok(());
+        }
+        self.ensure_free(missing).await?;
+        let mut st = self.inner.state.borrow_mut();
+        for _ in 0..missing {
+            res.bufs
+                .push(st.free_bufs.pop().expect("ensure_free made them free"));
+        }
+        Ok(())
+    }
+
+    /// A fresh zeroed page, pinned and dirty, in a frame of `res` if it has one, else a free
+    /// frame (call `ensure_free` or `reserve` first).
+    pub fn alloc_page(&self, res: Option<&mut Reservation>) -> Result<PageGuard> {
         let inner = &self.inner;
         inner.check_poisoned()?;
         let mut st = inner.state.borrow_mut();
         let pid = match st.free_pages.pop() {
-            Some(p) => p,
+            Some(p) => {
+                st.freed.remove(&p);
+                p
+            }
             None => {
                 let p = st.next_pid;
                 if let Some(cap) = inner.cfg.capacity_pages {
@@ -571,8 +623,12 @@ impl BufferManager {
                 p
             }
         };
-        debug_assert!(!st.table.contains_key(&pid), "page {pid} allocated twice");
-        let Some(mut buf) = st.free_bufs.pop() else {
+        assert!(
+            !st.table.contains_key(&pid),
+            "page {pid} allocated while resident"
+        );
+        let reserved = res.and_then(|r| r.bufs.pop());
+        let Some(mut buf) = reserved.or_else(|| st.free_bufs.pop()) else {
             st.free_pages.push(pid);
             return Err(DbError::InvalidArg(
                 "alloc_page without a free frame (call ensure_free first)".into(),
@@ -615,7 +671,7 @@ impl BufferManager {
                 st.free_bufs.push(buf);
             }
         }
-        debug_assert!(!st.free_pages.contains(&pid), "page {pid} freed twice");
+        assert!(st.freed.insert(pid), "page {pid} freed twice");
         st.free_pages.push(pid);
         drop(st);
         inner.wake_frames();
@@ -697,6 +753,11 @@ impl BufferManager {
             let (free, evicting) = (self.free_frames(), inner.evicting.get());
             if free < inner.cfg.free_target && !evicting {
                 self.evict_round().await?;
+                // The evictor serves itself first: otherwise the others can take every frame
+                // it frees, round after round, and it never gets one (seen: a 2 s stall).
+                if let Some(b) = inner.state.borrow_mut().free_bufs.pop() {
+                    return Ok(b);
+                }
                 continue;
             }
             if let Some(b) = inner.state.borrow_mut().free_bufs.pop() {
@@ -832,6 +893,37 @@ fn check_write(r: ringdb_io::Result<usize>, page_size: usize, pid: PageId) -> Re
     }
 }
 
+/// Free frames set aside for one task (see [`BufferManager::reserve`]); they go back to the
+/// free list when it is dropped.
+pub struct Reservation {
+    inner: Rc<Inner>,
+    bufs: Vec<PoolBuf>,
+}
+
+impl Reservation {
+    pub fn len(&self) -> usize {
+        self.bufs.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.bufs.is_empty()
+    }
+}
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        if self.bufs.is_empty() {
+            return;
+        }
+        self.inner
+            .state
+            .borrow_mut()
+            .free_bufs
+            .append(&mut self.bufs);
+        self.inner.wake_frames();
+    }
+}
+
 /// A pin on a resident page. Its bytes are reached through [`read`](Self::read) and
 /// [`write`](Self::write), whose closures cannot `await`: a page is never borrowed while its
 /// task is parked.
@@ -955,7 +1047,7 @@ impl Drop for CancelWrites {
     }
 }
 
-/// One admitted page read; frees its permit (and wakes the next waiter) when dropped.
+/// One admitted page read; frees its permit (and wakes the first waiter) when dropped.
 struct LoadPermit {
     inner: Rc<Inner>,
 }
@@ -963,31 +1055,69 @@ struct LoadPermit {
 impl Drop for LoadPermit {
     fn drop(&mut self) {
         self.inner.loads.set(self.inner.loads.get() - 1);
-        let w = self.inner.load_waiters.borrow_mut().pop_front();
-        if let Some(w) = w {
-            w.wake();
-        }
+        wake_first_loader(&self.inner);
     }
 }
 
-/// Waits for a load permit to be released.
+fn wake_first_loader(inner: &Inner) {
+    let w = inner.load_queue.borrow().front().map(|(_, w)| w.clone());
+    if let Some(w) = w {
+        w.wake();
+    }
+}
+
+/// Waits in the load queue until this ticket is first and a permit is free; takes it.
 struct WaitLoad {
     inner: Rc<Inner>,
-    registered: bool,
+    ticket: u64,
+    queued: bool,
+    done: bool,
 }
 
 impl Future for WaitLoad {
     type Output = ();
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        if self.registered {
+        let inner = self.inner.clone();
+        let mut q = inner.load_queue.borrow_mut();
+        if !self.queued {
+            self.queued = true;
+            q.push_back((self.ticket, cx.waker().clone()));
+        }
+        let first = q.front().is_some_and(|(t, _)| *t == self.ticket);
+        if first && inner.loads.get() < inner.max_loads {
+            q.pop_front();
+            drop(q);
+            inner.loads.set(inner.loads.get() + 1);
+            self.done = true;
+            // Permits may remain for the next in line.
+            if inner.loads.get() < inner.max_loads {
+                wake_first_loader(&inner);
+            }
             return Poll::Ready(());
         }
-        self.registered = true;
-        self.inner
-            .load_waiters
-            .borrow_mut()
-            .push_back(cx.waker().clone());
+        if let Some(e) = q.iter_mut().find(|(t, _)| *t == self.ticket) {
+            if !e.1.will_wake(cx.waker()) {
+                e.1 = cx.waker().clone();
+            }
+        }
         Poll::Pending
+    }
+}
+
+impl Drop for WaitLoad {
+    fn drop(&mut self) {
+        if self.queued && !self.done {
+            // Cancelled while queued: leave, and pass a wake-up on if it was ours.
+            let was_first = {
+                let mut q = self.inner.load_queue.borrow_mut();
+                let first = q.front().is_some_and(|(t, _)| *t == self.ticket);
+                q.retain(|(t, _)| *t != self.ticket);
+                first
+            };
+            if was_first {
+                wake_first_loader(&self.inner);
+            }
+        }
     }
 }
 

@@ -208,6 +208,10 @@ impl Db {
                     )),
                     e => e,
                 })?;
+                let g = g.ok_or_else(|| DbError::Corrupt {
+                    page: META_PID,
+                    what: "the meta page is on the free list".into(),
+                })?;
                 let meta = g.read(Meta::read_from)?;
                 drop(g);
                 if meta.next_pid > pages_on_disk {
@@ -224,7 +228,7 @@ impl Db {
                 Ok(BTree::open(bm, meta.root))
             } else {
                 bm.ensure_free(2).await?;
-                let g = bm.alloc_page()?;
+                let g = bm.alloc_page(None)?;
                 assert_eq!(g.pid(), META_PID, "a new database starts at page 0");
                 g.write(|p| page::init(p, page::PageType::Meta));
                 drop(g);

@@ -13,7 +13,7 @@ pub mod node;
 pub mod page;
 pub mod tree;
 
-pub use buffer::{BufferManager, PageGuard, PageId, PoolConfig, PoolStats};
+pub use buffer::{BufferManager, PageGuard, PageId, PoolConfig, PoolStats, Reservation};
 pub use db::{Db, DbHandle, DbStats, Options};
 pub use error::{DbError, Result};
 pub use tree::{BTree, TreeRoot, TreeStats};

@@ -12,7 +12,7 @@
 //! the rest). Leaves are not linked; a range scan finds the next leaf through the smallest
 //! separator above the current one (its *fence*), one descent per leaf.
 
-use crate::buffer::{BufferManager, PageGuard, PageId};
+use crate::buffer::{BufferManager, PageGuard, PageId, Reservation};
 use crate::error::{DbError, Result};
 use crate::node::{self, NodeMut, NodeRef};
 use serde::Serialize;
@@ -74,7 +74,7 @@ impl BTree {
     /// Creates an empty tree: one empty leaf as the root.
     pub async fn create(bm: BufferManager) -> Result<BTree> {
         bm.ensure_free(1).await?;
-        let g = bm.alloc_page()?;
+        let g = bm.alloc_page(None)?;
         g.write(NodeMut::init_leaf);
         let root = TreeRoot {
             root: g.pid(),
@@ -119,19 +119,31 @@ impl BTree {
     }
 
     /// Runs `attempt` until it finishes, waiting for what it needs in between.
-    async fn run<T>(&self, mut attempt: impl FnMut(&Self) -> Result<Attempt<T>>) -> Result<T> {
-        // The page the last wait brought in stays pinned until the next attempt has run.
-        let mut _loaded: Option<PageGuard> = None;
+    async fn run<T>(
+        &self,
+        mut attempt: impl FnMut(&Self, &mut Reservation) -> Result<Attempt<T>>,
+    ) -> Result<T> {
+        // The page the last wait brought in stays pinned until the next attempt starts; the
+        // frames reserved for a split stay this task's until it is done.
+        let mut loaded: Option<PageGuard> = None;
+        let mut res = self.bm.reservation();
         loop {
-            let r = attempt(self)?;
-            _loaded = None;
+            // From here to the attempt's own pins nothing else runs: the pin can go now (and
+            // must, since the attempt may free that very page in a merge).
+            drop(loaded.take());
+            let r = attempt(self, &mut res)?;
             match r {
                 Ok(v) => return Ok(v),
                 Err(need) => {
                     self.bump(|s| s.restarts += 1);
                     match need {
-                        Need::Page(pid) => _loaded = Some(self.bm.load(pid).await?),
-                        Need::Frames(n) => self.bm.ensure_free(n).await?,
+                        Need::Page(pid) => {
+                            // Frames held while waiting for a page could be the ones the
+                            // page (or another task's) needs: give them back first.
+                            res = self.bm.reservation();
+                            loaded = self.bm.load(pid).await?;
+                        }
+                        Need::Frames(n) => self.bm.reserve(&mut res, n).await?,
                     }
                 }
             }
@@ -139,18 +151,18 @@ impl BTree {
     }
 
     pub async fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        self.run(|t| t.get_attempt(key)).await
+        self.run(|t, _| t.get_attempt(key)).await
     }
 
     /// Inserts or replaces; returns whether the key existed.
     pub async fn insert(&self, key: &[u8], value: &[u8]) -> Result<bool> {
         self.check_record(key, value)?;
-        self.run(|t| t.insert_attempt(key, value)).await
+        self.run(|t, res| t.insert_attempt(key, value, res)).await
     }
 
     /// Removes; returns whether the key existed.
     pub async fn remove(&self, key: &[u8]) -> Result<bool> {
-        self.run(|t| t.remove_attempt(key)).await
+        self.run(|t, _| t.remove_attempt(key)).await
     }
 
     /// Up to `limit` pairs with keys in `range`, in key order.
@@ -168,7 +180,7 @@ impl BTree {
         };
         while out.len() < limit {
             let next = self
-                .run(|t| t.scan_leaf_attempt(&from, end, limit, &mut out))
+                .run(|t, _| t.scan_leaf_attempt(&from, end, limit, &mut out))
                 .await?;
             match next {
                 Some(fence) => from = Bound::Included(fence),
@@ -247,7 +259,12 @@ impl BTree {
         })
     }
 
-    fn insert_attempt(&self, key: &[u8], value: &[u8]) -> Result<Attempt<bool>> {
+    fn insert_attempt(
+        &self,
+        key: &[u8],
+        value: &[u8],
+        res: &mut Reservation,
+    ) -> Result<Attempt<bool>> {
         let (mut path, leaf) = match self.descend(key)? {
             Ok(x) => x,
             Err(n) => return Ok(Err(n)),
@@ -265,10 +282,10 @@ impl BTree {
         }
         // A split of every level on the path plus a new root, all without waiting.
         let needed = path.len() + 2;
-        if self.bm.free_frames() < needed {
+        if res.len() < needed {
             return Ok(Err(Need::Frames(needed)));
         }
-        let right = self.bm.alloc_page()?;
+        let right = self.bm.alloc_page(Some(res))?;
         let sep = leaf.write(|l| right.write(|r| NodeMut::new(l).split_into(r)));
         let target = if key >= sep.as_slice() { &right } else { &leaf };
         target
@@ -291,7 +308,7 @@ impl BTree {
                     .map_err(|e| Self::corrupt(parent.pid(), e))?;
                 return Ok(Ok(exists));
             }
-            let pright = self.bm.alloc_page()?;
+            let pright = self.bm.alloc_page(Some(res))?;
             let up = parent.write(|l| pright.write(|r| NodeMut::new(l).split_into(r)));
             // The child split goes into the half that now holds child `index`.
             let left_count = parent
@@ -311,7 +328,7 @@ impl BTree {
         }
         // The root split: a new root above the two halves.
         let root = self.root.get();
-        let nr = self.bm.alloc_page()?;
+        let nr = self.bm.alloc_page(Some(res))?;
         let level =
             u16::try_from(root.height).map_err(|_| Self::corrupt(nr.pid(), "tree too high"))?;
         nr.write(|p| {

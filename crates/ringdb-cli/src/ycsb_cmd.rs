@@ -1,0 +1,169 @@
+//! `ringdb ycsb`: a YCSB workload (A-F, or update-only) on an embedded database.
+
+use clap::Args;
+use ringdb::{Db, Options};
+use ringdb_bench::units::{parse_duration, parse_size};
+use ringdb_bench::ycsb::{self, Distribution, OpGenerator, RunSpec, Workload};
+use ringdb_io::{Batching, EngineKind, IoConfig, SetupMode};
+use serde_json::json;
+use std::io::IsTerminal;
+use std::path::PathBuf;
+
+#[derive(Args)]
+pub struct YcsbArgs {
+    /// Database directory (or a file or block device).
+    #[arg(long, default_value = "ringdb-data/ycsb")]
+    db: PathBuf,
+    /// a | b | c | d | e | f | update-only
+    #[arg(long, default_value = "a")]
+    workload: String,
+    /// uniform | zipfian (theta 0.99); workload d always reads the latest keys.
+    #[arg(long, default_value = "zipfian")]
+    distribution: String,
+    /// Records loaded (keys 0..N, 8 bytes each).
+    #[arg(long, default_value_t = 100_000)]
+    records: u64,
+    #[arg(long, default_value_t = 128)]
+    value_size: usize,
+    /// Concurrent tasks (each runs one operation at a time).
+    #[arg(long, default_value_t = 128)]
+    tasks: usize,
+    #[arg(long, default_value = "10s")]
+    runtime: String,
+    /// Buffer pool size.
+    #[arg(long, default_value = "64M")]
+    pool: String,
+    #[arg(long, default_value = "4k")]
+    page_size: String,
+    /// posix | libaio | uring-sync | uring
+    #[arg(long, default_value = "uring")]
+    engine: String,
+    /// each | adaptive | fixed(N)
+    #[arg(long, default_value = "adaptive")]
+    batch: String,
+    /// Registered buffers (the buffer pool's frames).
+    #[arg(long)]
+    fixedbufs: bool,
+    /// Start from an empty database and load it (default: load only when it is new).
+    #[arg(long)]
+    load: bool,
+    #[arg(long, default_value_t = 42)]
+    seed: u64,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+    /// Also write the JSON report here.
+    #[arg(long)]
+    output: Option<PathBuf>,
+}
+
+pub fn run(a: YcsbArgs) -> Result<(), Box<dyn std::error::Error>> {
+    let workload: Workload = a.workload.parse()?;
+    let dist: Distribution = a.distribution.parse()?;
+    let engine: EngineKind = a.engine.parse()?;
+    let batching: Batching = a.batch.parse()?;
+    let page_size = parse_size(&a.page_size)? as usize;
+    let pool_pages = parse_size(&a.pool)? as usize / page_size.max(1);
+    let runtime = parse_duration(&a.runtime)?;
+    if a.tasks == 0 || a.tasks > 4096 {
+        return Err(format!("--tasks must be in 1..=4096, got {}", a.tasks).into());
+    }
+    if a.records == 0 {
+        return Err("--records must be at least 1".into());
+    }
+    let exists = std::fs::metadata(&a.db).is_ok_and(|m| !m.is_dir() || m.len() > 0)
+        && (!a.db.is_dir() || a.db.join(ringdb::db::DATA_FILE).exists());
+    let load = a.load || !exists;
+    let opts = Options {
+        page_size,
+        pool_pages,
+        io: IoConfig {
+            queue_depth: a.tasks.clamp(8, 256) as u32,
+            batching,
+            fixed_buffers: a.fixedbufs,
+            setup: if engine.is_uring() {
+                SetupMode::Defer
+            } else {
+                SetupMode::Default
+            },
+            ..IoConfig::new(engine)
+        },
+        fresh: load,
+        ..Options::default()
+    };
+    let mut db = Db::open(&a.db, opts)?;
+    let progress = std::io::stderr().is_terminal();
+    let load_report = if load {
+        eprintln!("ycsb: loading {} records", a.records);
+        Some(ycsb::load(
+            &mut db,
+            a.records,
+            a.value_size,
+            a.tasks.min(64),
+            progress,
+        )?)
+    } else if db.get(&ycsb::key_bytes(a.records - 1))?.is_none() {
+        return Err(format!(
+            "{} holds fewer than {} records; run with --load",
+            a.db.display(),
+            a.records
+        )
+        .into());
+    } else {
+        None
+    };
+    eprintln!(
+        "ycsb: workload {workload:?} ({dist:?}), {} tasks, {runtime:?}",
+        a.tasks
+    );
+    let mut gen = OpGenerator::new(workload, dist, a.records, a.seed).with_tasks(a.tasks);
+    let spec = RunSpec {
+        tasks: a.tasks,
+        duration: runtime,
+        value_size: a.value_size,
+        max_ops: None,
+        progress,
+        label: format!("ycsb-{}", a.workload),
+    };
+    let r = ycsb::run(&mut db, &spec, move |_| Some(gen.next_op()))?;
+    let stats = db.stats();
+    db.close()?;
+    let report = json!({
+        "workload": workload,
+        "distribution": dist,
+        "records": a.records,
+        "value_size": a.value_size,
+        "tasks": a.tasks,
+        "engine": a.engine,
+        "load": load_report,
+        "run": r,
+        "height": stats.height,
+        "pages": stats.pages,
+    });
+    let text = serde_json::to_string_pretty(&report)?;
+    if a.json {
+        println!("{text}");
+    } else {
+        if let Some(l) = &load_report {
+            println!(
+                "load: {} records in {:.1} s ({:.0}/s)",
+                l.ops, l.secs, l.ops_per_s
+            );
+        }
+        println!(
+            "run:  {:.0} ops/s  p50 {:.1} us  p99 {:.1} us  p99.9 {:.1} us  max {:.1} us",
+            r.ops_per_s, r.lat_us.p50, r.lat_us.p99, r.lat_us.p999, r.lat_us.max
+        );
+        println!(
+            "      page reads/op {:.3}  writes/op {:.3}  enters/op {:.3}  cycles/op {:.0}  CPU {:.0}%  misses {}",
+            r.reads_per_op, r.writes_per_op, r.enters_per_op, r.cycles_per_op, r.cpu_pct, r.misses
+        );
+        let ps: Vec<String> = r.per_second.iter().map(|n| n.to_string()).collect();
+        println!("      ops per second: {}", ps.join(" "));
+        println!("      tree height {}, {} pages", stats.height, stats.pages);
+    }
+    if let Some(p) = &a.output {
+        std::fs::write(p, text + "\n").map_err(|e| format!("writing {}: {e}", p.display()))?;
+    }
+    Ok(())
+}
