@@ -111,6 +111,12 @@ pub struct Calibration {
     pub write_lat_us: f64,
     /// Cycles of one transaction with every page in memory.
     pub c_tx: f64,
+    /// What a page fault costs this engine beside the read itself: the traversal restarts
+    /// from the root after the task was parked (taken as one more in-memory transaction),
+    /// and every page read is verified and every page write sealed with a CRC32C
+    /// (`c_checksum`, timed on a page here).
+    pub c_restart: f64,
+    pub c_checksum: f64,
     /// Cycles per read/write: submitted one per enter, or batched (adaptive, queue full).
     pub c_read_single: f64,
     pub c_read_batch: f64,
@@ -126,6 +132,11 @@ pub struct Calibration {
     pub c_write_libaio: f64,
     /// Reads + writes per second the device sustains (50/50 mix, queue of `tasks`).
     pub device_iops: f64,
+    /// The three runs behind `device_iops` (its spread).
+    pub device_iops_runs: Vec<f64>,
+    /// Time for one eviction batch of writes submitted together to complete, per write
+    /// (microseconds): what a synchronous task waits per victim in `+batch-evict`.
+    pub batch_write_us_per_write: f64,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -155,6 +166,9 @@ pub struct Step {
     /// random read/write at the same queue depth) reaches on the same target.
     pub ios_per_s: f64,
     pub ios_vs_raw: f64,
+    /// The raw baseline for `ios_vs_raw`: `ringdb io` 50/50 random read/write at the step's
+    /// queue depth, run right after the step (synchronous steps: the calibration's figure).
+    pub raw_iops_after: f64,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -208,6 +222,7 @@ fn unsupported(name: &str, why: String) -> Step {
         tasks: 0,
         ios_per_s: 0.0,
         ios_vs_raw: 0.0,
+        raw_iops_after: 0.0,
     }
 }
 
@@ -223,7 +238,7 @@ fn step_config(name: &str, opts: &LadderOpts) -> std::result::Result<StepConfig,
         },
         ..IoConfig::new(engine)
     };
-    let batch = 64.min(opts.pool_pages / 16).max(1);
+    let batch = evict_batch(opts);
     let cfg = |io, tasks, evict_batch, model| {
         Ok(StepConfig {
             io,
@@ -336,6 +351,81 @@ fn step_config(name: &str, opts: &LadderOpts) -> std::result::Result<StepConfig,
             STEPS.join(", ")
         )),
     }
+}
+
+/// A scratch file beside a regular data file, for raw baselines that write.
+fn raw_scratch(target: &Path) -> Option<PathBuf> {
+    let m = std::fs::metadata(target).ok()?;
+    m.is_file().then(|| target.with_extension("raw-baseline"))
+}
+
+/// Victims per eviction round in the batched steps.
+fn evict_batch(opts: &LadderOpts) -> usize {
+    64.min(opts.pool_pages / 16).max(1)
+}
+
+/// Average time for `n` page writes at random offsets, submitted together, to all complete,
+/// divided by `n` (microseconds per write).
+fn batch_write_time(opts: &LadderOpts, size: u64, n: usize) -> Result<f64> {
+    use ringdb_io::executor::Runtime;
+    use ringdb_io::target::{Target, TargetOptions};
+    use ringdb_io::{AlignedBuf, FileId};
+    let target = Target::open(
+        &opts.target,
+        TargetOptions {
+            direct: true,
+            write: true,
+            create: false,
+        },
+    )?;
+    let cfg = IoConfig {
+        queue_depth: (n as u32).clamp(8, 256),
+        batching: Batching::Each,
+        setup: SetupMode::Defer,
+        cpu: opts.cpu,
+        ..IoConfig::new(EngineKind::Uring)
+    };
+    let mut rt = Runtime::from_config(&cfg, &[target.fd()], None)?;
+    let io = rt.io();
+    let ps = opts.page_size;
+    let pages = (size.min(target.size) / ps as u64).max(1);
+    let dur = opts.calibrate;
+    let per_write = rt.block_on(async move {
+        // Incompressible contents: zram stores zero pages almost for free.
+        let mut bufs: Vec<AlignedBuf> = (0..n)
+            .map(|i| {
+                let mut b = AlignedBuf::new(ps);
+                let mut y = 0x2545_F491_4F6C_DD1Du64 ^ i as u64;
+                for chunk in b.as_mut_slice().chunks_mut(8) {
+                    y ^= y << 13;
+                    y ^= y >> 7;
+                    y ^= y << 17;
+                    chunk.copy_from_slice(&y.to_le_bytes()[..chunk.len()]);
+                }
+                b
+            })
+            .collect();
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        let start = std::time::Instant::now();
+        let mut batches = 0u64;
+        while start.elapsed() < dur || batches < 4 {
+            let writes = futures_util::future::join_all(bufs.drain(..).map(|b| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                io.write(FileId(0), (x % pages) * ps as u64, b)
+            }));
+            for (r, b) in io.submit_together(writes).await {
+                r?;
+                bufs.push(b);
+            }
+            batches += 1;
+        }
+        Ok::<_, ringdb_io::IoError>(
+            start.elapsed().as_secs_f64() * 1e6 / (batches * n as u64) as f64,
+        )
+    })??;
+    Ok(per_write)
 }
 
 fn passthrough_unsupported(target: &Path) -> String {
@@ -494,6 +584,8 @@ pub fn calibrate(opts: &LadderOpts, size: u64, progress: &dyn Fn(&str)) -> Resul
         c.c_read_sqpoll = sqp(RwMode::RandRead)?;
         c.c_write_sqpoll = sqp(RwMode::RandWrite)?;
     }
+    progress("calibrate: eviction batch");
+    c.batch_write_us_per_write = batch_write_time(opts, size, evict_batch(opts))?;
     progress("calibrate: device ceiling");
     let mut spec = IoSpec::new(t, io(EngineKind::Uring, Batching::Adaptive, false));
     spec.rw = RwMode::RandRw;
@@ -502,7 +594,15 @@ pub fn calibrate(opts: &LadderOpts, size: u64, progress: &dyn Fn(&str)) -> Resul
     spec.size = size;
     spec.runtime = Some(opts.calibrate);
     spec.cpus = opts.cpu.into_iter().collect();
-    c.device_iops = rawio::run(&spec)?.iops;
+    // This device's ceiling moves a lot from one second to the next (virtio on a shared
+    // host): the median of three runs.
+    let mut runs = Vec::with_capacity(3);
+    for _ in 0..3 {
+        runs.push(rawio::run(&spec)?.iops);
+    }
+    runs.sort_by(f64::total_cmp);
+    c.device_iops = runs[1];
+    c.device_iops_runs = runs;
     Ok(c)
 }
 
@@ -512,19 +612,31 @@ fn predict(model: Model, c: &Calibration, r: f64, w: f64) -> (f64, f64, &'static
     let f = c.tsc_ghz * 1e9;
     match model {
         Model::Sync => {
-            let t = c.c_tx / f + (r * c.read_lat_us + w * c.write_lat_us) * 1e-6;
-            (1.0 / t, c.c_tx + (r + w) * c.c_read_single, "latency")
-        }
-        Model::BatchEvict => {
-            let t = c.c_tx / f + r * c.read_lat_us * 1e-6 + w * c.c_write_batch / f;
+            let t = engine_cycles(c, r, w) / f + (r * c.read_lat_us + w * c.write_lat_us) * 1e-6;
             (
                 1.0 / t,
-                c.c_tx + r * c.c_read_single + w * c.c_write_batch,
+                engine_cycles(c, r, w) + (r + w) * c.c_read_single,
+                "latency",
+            )
+        }
+        Model::BatchEvict => {
+            // The task still waits for each batch, but once per batch: per victim, the
+            // batch's completion time over its size (the paper's model drops it entirely;
+            // on a device with slow writes it does not vanish).
+            let per_write = if c.batch_write_us_per_write > 0.0 {
+                c.batch_write_us_per_write * 1e-6
+            } else {
+                c.c_write_batch / f
+            };
+            let t = engine_cycles(c, r, w) / f + r * c.read_lat_us * 1e-6 + w * per_write;
+            (
+                1.0 / t,
+                engine_cycles(c, r, w) + r * c.c_read_single + w * c.c_write_batch,
                 "latency",
             )
         }
         Model::Async { c_read, c_write } => {
-            let cycles = c.c_tx + r * c_read(c) + w * c_write(c);
+            let cycles = engine_cycles(c, r, w) + r * c_read(c) + w * c_write(c);
             let t_cpu = cycles / f;
             let t_dev = if c.device_iops > 0.0 {
                 (r + w) / c.device_iops
@@ -538,6 +650,24 @@ fn predict(model: Model, c: &Calibration, r: f64, w: f64) -> (f64, f64, &'static
             }
         }
     }
+}
+
+/// Cycles per transaction spent by the engine itself: the transaction, plus per fault a
+/// restarted traversal and a checksum, plus per write-back a checksum.
+fn engine_cycles(c: &Calibration, r: f64, w: f64) -> f64 {
+    c.c_tx + r * (c.c_restart + c.c_checksum) + w * c.c_checksum
+}
+
+/// Cycles to seal (checksum) one page.
+fn checksum_cycles(page_size: usize) -> f64 {
+    let mut page = vec![0u8; page_size];
+    ringdb::node::NodeMut::init_leaf(&mut page);
+    let n = 2000u64;
+    let t0 = ringdb_io::counters::rdtsc();
+    for i in 0..n {
+        ringdb::page::seal(std::hint::black_box(&mut page), i);
+    }
+    ringdb_io::counters::rdtsc().saturating_sub(t0) as f64 / n as f64
 }
 
 /// Runs the whole ladder.
@@ -613,6 +743,8 @@ pub fn run(opts: &LadderOpts, progress: &dyn Fn(&str)) -> Result<LadderReport> {
             )));
         }
         cal.c_tx = r.cycles_per_op;
+        cal.c_restart = r.cycles_per_op;
+        cal.c_checksum = checksum_cycles(opts.page_size);
         data_pages = db.stats().pages;
         db.close()?;
     }
@@ -657,6 +789,9 @@ pub fn run(opts: &LadderOpts, progress: &dyn Fn(&str)) -> Result<LadderReport> {
     {
         s.speedup_posix = posix.map_or(0.0, |p| s.tps / p);
     }
+    if let Some(scratch) = raw_scratch(&opts.target) {
+        let _ = std::fs::remove_file(scratch);
+    }
     Ok(LadderReport {
         target: opts.target.display().to_string(),
         records,
@@ -699,8 +834,46 @@ fn run_step(
     };
     let r: PhaseReport = ycsb::run(&mut db, &spec, uniform_updates(records, 13))?;
     db.close()?;
-    let (predicted_tps, predicted_cycles, bound) =
-        predict(sc.model, cal, r.reads_per_op, r.writes_per_op);
+    // The raw baseline right after the step, on the same target, at the step's queue depth:
+    // this device's ceiling drifts too much between the calibration and the step to compare
+    // with a figure taken minutes apart.
+    // It writes, so it runs on a scratch file beside the data file (same file system), never
+    // on the data itself; on a block device the calibration's figure stands in.
+    let scratch = raw_scratch(&opts.target);
+    let raw_after = if let (true, Some(scratch)) = (sc.tasks > 1, scratch) {
+        let mut spec = IoSpec::new(
+            &scratch,
+            IoConfig {
+                queue_depth: opts.tasks.clamp(8, 256) as u32,
+                batching: Batching::Adaptive,
+                setup: SetupMode::Defer,
+                cpu: opts.cpu,
+                ..IoConfig::new(EngineKind::Uring)
+            },
+        );
+        spec.rw = RwMode::RandRw;
+        spec.rwmixread = 50;
+        spec.bs = opts.page_size as u64;
+        spec.size = std::fs::metadata(&opts.target)
+            .map(|m| m.len())
+            .unwrap_or(0)
+            .max(64 << 20);
+        spec.runtime = Some(opts.calibrate.max(Duration::from_secs(1)));
+        spec.cpus = opts.cpu.into_iter().collect();
+        rawio::run(&spec)?.iops
+    } else {
+        cal.device_iops
+    };
+    let (predicted_tps, predicted_cycles, bound) = predict(
+        sc.model,
+        &Calibration {
+            // The device's ceiling as measured next to the step (see `raw_after`).
+            device_iops: raw_after,
+            ..cal.clone()
+        },
+        r.reads_per_op,
+        r.writes_per_op,
+    );
     Ok(Step {
         name: name.into(),
         status: "ok".into(),
@@ -720,11 +893,12 @@ fn run_step(
         speedup_posix: 0.0,
         tasks: sc.tasks,
         ios_per_s: r.ops_per_s * (r.reads_per_op + r.writes_per_op),
-        ios_vs_raw: if cal.device_iops > 0.0 {
-            r.ops_per_s * (r.reads_per_op + r.writes_per_op) / cal.device_iops
+        ios_vs_raw: if raw_after > 0.0 {
+            r.ops_per_s * (r.reads_per_op + r.writes_per_op) / raw_after
         } else {
             0.0
         },
+        raw_iops_after: raw_after,
     })
 }
 
@@ -743,13 +917,13 @@ pub fn table(r: &LadderReport) -> String {
         r.data_pages as f64 / r.pool_pages as f64
     ));
     s.push_str(&format!(
-        "costs: read {:.1} us, write {:.1} us, c_tx {:.0} cyc, read single/batch/fixed {:.0}/{:.0}/{:.0} cyc, write batch/fixed {:.0}/{:.0} cyc, sqpoll app r/w {:.0}/{:.0} cyc, libaio r/w {:.0}/{:.0} cyc, device {:.0} IOPS, TSC {:.2} GHz\n\n",
-        c.read_lat_us, c.write_lat_us, c.c_tx, c.c_read_single, c.c_read_batch,
+        "costs: read {:.1} us, write {:.1} us (batched: {:.1} us per write), c_tx {:.0} cyc (restart {:.0}, checksum {:.0}), read single/batch/fixed {:.0}/{:.0}/{:.0} cyc, write batch/fixed {:.0}/{:.0} cyc, sqpoll app r/w {:.0}/{:.0} cyc, libaio r/w {:.0}/{:.0} cyc, device {:.0} IOPS (runs {:.0?}), TSC {:.2} GHz\n\n",
+        c.read_lat_us, c.write_lat_us, c.batch_write_us_per_write, c.c_tx, c.c_restart, c.c_checksum, c.c_read_single, c.c_read_batch,
         c.c_read_batch_fixed, c.c_write_batch, c.c_write_batch_fixed, c.c_read_sqpoll,
-        c.c_write_sqpoll, c.c_read_libaio, c.c_write_libaio, c.device_iops, c.tsc_ghz
+        c.c_write_sqpoll, c.c_read_libaio, c.c_write_libaio, c.device_iops, c.device_iops_runs, c.tsc_ghz
     ));
     s.push_str(&format!(
-        "{:<14} {:>10} {:>10} {:>7} {:>7} {:>7} {:>7} {:>9} {:>9} {:>7} {:>7} {:>8} {:>8}  {}\n",
+        "{:<14} {:>10} {:>10} {:>7} {:>7} {:>7} {:>7} {:>9} {:>9} {:>7} {:>7} {:>8} {:>8} {:>5} {:>6}  {}\n",
         "step",
         "tx/s",
         "model",
@@ -763,6 +937,8 @@ pub fn table(r: &LadderReport) -> String {
         "writes",
         "p50 us",
         "p99 us",
+        "iowq",
+        "io/raw",
         "bound"
     ));
     for st in &r.steps {

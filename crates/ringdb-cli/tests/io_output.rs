@@ -1,18 +1,8 @@
 //! `ringdb io` writes the fields the issue names, as JSON and CSV, and verifies data bit-exact.
 
-use std::path::PathBuf;
-use std::process::Command;
+mod common;
 
-fn tmp(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("{}-{name}", std::process::id()))
-}
-
-fn ringdb(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_ringdb"))
-        .args(args)
-        .output()
-        .expect("run ringdb")
-}
+use common::{ringdb, tmp};
 
 #[test]
 fn json_has_every_field_and_csv_has_a_row() {

@@ -1,19 +1,9 @@
 //! `ringdb ladder` end to end on a small data set: every step it can run here reports
 //! throughput beside the model; the ones it cannot say why; bad arguments are refused.
 
-use std::path::PathBuf;
-use std::process::Command;
+mod common;
 
-fn tmp(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("{}-{name}", std::process::id()))
-}
-
-fn ringdb(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_ringdb"))
-        .args(args)
-        .output()
-        .expect("run ringdb")
-}
+use common::{ringdb, tmp};
 
 #[test]
 fn a_small_ladder_runs_and_explains_what_it_cannot_run() {

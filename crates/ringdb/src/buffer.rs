@@ -710,19 +710,8 @@ impl BufferManager {
             if batch.is_empty() {
                 break;
             }
-            let mut cancel = CancelWrites {
-                inner: inner.clone(),
-                armed: true,
-            };
-            let writes = join_all(batch.into_iter().map(|(slot, pid, buf)| async move {
-                let (r, buf) = inner.io.write(inner.file, inner.offset(pid), buf).await;
-                (slot, pid, r, buf)
-            }));
-            let results = inner.io.submit_together(writes).await;
-            cancel.armed = false;
             let mut first_err = None;
-            for (slot, pid, r, buf) in results {
-                inner.bump(|s| s.writes += 1);
+            for (slot, pid, r, buf) in self.write_pages(batch).await {
                 let mut st = inner.state.borrow_mut();
                 let s = st.slots[slot].as_mut().expect("writing slot is live");
                 s.state = SlotState::Resident;
@@ -743,6 +732,28 @@ impl BufferManager {
             inner.io.fsync(inner.file, true).await?;
         }
         Ok(())
+    }
+
+    /// Writes sealed pages (slots in state `Writing`, frames taken out) in one submission
+    /// (paper Sec. 3.3.1) and hands the frames back with the results. Dropped midway, it
+    /// poisons the pool (see `Inner::poisoned`).
+    async fn write_pages(
+        &self,
+        batch: Vec<(usize, PageId, PoolBuf)>,
+    ) -> Vec<(usize, PageId, ringdb_io::Result<usize>, PoolBuf)> {
+        let inner = &self.inner;
+        let mut cancel = CancelWrites {
+            inner: inner.clone(),
+            armed: true,
+        };
+        let writes = join_all(batch.into_iter().map(|(slot, pid, buf)| async move {
+            let (r, buf) = inner.io.write(inner.file, inner.offset(pid), buf).await;
+            (slot, pid, r, buf)
+        }));
+        let results = inner.io.submit_together(writes).await;
+        cancel.armed = false;
+        inner.bump(|s| s.writes += results.len() as u64);
+        results
     }
 
     /// A free frame, evicting a round when the pool runs low.
@@ -839,20 +850,8 @@ impl BufferManager {
             }
             return Ok(());
         }
-        let mut cancel = CancelWrites {
-            inner: inner.clone(),
-            armed: true,
-        };
-        // The victims' writes go to the kernel in one submission (paper Sec. 3.3.1).
-        let writes = join_all(dirty.into_iter().map(|(slot, pid, buf)| async move {
-            let (r, buf) = inner.io.write(inner.file, inner.offset(pid), buf).await;
-            (slot, pid, r, buf)
-        }));
-        let results = inner.io.submit_together(writes).await;
-        cancel.armed = false;
         let mut first_err = None;
-        for (slot, pid, r, buf) in results {
-            inner.bump(|s| s.writes += 1);
+        for (slot, pid, r, buf) in self.write_pages(dirty).await {
             let mut st = inner.state.borrow_mut();
             match check_write(r, inner.cfg.page_size, pid) {
                 Ok(()) => {
