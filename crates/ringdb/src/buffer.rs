@@ -571,6 +571,24 @@ impl BufferManager {
         }
     }
 
+    /// Fails unless `n` more pages can be allocated on the target (free ids or room to grow):
+    /// a split checks this before it changes anything, so a full device never leaves half a
+    /// split behind.
+    pub fn check_room(&self, n: usize) -> Result<()> {
+        let st = self.inner.state.borrow();
+        let Some(cap) = self.inner.cfg.capacity_pages else {
+            return Ok(());
+        };
+        let room = st.free_pages.len() as u64 + cap.saturating_sub(st.next_pid);
+        if room < n as u64 {
+            return Err(DbError::Full(format!(
+                "all {cap} pages of {} bytes are in use",
+                self.inner.cfg.page_size
+            )));
+        }
+        Ok(())
+    }
+
     /// An empty reservation, for [`reserve`](Self::reserve).
     pub fn reservation(&self) -> Reservation {
         Reservation {

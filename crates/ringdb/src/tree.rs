@@ -282,6 +282,7 @@ impl BTree {
         }
         // A split of every level on the path plus a new root, all without waiting.
         let needed = path.len() + 2;
+        self.bm.check_room(needed)?;
         if res.len() < needed {
             return Ok(Err(Need::Frames(needed)));
         }

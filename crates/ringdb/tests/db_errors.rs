@@ -166,3 +166,51 @@ fn a_truncated_file_is_an_error() {
     assert!(e.to_string().contains("pages"), "{e}");
     let _ = std::fs::remove_dir_all(&d);
 }
+
+/// A data set larger than the target (a block device of fixed size) is a clear error for
+/// the insert that does not fit, and the tree stays readable.
+#[test]
+fn a_data_set_larger_than_the_target_is_refused() {
+    use ringdb::buffer::{BufferManager, PoolConfig};
+    use ringdb::tree::BTree;
+    use ringdb_io::executor::Runtime;
+    use ringdb_io::{FileId, FixedBufferPool, IoConfig};
+    let d = dir("full");
+    std::fs::create_dir_all(&d).unwrap();
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(d.join("dev"))
+        .unwrap();
+    use std::os::fd::AsRawFd;
+    let pool = FixedBufferPool::new(32, 4096).unwrap();
+    let mut rt =
+        Runtime::from_config(&IoConfig::default(), &[file.as_raw_fd()], Some(pool)).unwrap();
+    let mut cfg = PoolConfig::new(4096, 32);
+    // A "device" of 12 pages.
+    cfg.capacity_pages = Some(12);
+    let bm = BufferManager::new(rt.io(), FileId(0), cfg, 0).unwrap();
+    let (inserted, err) = rt
+        .block_on(async move {
+            let tree = BTree::create(bm).await.unwrap();
+            let v = [3u8; 200];
+            for i in 0..10_000u32 {
+                if let Err(e) = tree.insert(&i.to_be_bytes(), &v).await {
+                    // Everything acknowledged before the error is still there.
+                    for j in 0..i {
+                        assert_eq!(tree.get(&j.to_be_bytes()).await.unwrap().unwrap(), v);
+                    }
+                    return (i, e);
+                }
+            }
+            panic!("12 pages held 10000 records of 200 bytes");
+        })
+        .unwrap();
+    assert!(inserted > 50, "{inserted} records fit");
+    assert!(matches!(err, DbError::Full(_)), "{err:?}");
+    assert!(err.to_string().contains("12 pages"), "{err}");
+    drop(rt);
+    let _ = std::fs::remove_dir_all(&d);
+}
