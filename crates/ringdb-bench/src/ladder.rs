@@ -457,6 +457,9 @@ fn db_options(opts: &LadderOpts, io: IoConfig, evict_batch: usize, fresh: bool) 
         free_target: Some(evict_batch.max(opts.pool_pages / 32).max(4)),
         direct: true,
         fresh,
+        // The paper's ladder measures the engine without a log (pages written on eviction).
+        durability: ringdb::Durability::Off,
+        ..Options::default()
     }
 }
 

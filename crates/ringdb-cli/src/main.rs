@@ -1,6 +1,7 @@
 //! `ringdb`: the command line of the ringdb storage engine and I/O lab.
 
 mod io_cmd;
+mod kv_cmd;
 mod ladder_cmd;
 mod micro_cmd;
 mod net_cmd;
@@ -32,6 +33,16 @@ enum Cmd {
     /// A YCSB workload (a-f, update-only) on an embedded database: load, timed run,
     /// throughput per second, latency percentiles, page faults per operation.
     Ycsb(Box<ycsb_cmd::YcsbArgs>),
+    /// Inserts keys k<i> with values derived from i, one commit (or --batch keys) each, from
+    /// parallel tasks; with --ack-log, records each acknowledged key (for crash tests).
+    PutMany(Box<kv_cmd::PutManyArgs>),
+    /// Prints a key's value (exit 1 when it is absent).
+    Get(kv_cmd::GetArgs),
+    /// Prints every key and value, one per line (tab-separated), in key order.
+    Dump(kv_cmd::DumpArgs),
+    /// Recovers the database, verifies the tree's invariants and every page's checksum and
+    /// prints the key count; exits non-zero on any problem.
+    Check(kv_cmd::CheckArgs),
     Pingpong(net_cmd::PingArgs),
     Shuffle(net_cmd::ShuffleArgs),
 }
@@ -44,6 +55,18 @@ fn main() -> ExitCode {
         Cmd::Micro(args) => micro_cmd::run(args),
         Cmd::Ladder(args) => ladder_cmd::run(*args),
         Cmd::Ycsb(args) => ycsb_cmd::run(*args),
+        Cmd::PutMany(args) => kv_cmd::put_many(*args),
+        Cmd::Get(args) => match kv_cmd::get(args) {
+            Ok(true) => Ok(()),
+            Ok(false) => return ExitCode::from(1),
+            Err(e) => Err(e),
+        },
+        Cmd::Dump(args) => kv_cmd::dump(args),
+        Cmd::Check(args) => match kv_cmd::check(args) {
+            Ok(true) => Ok(()),
+            Ok(false) => return ExitCode::from(1),
+            Err(e) => Err(e),
+        },
         Cmd::Pingpong(args) => net_cmd::run_pingpong(args),
         Cmd::Shuffle(args) => net_cmd::run_shuffle(args),
     };

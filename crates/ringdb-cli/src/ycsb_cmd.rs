@@ -44,6 +44,12 @@ pub struct YcsbArgs {
     /// Registered buffers (the buffer pool's frames).
     #[arg(long)]
     fixedbufs: bool,
+    /// off (no log: the ladder's engine) | none | fdatasync | thread | odsync
+    #[arg(long, default_value = "off")]
+    durability: String,
+    /// With a log: one durability point per commit instead of group commit.
+    #[arg(long)]
+    no_group_commit: bool,
     /// Start from an empty database and load it (default: load only when it is new).
     #[arg(long)]
     load: bool,
@@ -89,6 +95,8 @@ pub fn run(a: YcsbArgs) -> Result<(), Box<dyn std::error::Error>> {
             ..IoConfig::new(engine)
         },
         fresh: load,
+        durability: a.durability.parse()?,
+        group_commit: !a.no_group_commit,
         ..Options::default()
     };
     let mut db = Db::open(&a.db, opts)?;

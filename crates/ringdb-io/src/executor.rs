@@ -603,6 +603,16 @@ impl Runtime {
         Self::build(engine, batching, None, false)
     }
 
+    /// A runtime over an engine opened elsewhere (e.g. a simulated disk), owning `pool`
+    /// (not registered with the engine) to lease its buffers.
+    pub fn with_pool(
+        engine: Box<dyn Engine>,
+        batching: Batching,
+        pool: FixedBufferPool,
+    ) -> Runtime {
+        Self::build(engine, batching, Some(pool), false)
+    }
+
     /// Opens the engine `cfg` names over `files`. With `cfg.fixed_buffers`, `pool` is
     /// registered with the ring; either way the runtime owns it (it outlives the engine) and
     /// leases its buffers ([`Io::lease_buf`], [`Io::lease`]).

@@ -56,6 +56,11 @@ pub struct PoolConfig {
     pub free_target: usize,
     /// Pages the target can hold (`None`: a file that grows).
     pub capacity_pages: Option<u64>,
+    /// Whether eviction may write a dirty page back (no log). With a write-ahead log it may
+    /// not: the data file changes only in checkpoints, so it always holds one consistent
+    /// checkpoint (the log replays the rest), and a pool full of dirty pages asks for a
+    /// checkpoint instead.
+    pub steal: bool,
 }
 
 impl PoolConfig {
@@ -67,6 +72,7 @@ impl PoolConfig {
             evict_batch,
             free_target: (frames / 10).max(evict_batch).max(4),
             capacity_pages: None,
+            steal: true,
         }
     }
 
@@ -172,6 +178,25 @@ struct Inner {
     /// version of those pages is on disk, so it refuses further work instead of guessing.
     poisoned: Cell<bool>,
     stats: Cell<PoolStats>,
+    /// Resident pages that are dirty.
+    dirty: Cell<usize>,
+    /// Stamped into every page a task changes (the log's end when the change was made: an
+    /// upper bound of the LSN of the record that changed it); 0 without a log.
+    lsn_hint: Cell<u64>,
+    /// Runs a checkpoint (no-steal pools): what eviction does when every page is dirty.
+    checkpoint: RefCell<Option<CheckpointHook>>,
+}
+
+/// Runs a checkpoint (or waits for the one running) when a no-steal pool has no clean page
+/// left to evict.
+pub type CheckpointHook = Rc<dyn Fn() -> Pin<Box<dyn Future<Output = Result<()>>>>>;
+
+/// A dirty page copied by a checkpoint's cut: sealed, ready to write.
+pub struct DirtyPage {
+    pub pid: PageId,
+    pub image: ringdb_io::AlignedBuf,
+    slot: usize,
+    version: u64,
 }
 
 impl Inner {
@@ -213,6 +238,9 @@ impl Inner {
     fn release_slot(&self, st: &mut State, slot: usize) -> Option<PoolBuf> {
         let s = st.slots[slot].take().expect("releasing a live slot");
         assert_eq!(self.pins[slot].get(), 0, "releasing pinned page {}", s.pid);
+        if s.dirty {
+            self.dirty.set(self.dirty.get() - 1);
+        }
         st.table.remove(&s.pid);
         st.free_slots.push(slot);
         s.buf
@@ -276,6 +304,9 @@ impl BufferManager {
                 next_ticket: Cell::new(0),
                 poisoned: Cell::new(false),
                 stats: Cell::new(PoolStats::default()),
+                dirty: Cell::new(0),
+                lsn_hint: Cell::new(0),
+                checkpoint: RefCell::new(None),
             }),
         })
     }
@@ -664,6 +695,9 @@ impl BufferManager {
         });
         st.table.insert(pid, slot);
         inner.pins[slot].set(1);
+        inner.dirty.set(inner.dirty.get() + 1);
+        let v = &inner.versions[slot];
+        v.set(v.get() + 1);
         Ok(PageGuard {
             inner: inner.clone(),
             slot,
@@ -695,6 +729,81 @@ impl BufferManager {
         inner.wake_frames();
     }
 
+    /// Dirty resident pages.
+    pub fn dirty_pages(&self) -> usize {
+        self.inner.dirty.get()
+    }
+
+    /// Sets what is stamped as the LSN of pages changed from now on (the log's end).
+    pub fn set_lsn_hint(&self, lsn: u64) {
+        self.inner.lsn_hint.set(lsn);
+    }
+
+    /// Installs what eviction runs when a no-steal pool has only dirty pages left.
+    pub fn set_checkpoint_hook(&self, hook: Option<CheckpointHook>) {
+        *self.inner.checkpoint.borrow_mut() = hook;
+    }
+
+    /// A checkpoint's cut: sealed copies of every dirty page, taken at one instant (no task
+    /// runs in between, and no task holds a page borrowed across an `await`). The pages stay
+    /// dirty (so they are never evicted and reread before the checkpoint has written them)
+    /// until [`mark_clean`](Self::mark_clean).
+    pub fn snapshot_dirty(&self) -> Vec<DirtyPage> {
+        let inner = &self.inner;
+        let mut st = inner.state.borrow_mut();
+        let mut out = Vec::with_capacity(inner.dirty.get());
+        for (slot, s) in st.slots.iter_mut().enumerate() {
+            let Some(s) = s.as_mut() else { continue };
+            if !s.dirty {
+                continue;
+            }
+            assert_eq!(
+                s.state,
+                SlotState::Resident,
+                "dirty page {} in an I/O without steal",
+                s.pid
+            );
+            assert_eq!(
+                inner.borrows[slot].get(),
+                0,
+                "page {} borrowed at a cut",
+                s.pid
+            );
+            let mut image = ringdb_io::AlignedBuf::new(inner.cfg.page_size);
+            image
+                .as_mut_slice()
+                .copy_from_slice(s.buf.as_ref().expect("resident frame").as_slice());
+            page::seal(image.as_mut_slice(), s.pid);
+            out.push(DirtyPage {
+                pid: s.pid,
+                image,
+                slot,
+                version: inner.versions[slot].get(),
+            });
+        }
+        assert_eq!(out.len(), inner.dirty.get(), "dirty page count drifted");
+        out
+    }
+
+    /// The checkpoint that took `pages` has made them durable: those not changed since are
+    /// clean (evictable without a write).
+    pub fn mark_clean(&self, pages: &[DirtyPage]) {
+        let inner = &self.inner;
+        let mut st = inner.state.borrow_mut();
+        for p in pages {
+            if st.table.get(&p.pid) != Some(&p.slot) || inner.versions[p.slot].get() != p.version {
+                continue;
+            }
+            let s = st.slots[p.slot].as_mut().expect("live slot");
+            if s.dirty {
+                s.dirty = false;
+                inner.dirty.set(inner.dirty.get() - 1);
+            }
+        }
+        drop(st);
+        inner.wake_frames();
+    }
+
     /// Writes every dirty page (in batches), keeping them resident; with `sync`, then makes
     /// the data file durable.
     pub async fn flush_all(&self, sync: bool) -> Result<()> {
@@ -717,6 +826,7 @@ impl BufferManager {
                         if s.state == SlotState::Resident && s.dirty {
                             s.state = SlotState::Writing;
                             s.dirty = false;
+                            inner.dirty.set(inner.dirty.get() - 1);
                             let mut buf = s.buf.take().expect("resident frame");
                             page::seal(buf.as_mut_slice(), s.pid);
                             batch.push((slot, s.pid, buf));
@@ -736,6 +846,7 @@ impl BufferManager {
                 s.buf = Some(buf);
                 if let Err(e) = check_write(r, inner.cfg.page_size, pid) {
                     s.dirty = true;
+                    inner.dirty.set(inner.dirty.get() + 1);
                     first_err.get_or_insert(e);
                 }
                 drop(st);
@@ -835,6 +946,9 @@ impl BufferManager {
                 if s.state != SlotState::Resident {
                     continue;
                 }
+                if s.dirty && !inner.cfg.steal {
+                    continue;
+                }
                 if s.referenced {
                     s.referenced = false;
                     continue;
@@ -857,6 +971,14 @@ impl BufferManager {
         }
         if dirty.is_empty() {
             inner.bump(|s| s.evicted += freed);
+            let hook = inner.checkpoint.borrow().clone();
+            if freed == 0 && !inner.cfg.steal && inner.dirty.get() > 0 {
+                if let Some(hook) = hook {
+                    // Every evictable page is dirty: only a checkpoint can make them clean.
+                    drop(_flag);
+                    return hook().await;
+                }
+            }
             if freed == 0 {
                 // Nothing evictable now (pages in I/O or pinned): wait for a change.
                 inner.bump(|s| s.waits += 1);
@@ -982,13 +1104,22 @@ impl PageGuard {
         let _release = BorrowRelease { cell: b, by: 1 };
         {
             let mut st = self.inner.state.borrow_mut();
-            st.slots[self.slot].as_mut().expect("pinned slot").dirty = true;
+            let s = st.slots[self.slot].as_mut().expect("pinned slot");
+            if !s.dirty {
+                s.dirty = true;
+                self.inner.dirty.set(self.inner.dirty.get() + 1);
+            }
         }
         let v = &self.inner.versions[self.slot];
         v.set(v.get() + 1);
         // SAFETY: as in `read`; the counter is -1, so this is the only live slice of the page.
         let bytes = unsafe { std::slice::from_raw_parts_mut(self.ptr, self.inner.cfg.page_size) };
-        f(bytes)
+        let r = f(bytes);
+        let lsn = self.inner.lsn_hint.get();
+        if lsn > 0 {
+            page::set_lsn(bytes, lsn);
+        }
+        r
     }
 }
 

@@ -6,20 +6,66 @@
 //! faults while the others run.
 
 use crate::buffer::{BufferManager, PoolConfig, PoolStats};
+use crate::checkpoint::{self, CheckpointFiles, CheckpointStats, Checkpointer};
 use crate::error::{DbError, Result};
+use crate::keylock::KeyLocks;
 use crate::meta::{Meta, META_PID};
 use crate::page;
 use crate::tree::{BTree, TreeStats};
-use ringdb_io::executor::{Runtime, RuntimeStats};
+use crate::wal::{self, Durability, Op, Wal, WalStats};
+use ringdb_io::executor::{Io, Runtime, RuntimeStats};
 use ringdb_io::target::{Target, TargetOptions};
-use ringdb_io::{FileId, FixedBufferPool, IoConfig};
+use ringdb_io::{AlignedBuf, Engine, FileId, FixedBufferPool, IoConfig};
 use serde::Serialize;
+use std::cell::RefCell;
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
 /// The data file's name when `Db::open` is given a directory.
 pub const DATA_FILE: &str = "data.ringdb";
+/// The write-ahead log's file, beside the data file.
+pub const WAL_FILE: &str = "wal.ringdb";
+/// The double-write file of checkpoints, beside the data file.
+pub const DW_FILE: &str = "dw.ringdb";
+
+const DATA: FileId = FileId(0);
+const WAL: FileId = FileId(1);
+const DW: FileId = FileId(2);
+
+/// A write batch: puts and deletes that commit atomically (with a log: all or nothing after a
+/// crash, and durable when [`DbHandle::write`] returns, per the durability mode).
+#[derive(Clone, Debug, Default)]
+pub struct WriteBatch {
+    ops: Vec<Op>,
+}
+
+impl WriteBatch {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn put(&mut self, key: &[u8], value: &[u8]) -> &mut Self {
+        self.ops.push(Op::Put {
+            key: key.to_vec(),
+            value: value.to_vec(),
+        });
+        self
+    }
+
+    pub fn delete(&mut self, key: &[u8]) -> &mut Self {
+        self.ops.push(Op::Delete { key: key.to_vec() });
+        self
+    }
+
+    pub fn len(&self) -> usize {
+        self.ops.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ops.is_empty()
+    }
+}
 
 /// How to open a database.
 #[derive(Clone, Debug)]
@@ -37,6 +83,14 @@ pub struct Options {
     pub direct: bool,
     /// Start empty, discarding what the file or device holds.
     pub fresh: bool,
+    /// How commits are made durable; `Off`: no log (pages written back on eviction and close).
+    pub durability: Durability,
+    /// The circular log's size in bytes (a new database; an existing one keeps its own).
+    pub wal_bytes: u64,
+    /// A checkpoint starts when more than this share of the pool is dirty.
+    pub checkpoint_dirty: f64,
+    /// Group commit (one durability point for all commits waiting); off: one per commit.
+    pub group_commit: bool,
 }
 
 impl Default for Options {
@@ -53,6 +107,10 @@ impl Default for Options {
             free_target: None,
             direct: true,
             fresh: false,
+            durability: Durability::Fdatasync,
+            wal_bytes: 64 << 20,
+            checkpoint_dirty: 0.5,
+            group_commit: true,
         }
     }
 }
@@ -65,27 +123,136 @@ pub struct DbStats {
     pub runtime: RuntimeStats,
     pub height: u32,
     pub pages: u64,
+    pub durability: Durability,
+    pub wal: Option<WalStats>,
+    pub checkpoints: Option<CheckpointStats>,
+}
+
+/// The log side of a database opened with a durability mode.
+struct Durable {
+    wal: Wal,
+    ckpt: Checkpointer,
+    locks: Rc<KeyLocks>,
+    /// Dirty pages that start a checkpoint.
+    dirty_high: usize,
+    /// A commit failed after its record was appended: memory and log may disagree, so the
+    /// database refuses work until it is reopened (recovery decides from the log).
+    failed: RefCell<Option<String>>,
 }
 
 /// A handle for tasks on the database's runtime. Cheap to clone; not `Send`.
 #[derive(Clone)]
 pub struct DbHandle {
     tree: Rc<BTree>,
+    durable: Option<Rc<Durable>>,
 }
 
 impl DbHandle {
     pub async fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.check_failed()?;
         self.tree.get(key).await
     }
 
-    /// Inserts or replaces; returns whether the key existed.
+    /// Inserts or replaces; returns whether the key existed. With a log, a commit of its own.
     pub async fn insert(&self, key: &[u8], value: &[u8]) -> Result<bool> {
-        self.tree.insert(key, value).await
+        if self.durable.is_none() {
+            return self.tree.insert(key, value).await;
+        }
+        let ops = vec![Op::Put {
+            key: key.to_vec(),
+            value: value.to_vec(),
+        }];
+        Ok(self.commit(ops).await?[0])
     }
 
-    /// Removes; returns whether the key existed.
+    /// Removes; returns whether the key existed. With a log, a commit of its own.
     pub async fn remove(&self, key: &[u8]) -> Result<bool> {
-        self.tree.remove(key).await
+        if self.durable.is_none() {
+            return self.tree.remove(key).await;
+        }
+        Ok(self.commit(vec![Op::Delete { key: key.to_vec() }]).await?[0])
+    }
+
+    /// Commits `batch` atomically; with a log, returns once it is durable.
+    pub async fn write(&self, batch: &WriteBatch) -> Result<()> {
+        if self.durable.is_none() {
+            for op in &batch.ops {
+                match op {
+                    Op::Put { key, value } => self.tree.insert(key, value).await?,
+                    Op::Delete { key } => self.tree.remove(key).await?,
+                };
+            }
+            return Ok(());
+        }
+        self.commit(batch.ops.clone()).await.map(|_| ())
+    }
+
+    fn check_failed(&self) -> Result<()> {
+        if let Some(d) = &self.durable {
+            if let Some(why) = d.failed.borrow().as_ref() {
+                return Err(DbError::LogFailed(why.clone()));
+            }
+        }
+        Ok(())
+    }
+
+    /// The commit path: lock the keys, append the record (log first: every change in the
+    /// tree has its record before it in the log), apply it, then wait until it is durable.
+    async fn commit(&self, ops: Vec<Op>) -> Result<Vec<bool>> {
+        let d = self.durable.as_ref().expect("commit needs a log");
+        self.check_failed()?;
+        if ops.is_empty() {
+            return Ok(Vec::new());
+        }
+        for op in &ops {
+            let (k, v) = match op {
+                Op::Put { key, value } => (key.as_slice(), value.as_slice()),
+                Op::Delete { key } => (key.as_slice(), &[][..]),
+            };
+            self.tree.check_record(k, v)?;
+        }
+        let len = wal::record_len(&ops);
+        if len > d.wal.max_record() {
+            return Err(DbError::InvalidArg(format!(
+                "a batch of {len} bytes is larger than a quarter of the log ({} bytes); split it \
+                 or open the database with a larger log",
+                d.wal.max_record()
+            )));
+        }
+        let _keys = d
+            .locks
+            .lock(ops.iter().map(|o| o.key().to_vec()).collect())
+            .await;
+        while !d.wal.has_room(len) {
+            d.ckpt.run(&self.tree).await?;
+        }
+        let (start, end) = d.wal.append(&ops)?;
+        self.tree.buffer().set_lsn_hint(end);
+        let mut existed = Vec::with_capacity(ops.len());
+        for op in &ops {
+            let r = match op {
+                Op::Put { key, value } => self.tree.insert(key, value).await,
+                Op::Delete { key } => self.tree.remove(key).await,
+            };
+            match r {
+                Ok(e) => existed.push(e),
+                Err(e) => {
+                    // The record is in the log, part of it is not in the tree.
+                    d.failed.borrow_mut().get_or_insert_with(|| e.to_string());
+                    return Err(e);
+                }
+            }
+        }
+        d.wal.applied(start);
+        drop(_keys);
+        let bm = self.tree.buffer();
+        if !d.ckpt.running()
+            && (bm.dirty_pages() > d.dirty_high || d.wal.live_bytes() > d.wal.capacity() / 2)
+        {
+            d.ckpt.run(&self.tree).await?;
+        }
+        d.wal.wait_durable(end).await?;
+        Ok(existed)
     }
 
     /// Up to `limit` pairs in `[start, end)` order by key.
@@ -103,8 +270,13 @@ impl DbHandle {
         self.tree.max_record()
     }
 
-    /// Writes the meta page and every dirty page; with `sync`, makes them durable.
+    /// Writes the meta page and every dirty page; with `sync`, makes them durable. With a
+    /// log: a checkpoint.
     pub async fn flush(&self, sync: bool) -> Result<()> {
+        if let Some(d) = &self.durable {
+            self.check_failed()?;
+            return d.ckpt.run(&self.tree).await;
+        }
         let bm = self.tree.buffer();
         loop {
             if let Some(g) = bm.try_fix(META_PID) {
@@ -113,6 +285,10 @@ impl DbHandle {
                     root: self.tree.root(),
                     next_pid: bm.next_pid(),
                     free_pages: bm.free_pages(),
+                    logged: false,
+                    epoch: 0,
+                    redo_lsn: 0,
+                    wal_bytes: 0,
                 };
                 g.write(|p| meta.write_to(p));
                 break;
@@ -125,32 +301,74 @@ impl DbHandle {
     pub fn tree(&self) -> &BTree {
         &self.tree
     }
+
+    /// The log's mode (`Off` without one).
+    pub fn durability(&self) -> Durability {
+        self.durable
+            .as_ref()
+            .map_or(Durability::Off, |d| d.wal.mode())
+    }
+
+    /// One durability point per commit instead of group commit (for the comparison).
+    pub fn set_group_commit(&self, on: bool) {
+        if let Some(d) = &self.durable {
+            d.wal.set_group_commit(on);
+        }
+    }
 }
 
 /// An open database. Not `Send`: it lives on the thread that opened it, like its ring.
 pub struct Db {
     handle: DbHandle,
     // Dropped after the handle (the tree's frames go back to the runtime's pool), and before
-    // the target, whose fd the engine uses until it has drained.
+    // the files, whose fds the engine uses until it has drained.
     rt: Runtime,
-    target: Target,
+    _files: Vec<std::fs::File>,
+    _target: Option<Target>,
     path: PathBuf,
     closed: bool,
 }
 
+/// What `Db::open_on` is given: an engine over the files (data, log, double-write), their
+/// lengths, and the handles that must outlive it.
+pub struct Storage {
+    pub engine: Box<dyn Engine>,
+    /// Lengths of the data, log and double-write files (the log ones unused in mode `off`).
+    pub lens: [u64; 3],
+    /// Pages the target can hold (a block device), if bounded.
+    pub capacity_pages: Option<u64>,
+    /// The log file, for the sync thread of mode `thread`.
+    pub wal_file: Option<std::fs::File>,
+    pub is_block_device: bool,
+}
+
+fn file_err(path: &Path) -> impl FnOnce(std::io::Error) -> DbError + '_ {
+    move |source| DbError::File {
+        path: path.display().to_string(),
+        source,
+    }
+}
+
 impl Db {
     /// Opens (or creates) the database at `path`: a directory (the data file is
-    /// `path/data.ringdb`, created with the directory), a file, or a block device.
+    /// `path/data.ringdb`, created with the directory, and with a log `wal.ringdb` and
+    /// `dw.ringdb` beside it), a file, or a block device (mode `off` only).
     pub fn open(path: &Path, opts: Options) -> Result<Db> {
-        let file_path = if path.is_dir() || (!path.exists() && path.extension().is_none()) {
-            std::fs::create_dir_all(path).map_err(|source| DbError::File {
-                path: path.display().to_string(),
-                source,
-            })?;
+        let is_dir_form = path.is_dir() || (!path.exists() && path.extension().is_none());
+        let file_path = if is_dir_form {
+            std::fs::create_dir_all(path).map_err(file_err(path))?;
             path.join(DATA_FILE)
         } else {
             path.to_path_buf()
         };
+        if opts.durability.logged() && !is_dir_form {
+            return Err(DbError::InvalidArg(format!(
+                "{}: a database with a log (durability {}) is a directory (data, log and \
+                 double-write files); pass a directory, or use durability off",
+                path.display(),
+                opts.durability
+            )));
+        }
         let target = Target::open(
             &file_path,
             TargetOptions {
@@ -160,10 +378,7 @@ impl Db {
             },
         )?;
         if opts.fresh && !target.is_block_device {
-            target.file().set_len(0).map_err(|source| DbError::File {
-                path: file_path.display().to_string(),
-                source,
-            })?;
+            target.file().set_len(0).map_err(file_err(&file_path))?;
         }
         let ps = opts.page_size as u64;
         if target.direct && !ps.is_multiple_of(target.align as u64) {
@@ -173,11 +388,83 @@ impl Db {
                 target.align
             )));
         }
-        let size = if opts.fresh && !target.is_block_device {
+        let data_len = if opts.fresh && !target.is_block_device {
             0
         } else {
             target.size
         };
+        if data_len > 0 {
+            check_page_size(&file_path, opts.page_size)?;
+        }
+        let mut fds = vec![target.fd()];
+        let mut files = Vec::new();
+        let mut lens = [data_len, 0, 0];
+        let mut wal_file = None;
+        if opts.durability.logged() {
+            use std::os::unix::fs::OpenOptionsExt;
+            for (i, name) in [(1, WAL_FILE), (2, DW_FILE)] {
+                let fp = path.join(name);
+                let mut oo = std::fs::OpenOptions::new();
+                oo.read(true).write(true).create(true);
+                if i == 1 && opts.durability == Durability::Odsync {
+                    oo.custom_flags(libc::O_DSYNC);
+                }
+                let f = oo.open(&fp).map_err(file_err(&fp))?;
+                if opts.fresh {
+                    f.set_len(0).map_err(file_err(&fp))?;
+                }
+                lens[i] = f.metadata().map_err(file_err(&fp))?.len();
+                fds.push(std::os::fd::AsRawFd::as_raw_fd(&f));
+                if i == 1 {
+                    wal_file = Some(f.try_clone().map_err(file_err(&fp))?);
+                }
+                files.push(f);
+            }
+        }
+        let pool = FixedBufferPool::new(opts.pool_pages, opts.page_size)?;
+        let rt = Runtime::from_config(&opts.io, &fds, Some(pool))?;
+        let capacity_pages = target.is_block_device.then(|| target.size / ps);
+        let is_block_device = target.is_block_device;
+        let mut db = Self::open_runtime(
+            rt,
+            lens,
+            capacity_pages,
+            wal_file,
+            is_block_device,
+            &file_path,
+            opts,
+        )?;
+        db._files = files;
+        db._target = Some(target);
+        Ok(db)
+    }
+
+    /// Opens a database over `storage` (e.g. a simulated disk in tests): file 0 is the data
+    /// file, 1 the log, 2 the double-write file.
+    pub fn open_on(storage: Storage, name: &Path, opts: Options) -> Result<Db> {
+        let pool = FixedBufferPool::new(opts.pool_pages, opts.page_size)?;
+        let rt = Runtime::with_pool(storage.engine, opts.io.batching, pool);
+        Self::open_runtime(
+            rt,
+            storage.lens,
+            storage.capacity_pages,
+            storage.wal_file,
+            storage.is_block_device,
+            name,
+            opts,
+        )
+    }
+
+    fn open_runtime(
+        mut rt: Runtime,
+        lens: [u64; 3],
+        capacity_pages: Option<u64>,
+        wal_file: Option<std::fs::File>,
+        is_block_device: bool,
+        file_path: &Path,
+        opts: Options,
+    ) -> Result<Db> {
+        let ps = opts.page_size as u64;
         let mut cfg = PoolConfig::new(opts.page_size, opts.pool_pages);
         if let Some(b) = opts.evict_batch {
             cfg.evict_batch = b;
@@ -185,67 +472,89 @@ impl Db {
         if let Some(t) = opts.free_target {
             cfg.free_target = t;
         }
-        if target.is_block_device {
-            cfg.capacity_pages = Some(target.size / ps);
-        }
+        cfg.capacity_pages = capacity_pages;
+        cfg.steal = !opts.durability.logged();
         cfg.validate()?;
-        let pool = FixedBufferPool::new(opts.pool_pages, opts.page_size)?;
-        let mut rt = Runtime::from_config(&opts.io, &[target.fd()], Some(pool))?;
-        let io = rt.io();
-        let existing = !opts.fresh && size > 0;
-        if existing {
-            check_page_size(&file_path, opts.page_size)?;
-        }
-        // A block device is a new database unless page 0 is a ringdb meta page.
-        let pages_on_disk = if existing { size / ps } else { 0 };
-        let bm = BufferManager::new(io, FileId(0), cfg, pages_on_disk)?;
-        let tree = rt.block_on(async {
-            if existing {
-                let g = bm.load(META_PID).await.map_err(|e| match e {
-                    DbError::Page(pe) if target.is_block_device => DbError::InvalidArg(format!(
-                        "{} does not hold a ringdb database ({pe}); open it with `fresh` to format it",
-                        file_path.display()
-                    )),
-                    e => e,
-                })?;
-                let g = g.ok_or_else(|| DbError::Corrupt {
-                    page: META_PID,
-                    what: "the meta page is on the free list".into(),
-                })?;
-                let meta = g.read(Meta::read_from)?;
-                drop(g);
-                if meta.next_pid > pages_on_disk {
-                    return Err(DbError::Corrupt {
-                        page: META_PID,
-                        what: format!(
-                            "the meta page counts {} pages, the target holds {pages_on_disk}",
-                            meta.next_pid
-                        ),
-                    });
-                }
-                bm.set_next_pid(meta.next_pid);
-                bm.set_free_pages(meta.free_pages);
-                Ok(BTree::open(bm, meta.root))
-            } else {
-                bm.ensure_free(2).await?;
-                let g = bm.alloc_page(None)?;
-                assert_eq!(g.pid(), META_PID, "a new database starts at page 0");
-                g.write(|p| page::init(p, page::PageType::Meta));
-                drop(g);
-                BTree::create(bm).await
+        if opts.durability.logged() {
+            if !(0.05..=0.9).contains(&opts.checkpoint_dirty) {
+                return Err(DbError::InvalidArg(format!(
+                    "checkpoint_dirty {} must be between 0.05 and 0.9 of the pool",
+                    opts.checkpoint_dirty
+                )));
             }
-        })??;
-        let handle = DbHandle {
-            tree: Rc::new(tree),
+            if opts.wal_bytes < 256 * 1024 || !opts.wal_bytes.is_multiple_of(8) {
+                return Err(DbError::InvalidArg(format!(
+                    "a log of {} bytes is too small: at least 256 KiB, a multiple of 8",
+                    opts.wal_bytes
+                )));
+            }
+        }
+        let io = rt.io();
+        let existing = lens[0] > 0;
+        let handle = if opts.durability.logged() {
+            let io2 = io.clone();
+            let path = file_path.to_path_buf();
+            rt.block_on(async move { open_logged(io2, cfg, lens, wal_file, &opts, &path).await })??
+        } else {
+            // A block device is a new database unless page 0 is a ringdb meta page.
+            let pages_on_disk = if existing { lens[0] / ps } else { 0 };
+            let bm = BufferManager::new(io, DATA, cfg, pages_on_disk)?;
+            let tree = rt.block_on(async {
+                if existing {
+                    let g = bm.load(META_PID).await.map_err(|e| match e {
+                        DbError::Page(pe) if is_block_device => DbError::InvalidArg(format!(
+                            "{} does not hold a ringdb database ({pe}); open it with `fresh` to format it",
+                            file_path.display()
+                        )),
+                        e => e,
+                    })?;
+                    let g = g.ok_or_else(|| DbError::Corrupt {
+                        page: META_PID,
+                        what: "the meta page is on the free list".into(),
+                    })?;
+                    let meta = g.read(Meta::read_from)?;
+                    drop(g);
+                    if meta.logged {
+                        return Err(DbError::InvalidArg(format!(
+                            "{} has a write-ahead log; open it with a durability mode (not off), \
+                             or its last commits would be ignored",
+                            file_path.display()
+                        )));
+                    }
+                    if meta.next_pid > pages_on_disk {
+                        return Err(DbError::Corrupt {
+                            page: META_PID,
+                            what: format!(
+                                "the meta page counts {} pages, the target holds {pages_on_disk}",
+                                meta.next_pid
+                            ),
+                        });
+                    }
+                    bm.set_next_pid(meta.next_pid);
+                    bm.set_free_pages(meta.free_pages);
+                    Ok(BTree::open(bm, meta.root))
+                } else {
+                    bm.ensure_free(2).await?;
+                    let g = bm.alloc_page(None)?;
+                    assert_eq!(g.pid(), META_PID, "a new database starts at page 0");
+                    g.write(|p| page::init(p, page::PageType::Meta));
+                    drop(g);
+                    BTree::create(bm).await
+                }
+            })??;
+            DbHandle {
+                tree: Rc::new(tree),
+                durable: None,
+            }
         };
-        let db = Db {
+        Ok(Db {
             handle,
             rt,
-            target,
-            path: file_path,
+            _files: Vec::new(),
+            _target: None,
+            path: file_path.to_path_buf(),
             closed: false,
-        };
-        Ok(db)
+        })
     }
 
     /// The data file or device.
@@ -303,7 +612,16 @@ impl Db {
             runtime: self.rt.stats(),
             height: tree.root().height,
             pages: tree.buffer().next_pid(),
+            durability: self.handle.durability(),
+            wal: self.handle.durable.as_ref().map(|d| d.wal.stats()),
+            checkpoints: self.handle.durable.as_ref().map(|d| d.ckpt.stats()),
         }
+    }
+
+    /// Commits `batch` atomically (see [`DbHandle::write`]).
+    pub fn write(&mut self, batch: &WriteBatch) -> Result<()> {
+        let h = self.handle.clone();
+        self.rt.block_on(async move { h.write(batch).await })?
     }
 
     /// Flushes and closes; errors surface here (dropping a `Db` flushes too, but can only
@@ -325,8 +643,212 @@ impl Drop for Db {
             Ok(Err(e)) => tracing::warn!("flushing {} on drop failed: {e}", self.path.display()),
             Err(e) => tracing::warn!("flushing {} on drop failed: {e}", self.path.display()),
         }
-        let _ = &self.target;
     }
+}
+
+/// Reads page 0 straight from the data file (a log database keeps it out of the pool).
+async fn read_meta(io: &Io, page_size: usize, data_len: u64) -> Result<Option<Meta>> {
+    if data_len < page_size as u64 {
+        return Ok(None);
+    }
+    let (r, buf) = io.read(DATA, 0, AlignedBuf::new(page_size)).await;
+    if r? < page_size {
+        return Ok(None);
+    }
+    if page::verify(buf.as_slice(), META_PID).is_err() {
+        return Ok(None);
+    }
+    Meta::read_from(buf.as_slice()).map(Some)
+}
+
+/// Opens a database with a log: finishes an interrupted checkpoint from the double-write
+/// file, replays the log from the checkpoint's redo LSN, and takes a checkpoint.
+async fn open_logged(
+    io: Io,
+    cfg: PoolConfig,
+    lens: [u64; 3],
+    wal_file: Option<std::fs::File>,
+    opts: &Options,
+    path: &Path,
+) -> Result<DbHandle> {
+    let ps = opts.page_size;
+    let mut meta = read_meta(&io, ps, lens[0]).await?;
+    let dw = checkpoint::read_dw(&io, DW, lens[2], ps).await?;
+    let mut epoch_dw = None;
+    let mut dw_end = 0;
+    if let Some(dw) = dw {
+        // An intact double-write file of this checkpoint or a newer one: its pages may be
+        // torn or missing in place, so write them again (idempotent).
+        if meta.as_ref().is_none_or(|m| dw.epoch >= m.epoch) {
+            checkpoint::apply_dw(&io, DATA, ps, &dw).await?;
+            dw_end = dw.pages.iter().map(|(p, _)| p + 1).max().unwrap_or(0);
+            epoch_dw = Some(dw.epoch);
+            meta = read_meta(&io, ps, lens[0].max(ps as u64)).await?;
+        }
+    }
+    let existing = lens[0] > 0 || epoch_dw.is_some();
+    let meta = match meta {
+        Some(m) => {
+            if !m.logged {
+                return Err(DbError::InvalidArg(format!(
+                    "{} was created without a write-ahead log; open it with durability off",
+                    path.display()
+                )));
+            }
+            Some(m)
+        }
+        None if existing && lens[0] >= ps as u64 => {
+            return Err(DbError::Corrupt {
+                page: META_PID,
+                what: "the meta page is unreadable (torn or corrupted) and the double-write \
+                       file holds no copy of it"
+                    .into(),
+            })
+        }
+        None => None,
+    };
+    let wal_bytes = meta.as_ref().map_or(opts.wal_bytes, |m| m.wal_bytes);
+    let (next_pid, epoch, redo) = meta
+        .as_ref()
+        .map_or((1, 0, 0), |m| (m.next_pid, m.epoch, m.redo_lsn));
+    // Pages the data file holds (the double-write file may just have extended it). Pages
+    // past its end must be free ones (allocated and freed between two checkpoints).
+    let data_pages = (lens[0] / ps as u64).max(dw_end);
+    if let Some(m) = &meta {
+        let free: std::collections::HashSet<u64> = m.free_pages.iter().copied().collect();
+        if let Some(missing) = (data_pages..m.next_pid).find(|p| !free.contains(p)) {
+            return Err(DbError::Corrupt {
+                page: missing,
+                what: format!(
+                    "the meta page counts {} pages, the data file holds {data_pages} (truncated?)",
+                    m.next_pid
+                ),
+            });
+        }
+    }
+    let bm = BufferManager::new(io.clone(), DATA, cfg, next_pid)?;
+    // What the log holds past the redo LSN; made durable first, so that a second crash
+    // cannot take back what this recovery builds on.
+    if lens[1] > 0 {
+        io.fsync(WAL, true).await?;
+    }
+    let (records, end) = read_log(&io, wal_bytes, lens[1], redo).await?;
+    let tree = match &meta {
+        Some(m) => {
+            bm.set_free_pages(m.free_pages.clone());
+            BTree::open(bm.clone(), m.root)
+        }
+        None => BTree::create(bm.clone()).await?,
+    };
+    let wal = Wal::new(
+        io.clone(),
+        WAL,
+        wal_file,
+        opts.durability,
+        wal_bytes,
+        end,
+        redo,
+    )?;
+    wal.set_group_commit(opts.group_commit);
+    let files = CheckpointFiles { data: DATA, dw: DW };
+    let ckpt = Checkpointer::new(io, bm.clone(), wal.clone(), files, epoch);
+    let durable = Rc::new(Durable {
+        wal: wal.clone(),
+        ckpt,
+        locks: Rc::new(KeyLocks::default()),
+        dirty_high: ((cfg.frames as f64 * opts.checkpoint_dirty) as usize).max(1),
+        failed: RefCell::new(None),
+    });
+    let tree = Rc::new(tree);
+    // Eviction that meets only dirty pages runs a checkpoint (weak: no cycle).
+    let (wd, wt) = (Rc::downgrade(&durable), Rc::downgrade(&tree));
+    bm.set_checkpoint_hook(Some(Rc::new(move || {
+        let (wd, wt) = (wd.clone(), wt.clone());
+        Box::pin(async move {
+            match (wd.upgrade(), wt.upgrade()) {
+                (Some(d), Some(t)) => d.ckpt.run(&t).await,
+                _ => Ok(()),
+            }
+        })
+    })));
+    // Replay: each batch whole, in log order, marked in flight so that a checkpoint taken
+    // meanwhile (the pool may fill) starts its redo at the batch being replayed.
+    let replayed = records.len();
+    for (lsn, ops) in records {
+        wal.mark_in_flight(lsn);
+        for op in ops {
+            match op {
+                Op::Put { key, value } => tree.insert(&key, &value).await?,
+                Op::Delete { key } => tree.remove(&key).await?,
+            };
+        }
+        wal.applied(lsn);
+    }
+    bm.set_lsn_hint(end.max(1));
+    durable.ckpt.run(&tree).await?;
+    tracing::info!(replayed, redo, end, "opened {}", path.display());
+    Ok(DbHandle {
+        tree,
+        durable: Some(durable),
+    })
+}
+
+/// Reads the log's records from `from` until the first one that is not intact (the end).
+async fn read_log(
+    io: &Io,
+    cap: u64,
+    file_len: u64,
+    from: u64,
+) -> Result<(Vec<(u64, Vec<Op>)>, u64)> {
+    const CHUNK: usize = 1 << 20;
+    let mut out = Vec::new();
+    let mut lsn = from;
+    // `buf` holds the log from `buf_lsn` on (never across the wrap).
+    let mut buf: Vec<u8> = Vec::new();
+    let mut buf_lsn = lsn;
+    loop {
+        if lsn - from >= cap {
+            break;
+        }
+        let off = lsn % cap;
+        let left = (cap - off) as usize;
+        if left < wal::RECORD_HEADER {
+            lsn += left as u64;
+            continue;
+        }
+        let have = (buf_lsn + buf.len() as u64).saturating_sub(lsn) as usize;
+        let at = (lsn - buf_lsn) as usize;
+        let need = if have >= wal::RECORD_HEADER {
+            let len = u32::from_le_bytes(buf[at + 4..at + 8].try_into().expect("4")) as usize;
+            len.max(wal::RECORD_HEADER)
+        } else {
+            wal::RECORD_HEADER
+        };
+        if buf_lsn > lsn || have < need {
+            if off >= file_len || need > left {
+                break;
+            }
+            let want = CHUNK.max(need).min(left).min((file_len - off) as usize);
+            let (r, b) = io.read(WAL, off, vec![0u8; want]).await;
+            let n = r?;
+            buf = b;
+            buf.truncate(n);
+            buf_lsn = lsn;
+            if n < need {
+                break;
+            }
+            continue;
+        }
+        match wal::decode_record(&buf[at..], lsn) {
+            Some((len, wal::Decoded::Batch(ops))) => {
+                out.push((lsn, ops));
+                lsn += len as u64;
+            }
+            Some((len, wal::Decoded::Pad)) => lsn += len as u64,
+            None => break,
+        }
+    }
+    Ok((out, lsn))
 }
 
 /// Refuses to open a database with another page size than it was created with, naming the

@@ -28,6 +28,14 @@ pub enum DbError {
     /// The data set does not fit the target.
     #[error("the data file is full: {0}")]
     Full(String),
+    /// The write-ahead log could not be written or made durable: commits fail from now on;
+    /// reopen the database (recovery keeps every acknowledged commit).
+    #[error("the write-ahead log failed ({0}); reopen the database to recover")]
+    LogFailed(String),
+    /// A checkpoint could not write the data file: the database must be reopened (recovery
+    /// finishes the checkpoint from its double-write copy).
+    #[error("a checkpoint failed ({0}); reopen the database to recover")]
+    CheckpointFailed(String),
     /// Opening or creating the database's files failed.
     #[error("{path}: {source}")]
     File {

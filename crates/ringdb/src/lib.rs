@@ -6,14 +6,19 @@
 //!   code over `&[u8]`/`&mut [u8]` frames, no I/O.
 
 pub mod buffer;
+pub mod checkpoint;
 pub mod db;
 pub mod error;
+mod keylock;
 pub mod meta;
 pub mod node;
 pub mod page;
 pub mod tree;
+pub mod verify;
+pub mod wal;
 
 pub use buffer::{BufferManager, PageGuard, PageId, PoolConfig, PoolStats, Reservation};
 pub use db::{Db, DbHandle, DbStats, Options};
 pub use error::{DbError, Result};
 pub use tree::{BTree, TreeRoot, TreeStats};
+pub use wal::{Durability, Op, WalStats};

@@ -9,8 +9,11 @@
 //! +16  root         u64
 //! +24  next_pid     u64
 //! +32  free_count   u32  (free page ids stored below; any beyond the page are leaked)
-//! +36  reserved     u32
-//! +40  free ids     u64 x free_count
+//! +36  durability   u32  0: no log; else the log is on (checkpoints write this page)
+//! +40  epoch        u64  checkpoints completed (the double-write area names its epoch)
+//! +48  redo_lsn     u64  recovery replays the log from here
+//! +56  wal_bytes    u64  the circular log's size
+//! +64  free ids     u64 x free_count
 //! ```
 
 use crate::buffer::PageId;
@@ -18,8 +21,8 @@ use crate::error::{DbError, Result};
 use crate::page;
 use crate::tree::TreeRoot;
 
-const MAGIC: u64 = u64::from_le_bytes(*b"RINGDBM1");
-const FREE_IDS: usize = 40;
+const MAGIC: u64 = u64::from_le_bytes(*b"RINGDBM2");
+const FREE_IDS: usize = 64;
 
 /// The meta page's id.
 pub const META_PID: PageId = 0;
@@ -30,6 +33,11 @@ pub struct Meta {
     pub root: TreeRoot,
     pub next_pid: PageId,
     pub free_pages: Vec<PageId>,
+    /// Whether the database keeps a write-ahead log.
+    pub logged: bool,
+    pub epoch: u64,
+    pub redo_lsn: u64,
+    pub wal_bytes: u64,
 }
 
 fn body(p: &[u8]) -> &[u8] {
@@ -61,7 +69,10 @@ impl Meta {
         b[16..24].copy_from_slice(&self.root.root.to_le_bytes());
         b[24..32].copy_from_slice(&self.next_pid.to_le_bytes());
         b[32..36].copy_from_slice(&(n as u32).to_le_bytes());
-        b[36..40].fill(0);
+        b[36..40].copy_from_slice(&u32::from(self.logged).to_le_bytes());
+        b[40..48].copy_from_slice(&self.epoch.to_le_bytes());
+        b[48..56].copy_from_slice(&self.redo_lsn.to_le_bytes());
+        b[56..64].copy_from_slice(&self.wal_bytes.to_le_bytes());
         for (i, pid) in self.free_pages.iter().take(n).enumerate() {
             let at = FREE_IDS + 8 * i;
             b[at..at + 8].copy_from_slice(&pid.to_le_bytes());
@@ -76,6 +87,11 @@ impl Meta {
             page: META_PID,
             what,
         };
+        if rd_u64(b, 0) == u64::from_le_bytes(*b"RINGDBM1") {
+            return Err(bad(
+                "an older ringdb format (without a log); recreate the database".into(),
+            ));
+        }
         if rd_u64(b, 0) != MAGIC {
             return Err(bad("not a ringdb meta page (bad magic)".into()));
         }
@@ -111,6 +127,10 @@ impl Meta {
             root: TreeRoot { root, height },
             next_pid,
             free_pages,
+            logged: rd_u32(b, 36) != 0,
+            epoch: rd_u64(b, 40),
+            redo_lsn: rd_u64(b, 48),
+            wal_bytes: rd_u64(b, 56),
         })
     }
 }

@@ -190,7 +190,7 @@ impl BTree {
         Ok(out)
     }
 
-    fn check_record(&self, key: &[u8], value: &[u8]) -> Result<()> {
+    pub(crate) fn check_record(&self, key: &[u8], value: &[u8]) -> Result<()> {
         if key.is_empty() {
             return Err(DbError::InvalidArg("keys must not be empty".into()));
         }

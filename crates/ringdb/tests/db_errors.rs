@@ -146,6 +146,18 @@ fn a_truncated_file_is_an_error() {
         db.insert(&i.to_be_bytes(), &[1u8; 100]).unwrap();
     }
     db.close().unwrap();
+    // Open and close once more: the last checkpoint's double-write copy (which recovery
+    // writes in place again, and which would repair the truncation) then holds no pages.
+    Db::open(
+        &d,
+        Options {
+            fresh: false,
+            ..opts()
+        },
+    )
+    .unwrap()
+    .close()
+    .unwrap();
     let file = d.join(ringdb::db::DATA_FILE);
     let len = std::fs::metadata(&file).unwrap().len();
     std::fs::OpenOptions::new()

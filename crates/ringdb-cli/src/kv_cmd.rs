@@ -1,0 +1,250 @@
+//! `ringdb put-many | get | dump | check`: the database from the command line, for users and
+//! for the crash tests (a child runs `put-many` with an ack log and is killed at random).
+
+use clap::Args;
+use ringdb::db::WriteBatch;
+use ringdb::{Db, Durability, Options};
+use ringdb_bench::units::parse_size;
+use std::io::Write;
+use std::ops::Bound;
+use std::path::PathBuf;
+use std::rc::Rc;
+
+#[derive(Args, Clone)]
+pub struct DbArgs {
+    /// Database directory.
+    #[arg(long, default_value = "ringdb-data/kv")]
+    db: PathBuf,
+    /// off | none | fdatasync | thread | odsync | nvme-flush
+    #[arg(long, default_value = "fdatasync")]
+    durability: String,
+    /// Buffer pool size.
+    #[arg(long, default_value = "16M")]
+    pool: String,
+    /// O_DIRECT for the data file (0 on filesystems that refuse it, e.g. tmpfs).
+    #[arg(long, default_value_t = 1)]
+    direct: u8,
+}
+
+impl DbArgs {
+    fn open(&self, fresh: bool) -> Result<Db, Box<dyn std::error::Error>> {
+        let durability: Durability = self.durability.parse()?;
+        let opts = Options::default();
+        let pool_pages = parse_size(&self.pool)? as usize / opts.page_size;
+        Ok(Db::open(
+            &self.db,
+            Options {
+                pool_pages,
+                durability,
+                direct: self.direct != 0,
+                fresh,
+                ..opts
+            },
+        )?)
+    }
+}
+
+#[derive(Args)]
+pub struct PutManyArgs {
+    #[command(flatten)]
+    db: DbArgs,
+    /// Keys `k<start>` .. `k<start+count-1>`.
+    #[arg(long)]
+    count: u64,
+    #[arg(long, default_value_t = 0)]
+    start: u64,
+    /// Keys per commit (a write batch; all or nothing after a crash).
+    #[arg(long, default_value_t = 1)]
+    batch: u64,
+    /// Concurrent tasks committing.
+    #[arg(long, default_value_t = 32)]
+    tasks: u64,
+    /// After each acknowledged commit, append its keys' numbers here (one per line) and
+    /// flush: what a crash test may expect to find.
+    #[arg(long)]
+    ack_log: Option<PathBuf>,
+    /// Start from an empty database.
+    #[arg(long)]
+    fresh: bool,
+}
+
+/// The value `put-many` stores for key number `i` (checkable by anyone).
+pub fn value_of(i: u64) -> String {
+    let n = (i.wrapping_mul(2654435761) % 97) as usize;
+    format!(
+        "v{i}-{}",
+        "abcdefghijklmnopqrstuvwxyz".repeat(4)[..n].to_string()
+    )
+}
+
+pub fn put_many(a: PutManyArgs) -> Result<(), Box<dyn std::error::Error>> {
+    if a.batch == 0 || a.tasks == 0 {
+        return Err("--batch and --tasks must be at least 1".into());
+    }
+    let mut db = a.db.open(a.fresh)?;
+    let ack = match &a.ack_log {
+        Some(p) => Some(Rc::new(
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(p)
+                .map_err(|e| format!("{}: {e}", p.display()))?,
+        )),
+        None => None,
+    };
+    let commits = a.count.div_ceil(a.batch);
+    let next = Rc::new(std::cell::Cell::new(0u64));
+    let failed: Rc<std::cell::RefCell<Option<String>>> = Rc::default();
+    let t0 = std::time::Instant::now();
+    let h = db.handle();
+    let rt = db.runtime();
+    for _ in 0..a.tasks.min(commits) {
+        let (h, next, ack, failed) = (h.clone(), next.clone(), ack.clone(), failed.clone());
+        let (start, count, batch) = (a.start, a.count, a.batch);
+        rt.spawn(async move {
+            loop {
+                if failed.borrow().is_some() {
+                    return;
+                }
+                let c = next.get();
+                if c >= commits {
+                    return;
+                }
+                next.set(c + 1);
+                let first = start + c * batch;
+                let last = (first + batch).min(start + count);
+                let mut wb = WriteBatch::new();
+                for i in first..last {
+                    wb.put(format!("k{i}").as_bytes(), value_of(i).as_bytes());
+                }
+                if let Err(e) = h.write(&wb).await {
+                    failed.borrow_mut().get_or_insert(e.to_string());
+                    return;
+                }
+                if let Some(f) = &ack {
+                    let mut line = String::new();
+                    for i in first..last {
+                        line.push_str(&format!("{i}\n"));
+                    }
+                    // One write per commit: whole lines, flushed to the kernel at once.
+                    if let Err(e) = (&**f).write_all(line.as_bytes()) {
+                        failed.borrow_mut().get_or_insert(format!("ack log: {e}"));
+                        return;
+                    }
+                }
+            }
+        });
+    }
+    rt.run()?;
+    if let Some(e) = failed.borrow_mut().take() {
+        return Err(e.into());
+    }
+    let secs = t0.elapsed().as_secs_f64();
+    let st = db.stats();
+    db.close()?;
+    let wal = st.wal.unwrap_or_default();
+    println!(
+        "put-many: {} keys in {commits} commits, {secs:.2} s, {:.0} commits/s, durability {}, {:.1} commits per durability point",
+        a.count,
+        commits as f64 / secs,
+        st.durability,
+        wal.commits_per_sync()
+    );
+    Ok(())
+}
+
+#[derive(Args)]
+pub struct GetArgs {
+    #[command(flatten)]
+    db: DbArgs,
+    key: String,
+}
+
+pub fn get(a: GetArgs) -> Result<bool, Box<dyn std::error::Error>> {
+    let mut db = a.db.open(false)?;
+    let v = db.get(a.key.as_bytes())?;
+    db.close()?;
+    match v {
+        Some(v) => {
+            println!("{}", String::from_utf8_lossy(&v));
+            Ok(true)
+        }
+        None => {
+            eprintln!("{}: not found", a.key);
+            Ok(false)
+        }
+    }
+}
+
+#[derive(Args)]
+pub struct DumpArgs {
+    #[command(flatten)]
+    db: DbArgs,
+}
+
+pub fn dump(a: DumpArgs) -> Result<(), Box<dyn std::error::Error>> {
+    let mut db = a.db.open(false)?;
+    let out = std::io::stdout();
+    let mut out = std::io::BufWriter::new(out.lock());
+    let mut from: Option<Vec<u8>> = None;
+    loop {
+        let start = match &from {
+            Some(k) => Bound::Excluded(k.as_slice()),
+            None => Bound::Unbounded,
+        };
+        let page = db.range(start, Bound::Unbounded, 1024)?;
+        let Some(last) = page.last() else { break };
+        from = Some(last.0.clone());
+        for (k, v) in &page {
+            writeln!(
+                out,
+                "{}\t{}",
+                String::from_utf8_lossy(k),
+                String::from_utf8_lossy(v)
+            )?;
+        }
+    }
+    out.flush()?;
+    drop(out);
+    db.close()?;
+    Ok(())
+}
+
+#[derive(Args)]
+pub struct CheckArgs {
+    #[command(flatten)]
+    db: DbArgs,
+    /// Print the report as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Recovers, verifies the tree and every page's checksum; Ok(false) on any problem.
+pub fn check(a: CheckArgs) -> Result<bool, Box<dyn std::error::Error>> {
+    let mut db = a.db.open(false)?;
+    let h = db.handle();
+    let report = db.runtime().block_on(async move {
+        let t = h.tree();
+        ringdb::verify::verify_tree(t.buffer(), t.root(), &t.buffer().free_pages()).await
+    })?;
+    let ok = report.is_ok();
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        println!(
+            "check: {} keys, {} leaves, {} inner pages, height {}, {} pages checked, {} free",
+            report.keys,
+            report.leaves,
+            report.inner,
+            report.height,
+            report.pages_checked,
+            report.free_pages
+        );
+        for p in &report.problems {
+            println!("problem: {p}");
+        }
+        println!("{}", if ok { "OK" } else { "FAILED" });
+    }
+    db.close()?;
+    Ok(ok)
+}

@@ -1,0 +1,364 @@
+//! Checkpoints through a double-write area, and their recovery.
+//!
+//! With a log, the data file changes only here, so it always holds one complete checkpoint:
+//!
+//! 1. **Cut** (synchronous, so no task runs in between): copy every dirty page, sealed; note
+//!    the tree's root, the allocator and the log's redo LSN (the first batch not wholly in the
+//!    tree) and end.
+//! 2. The log is made durable up to that end (the write-ahead rule: no page reaches the disk
+//!    before the log that explains it).
+//! 3. The copies and the new meta page go to the **double-write file** with one write, which is
+//!    made durable. Its header names the checkpoint's epoch and carries a CRC32C of it all.
+//! 4. The same pages and the meta page are written in place and the data file is made durable.
+//! 5. The pages are marked clean (those not changed since), and the log before the redo LSN
+//!    may be reused.
+//!
+//! A crash during 3 leaves the double-write file torn (its CRC fails) and the data file
+//! untouched: the previous checkpoint stands. A crash during 4 leaves torn or missing pages in
+//! place, and an intact double-write file of an epoch at least the meta page's (or a torn meta
+//! page): recovery writes the whole double-write file in place again. So a torn page is always
+//! repaired, and the data file never mixes two checkpoints.
+
+use crate::buffer::{BufferManager, DirtyPage, PageId};
+use crate::error::{DbError, Result};
+use crate::meta::{Meta, META_PID};
+use crate::page;
+use crate::tree::BTree;
+use crate::wal::Wal;
+use futures_util::future::join_all;
+use ringdb_io::executor::Io;
+use ringdb_io::{AlignedBuf, FileId};
+use serde::Serialize;
+use std::cell::{Cell, RefCell};
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll, Waker};
+
+const DW_MAGIC: u64 = u64::from_le_bytes(*b"RINGDBDW");
+/// Fixed bytes of the double-write header before the page id list.
+const DW_FIXED: usize = 40;
+/// Writes in place submitted together.
+const WRITE_BATCH: usize = 64;
+
+/// What checkpoints count.
+#[derive(Clone, Copy, Debug, Default, Serialize)]
+pub struct CheckpointStats {
+    pub checkpoints: u64,
+    pub pages_written: u64,
+    /// Microseconds spent in checkpoints (all of them).
+    pub micros: u64,
+}
+
+/// The files a checkpoint writes.
+#[derive(Clone, Copy, Debug)]
+pub struct CheckpointFiles {
+    pub data: FileId,
+    pub dw: FileId,
+}
+
+pub struct Checkpointer {
+    io: Io,
+    bm: BufferManager,
+    wal: Wal,
+    files: CheckpointFiles,
+    epoch: Cell<u64>,
+    running: Cell<bool>,
+    waiters: RefCell<Vec<Waker>>,
+    /// A write in place failed: the data file may now mix two checkpoints until recovery
+    /// writes the double-write file again, so no further checkpoint may overwrite that file.
+    failed: RefCell<Option<String>>,
+    stats: Cell<CheckpointStats>,
+}
+
+impl Checkpointer {
+    pub fn new(io: Io, bm: BufferManager, wal: Wal, files: CheckpointFiles, epoch: u64) -> Self {
+        Checkpointer {
+            io,
+            bm,
+            wal,
+            files,
+            epoch: Cell::new(epoch),
+            running: Cell::new(false),
+            waiters: RefCell::new(Vec::new()),
+            failed: RefCell::new(None),
+            stats: Cell::new(CheckpointStats::default()),
+        }
+    }
+
+    pub fn stats(&self) -> CheckpointStats {
+        self.stats.get()
+    }
+
+    pub fn epoch(&self) -> u64 {
+        self.epoch.get()
+    }
+
+    pub fn running(&self) -> bool {
+        self.running.get()
+    }
+
+    /// Takes a checkpoint, or waits for the one running to finish.
+    pub async fn run(&self, tree: &BTree) -> Result<()> {
+        if let Some(why) = self.failed.borrow().as_ref() {
+            return Err(DbError::CheckpointFailed(why.clone()));
+        }
+        if self.running.get() {
+            WaitDone {
+                ckpt: self,
+                epoch: self.epoch.get(),
+            }
+            .await;
+            return match self.failed.borrow().as_ref() {
+                Some(why) => Err(DbError::CheckpointFailed(why.clone())),
+                None => Ok(()),
+            };
+        }
+        self.running.set(true);
+        let _running = Running { ckpt: self };
+        let t0 = std::time::Instant::now();
+        // 1. The cut: nothing else runs until the first await.
+        let (redo, end) = self.wal.cut();
+        let pages = self.bm.snapshot_dirty();
+        let epoch = self.epoch.get() + 1;
+        let meta = Meta {
+            page_size: self.bm.page_size() as u32,
+            root: tree.root(),
+            next_pid: self.bm.next_pid(),
+            free_pages: self.bm.free_pages(),
+            logged: true,
+            epoch,
+            redo_lsn: redo,
+            wal_bytes: self.wal.capacity(),
+        };
+        let meta_image = meta_page(&meta, self.bm.page_size());
+        // 2. The write-ahead rule.
+        self.wal.wait_durable(end).await?;
+        let durable = self.wal.durable();
+        for p in &pages {
+            let lsn = page::lsn(p.image.as_slice());
+            assert!(
+                lsn <= durable,
+                "write-ahead rule: page {} (LSN {lsn}) ahead of the durable log ({durable})",
+                p.pid
+            );
+        }
+        // 3. The double-write file.
+        let mut images: Vec<(PageId, &[u8])> = Vec::with_capacity(pages.len() + 1);
+        images.push((META_PID, meta_image.as_slice()));
+        images.extend(pages.iter().map(|p| (p.pid, p.image.as_slice())));
+        let dw = encode_dw(epoch, self.bm.page_size(), &images);
+        let dw_len = dw.len();
+        let (r, _) = self.io.write(self.files.dw, 0, dw).await;
+        check_len(r, dw_len, "the double-write file")?;
+        self.io.fsync(self.files.dw, true).await.map_err(|e| {
+            DbError::CheckpointFailed(format!("syncing the double-write file: {e}"))
+        })?;
+        // 4. In place. From here a failure leaves the data file to recovery.
+        if let Err(e) = self.write_in_place(&pages, meta_image).await {
+            *self.failed.borrow_mut() = Some(e.to_string());
+            return Err(e);
+        }
+        // 5. Done.
+        self.bm.mark_clean(&pages);
+        self.wal.checkpointed(redo);
+        self.epoch.set(epoch);
+        let mut s = self.stats.get();
+        s.checkpoints += 1;
+        s.pages_written += pages.len() as u64;
+        s.micros += t0.elapsed().as_micros() as u64;
+        self.stats.set(s);
+        tracing::debug!(epoch, pages = pages.len(), redo, "checkpoint");
+        Ok(())
+    }
+
+    async fn write_in_place(&self, pages: &[DirtyPage], meta_image: AlignedBuf) -> Result<()> {
+        let ps = self.bm.page_size() as u64;
+        let data = self.files.data;
+        for chunk in pages.chunks(WRITE_BATCH) {
+            let writes = join_all(chunk.iter().map(|p| {
+                let mut buf = AlignedBuf::new(ps as usize);
+                buf.as_mut_slice().copy_from_slice(p.image.as_slice());
+                let pid = p.pid;
+                async move {
+                    let (r, _) = self.io.write(data, pid * ps, buf).await;
+                    (pid, r)
+                }
+            }));
+            for (pid, r) in self.io.submit_together(writes).await {
+                check_len(r, ps as usize, &format!("page {pid}"))?;
+            }
+        }
+        let (r, _) = self.io.write(data, 0, meta_image).await;
+        check_len(r, ps as usize, "the meta page")?;
+        self.io
+            .fsync(data, true)
+            .await
+            .map_err(|e| DbError::CheckpointFailed(format!("syncing the data file: {e}")))
+    }
+}
+
+fn check_len(r: ringdb_io::Result<usize>, want: usize, what: &str) -> Result<()> {
+    match r {
+        Ok(n) if n == want => Ok(()),
+        Ok(n) => Err(DbError::CheckpointFailed(format!(
+            "short write of {what}: {n} of {want} bytes (disk full?)"
+        ))),
+        Err(e) => Err(DbError::CheckpointFailed(format!("writing {what}: {e}"))),
+    }
+}
+
+/// The sealed meta page of `meta`.
+pub fn meta_page(meta: &Meta, page_size: usize) -> AlignedBuf {
+    let mut b = AlignedBuf::new(page_size);
+    page::init(b.as_mut_slice(), page::PageType::Meta);
+    meta.write_to(b.as_mut_slice());
+    page::seal(b.as_mut_slice(), META_PID);
+    b
+}
+
+/// Pages the double-write header of `n` images takes.
+fn header_pages(n: usize, page_size: usize) -> usize {
+    (DW_FIXED + 8 * n).div_ceil(page_size)
+}
+
+/// The double-write file's contents: header (magic, epoch, count, page size, header pages,
+/// page ids) then the images, with a CRC32C over everything after the CRC field.
+fn encode_dw(epoch: u64, page_size: usize, images: &[(PageId, &[u8])]) -> Vec<u8> {
+    let n = images.len();
+    let h = header_pages(n, page_size);
+    let mut out = vec![0u8; (h + n) * page_size];
+    out[8..16].copy_from_slice(&DW_MAGIC.to_le_bytes());
+    out[16..24].copy_from_slice(&epoch.to_le_bytes());
+    out[24..32].copy_from_slice(&(n as u64).to_le_bytes());
+    out[32..36].copy_from_slice(&(page_size as u32).to_le_bytes());
+    out[36..40].copy_from_slice(&(h as u32).to_le_bytes());
+    for (i, (pid, img)) in images.iter().enumerate() {
+        out[DW_FIXED + 8 * i..DW_FIXED + 8 * i + 8].copy_from_slice(&pid.to_le_bytes());
+        let at = (h + i) * page_size;
+        out[at..at + page_size].copy_from_slice(img);
+    }
+    let crc = crc32c::crc32c(&out[4..]);
+    out[0..4].copy_from_slice(&crc.to_le_bytes());
+    out
+}
+
+/// An intact double-write file: its epoch and its (page id, image) pairs.
+pub struct DoubleWrite {
+    pub epoch: u64,
+    pub pages: Vec<(PageId, Vec<u8>)>,
+}
+
+/// Reads the double-write file (`len` bytes long); `None` when it is empty, torn or not one.
+pub async fn read_dw(
+    io: &Io,
+    file: FileId,
+    len: u64,
+    page_size: usize,
+) -> Result<Option<DoubleWrite>> {
+    if len < page_size as u64 {
+        return Ok(None);
+    }
+    let (r, head) = io.read(file, 0, vec![0u8; page_size]).await;
+    if r? < page_size {
+        return Ok(None);
+    }
+    let rd64 = |b: &[u8], at: usize| u64::from_le_bytes(b[at..at + 8].try_into().expect("8"));
+    let rd32 = |b: &[u8], at: usize| u32::from_le_bytes(b[at..at + 4].try_into().expect("4"));
+    if rd64(&head, 8) != DW_MAGIC || rd32(&head, 32) as usize != page_size {
+        return Ok(None);
+    }
+    let n = rd64(&head, 24) as usize;
+    let h = rd32(&head, 36) as usize;
+    if n == 0 || h != header_pages(n, page_size) || ((h + n) * page_size) as u64 > len {
+        return Ok(None);
+    }
+    let total = (h + n) * page_size;
+    let (r, all) = io.read(file, 0, vec![0u8; total]).await;
+    if r? < total || crc32c::crc32c(&all[4..]) != rd32(&all, 0) {
+        return Ok(None);
+    }
+    let pages = (0..n)
+        .map(|i| {
+            let pid = rd64(&all, DW_FIXED + 8 * i);
+            let at = (h + i) * page_size;
+            (pid, all[at..at + page_size].to_vec())
+        })
+        .collect();
+    Ok(Some(DoubleWrite {
+        epoch: rd64(&all, 16),
+        pages,
+    }))
+}
+
+/// Writes every page of `dw` in place and makes the data file durable (recovery of a
+/// checkpoint that a crash interrupted, or of torn pages).
+pub async fn apply_dw(io: &Io, data: FileId, page_size: usize, dw: &DoubleWrite) -> Result<()> {
+    for (pid, img) in &dw.pages {
+        page::verify(img, *pid)?;
+        let mut buf = AlignedBuf::new(page_size);
+        buf.as_mut_slice().copy_from_slice(img);
+        let (r, _) = io.write(data, pid * page_size as u64, buf).await;
+        check_len(
+            r,
+            page_size,
+            &format!("page {pid} (from the double-write file)"),
+        )?;
+    }
+    io.fsync(data, true)
+        .await
+        .map_err(|e| DbError::CheckpointFailed(format!("syncing the data file: {e}")))
+}
+
+struct Running<'a> {
+    ckpt: &'a Checkpointer,
+}
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        self.ckpt.running.set(false);
+        let w = std::mem::take(&mut *self.ckpt.waiters.borrow_mut());
+        for w in w {
+            w.wake();
+        }
+    }
+}
+
+struct WaitDone<'a> {
+    ckpt: &'a Checkpointer,
+    epoch: u64,
+}
+
+impl Future for WaitDone<'_> {
+    type Output = ();
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if !self.ckpt.running.get() || self.ckpt.epoch.get() != self.epoch {
+            return Poll::Ready(());
+        }
+        self.ckpt.waiters.borrow_mut().push(cx.waker().clone());
+        Poll::Pending
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dw_header_sizes() {
+        assert_eq!(header_pages(1, 4096), 1);
+        assert_eq!(header_pages(507, 4096), 1);
+        assert_eq!(header_pages(508, 4096), 2);
+    }
+
+    #[test]
+    fn dw_crc_covers_everything() {
+        let img = vec![7u8; 4096];
+        let dw = encode_dw(3, 4096, &[(5, &img)]);
+        assert_eq!(dw.len(), 2 * 4096);
+        let crc = u32::from_le_bytes(dw[0..4].try_into().unwrap());
+        assert_eq!(crc, crc32c::crc32c(&dw[4..]));
+        let mut bad = dw.clone();
+        bad[4096 + 100] ^= 1;
+        assert_ne!(crc, crc32c::crc32c(&bad[4..]));
+    }
+}

@@ -1,0 +1,742 @@
+//! The write-ahead log: a circular file of checksummed batch records, group commit, and the
+//! durability modes of the paper's Fig. 9.
+//!
+//! # Records
+//! A record holds one write batch (its puts and deletes) and is the unit of atomicity: after a
+//! crash a batch is replayed whole or not at all. Its LSN is its byte position in the log's
+//! infinite stream; it lives at file offset `lsn % capacity`. Layout (little-endian):
+//!
+//! ```text
+//! +0  crc32c  u32   over bytes 4..len
+//! +4  len     u32   total bytes, a multiple of 8
+//! +8  lsn     u64   its own position: a record left over from an earlier lap never matches
+//! +16 kind    u8    1 batch, 2 padding up to the end of the lap
+//! +17 -       3 bytes 0
+//! +20 count   u32   operations
+//! +24 ops     kind u8 (1 put, 2 delete) | 0 u8 | key_len u16 | value_len u32 | key | value
+//! ```
+//!
+//! # Group commit
+//! A commit appends its record to the in-memory tail and waits until the log is durable past
+//! it. The first waiter that finds no write in progress becomes the writer: it takes the
+//! whole tail (its own record and every record appended meanwhile), writes it with one write
+//! (two when the tail wraps), makes it durable with one durability point, and wakes everyone.
+//! Under light load a commit writes at once (no added latency); under load the tail grows
+//! while a write is in flight, so one write and one sync serve many commits.
+//!
+//! # Space
+//! The log's live part runs from the redo LSN of the last complete checkpoint to the end; a
+//! record that would overwrite it must wait for a checkpoint ([`Wal::has_room`]).
+
+use crate::error::{DbError, Result};
+use ringdb_io::executor::Io;
+use ringdb_io::FileId;
+use std::cell::{Cell, RefCell};
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Waker};
+
+/// Bytes of a record header.
+pub const RECORD_HEADER: usize = 24;
+/// Bytes of an operation header inside a record.
+const OP_HEADER: usize = 8;
+const KIND_BATCH: u8 = 1;
+const KIND_PAD: u8 = 2;
+const OP_PUT: u8 = 1;
+const OP_DELETE: u8 = 2;
+
+/// How a commit is made durable (the paper's Fig. 9 methods).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Durability {
+    /// No log at all: pages are written back whenever they are evicted and on close; a crash
+    /// loses what was not flushed (the benchmark engine of the ladder).
+    Off,
+    /// The log is written (through the ring) but never synced: survives a process crash, not a
+    /// power cut.
+    None,
+    /// `fdatasync` of the log through the ring (`IORING_OP_FSYNC` with `DATASYNC`).
+    Fdatasync,
+    /// `fdatasync` of the log on a helper thread (keeps it off io-wq).
+    Thread,
+    /// The log file is opened `O_DSYNC`: every log write is durable when it completes.
+    Odsync,
+    /// NVMe flush through passthrough: needs the log on an NVMe namespace.
+    NvmeFlush,
+}
+
+impl Durability {
+    pub const ALL: [Durability; 6] = [
+        Durability::Off,
+        Durability::None,
+        Durability::Fdatasync,
+        Durability::Thread,
+        Durability::Odsync,
+        Durability::NvmeFlush,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Durability::Off => "off",
+            Durability::None => "none",
+            Durability::Fdatasync => "fdatasync",
+            Durability::Thread => "thread",
+            Durability::Odsync => "odsync",
+            Durability::NvmeFlush => "nvme-flush",
+        }
+    }
+
+    /// Whether the engine keeps a log (and checkpoints) in this mode.
+    pub fn logged(self) -> bool {
+        self != Durability::Off
+    }
+}
+
+impl std::fmt::Display for Durability {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for Durability {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        Durability::ALL
+            .into_iter()
+            .find(|d| d.name() == s)
+            .ok_or_else(|| {
+                format!(
+                    "unknown durability mode {s:?}; one of: {}",
+                    Durability::ALL.map(|d| d.name()).join(", ")
+                )
+            })
+    }
+}
+
+/// One operation of a batch.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Op {
+    Put { key: Vec<u8>, value: Vec<u8> },
+    Delete { key: Vec<u8> },
+}
+
+impl Op {
+    pub fn key(&self) -> &[u8] {
+        match self {
+            Op::Put { key, .. } | Op::Delete { key } => key,
+        }
+    }
+
+    fn encoded_len(&self) -> usize {
+        match self {
+            Op::Put { key, value } => OP_HEADER + key.len() + value.len(),
+            Op::Delete { key } => OP_HEADER + key.len(),
+        }
+    }
+}
+
+/// Bytes a record of `ops` takes in the log.
+pub fn record_len(ops: &[Op]) -> usize {
+    let body: usize = ops.iter().map(Op::encoded_len).sum();
+    (RECORD_HEADER + body).next_multiple_of(8)
+}
+
+/// Encodes the record of `ops` at `lsn`, appending to `out`.
+pub fn encode_record(out: &mut Vec<u8>, lsn: u64, ops: &[Op]) {
+    let start = out.len();
+    let len = record_len(ops);
+    out.resize(start + RECORD_HEADER, 0);
+    out[start + 4..start + 8].copy_from_slice(&(len as u32).to_le_bytes());
+    out[start + 8..start + 16].copy_from_slice(&lsn.to_le_bytes());
+    out[start + 16] = KIND_BATCH;
+    out[start + 20..start + 24].copy_from_slice(&(ops.len() as u32).to_le_bytes());
+    for op in ops {
+        let (kind, key, value): (u8, &[u8], &[u8]) = match op {
+            Op::Put { key, value } => (OP_PUT, key, value),
+            Op::Delete { key } => (OP_DELETE, key, &[]),
+        };
+        out.push(kind);
+        out.push(0);
+        out.extend_from_slice(&(key.len() as u16).to_le_bytes());
+        out.extend_from_slice(&(value.len() as u32).to_le_bytes());
+        out.extend_from_slice(key);
+        out.extend_from_slice(value);
+    }
+    out.resize(start + len, 0);
+    let crc = crc32c::crc32c(&out[start + 4..start + len]);
+    out[start..start + 4].copy_from_slice(&crc.to_le_bytes());
+}
+
+fn encode_pad(out: &mut Vec<u8>, lsn: u64, len: usize) {
+    let start = out.len();
+    out.resize(start + len, 0);
+    out[start + 4..start + 8].copy_from_slice(&(len as u32).to_le_bytes());
+    out[start + 8..start + 16].copy_from_slice(&lsn.to_le_bytes());
+    out[start + 16] = KIND_PAD;
+    let crc = crc32c::crc32c(&out[start + 4..start + len]);
+    out[start..start + 4].copy_from_slice(&crc.to_le_bytes());
+}
+
+/// What a record read back holds.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Decoded {
+    Batch(Vec<Op>),
+    Pad,
+}
+
+/// Decodes a record expected at `lsn` from `bytes` (which start at it). `None` when the bytes
+/// are not a complete, intact record written at this position: the end of the log.
+pub fn decode_record(bytes: &[u8], lsn: u64) -> Option<(usize, Decoded)> {
+    if bytes.len() < RECORD_HEADER {
+        return None;
+    }
+    let u32_at = |b: &[u8], at: usize| u32::from_le_bytes(b[at..at + 4].try_into().expect("4"));
+    let len = u32_at(bytes, 4) as usize;
+    if len < RECORD_HEADER || len % 8 != 0 || len > bytes.len() {
+        return None;
+    }
+    if u64::from_le_bytes(bytes[8..16].try_into().expect("8")) != lsn {
+        return None;
+    }
+    if crc32c::crc32c(&bytes[4..len]) != u32_at(bytes, 0) {
+        return None;
+    }
+    match bytes[16] {
+        KIND_PAD => return Some((len, Decoded::Pad)),
+        KIND_BATCH => {}
+        _ => return None,
+    }
+    let count = u32_at(bytes, 20) as usize;
+    let mut ops = Vec::with_capacity(count.min(4096));
+    let mut at = RECORD_HEADER;
+    for _ in 0..count {
+        if at + OP_HEADER > len {
+            return None;
+        }
+        let kind = bytes[at];
+        let klen = u16::from_le_bytes(bytes[at + 2..at + 4].try_into().expect("2")) as usize;
+        let vlen = u32_at(bytes, at + 4) as usize;
+        at += OP_HEADER;
+        if at + klen + vlen > len {
+            return None;
+        }
+        let key = bytes[at..at + klen].to_vec();
+        let value = bytes[at + klen..at + klen + vlen].to_vec();
+        at += klen + vlen;
+        ops.push(match kind {
+            OP_PUT => Op::Put { key, value },
+            OP_DELETE if vlen == 0 => Op::Delete { key },
+            _ => return None,
+        });
+    }
+    Some((len, Decoded::Batch(ops)))
+}
+
+/// What the log counts.
+#[derive(Clone, Copy, Debug, Default, serde::Serialize)]
+pub struct WalStats {
+    /// Records (commits) appended.
+    pub records: u64,
+    /// Log writes (groups) and durability points.
+    pub writes: u64,
+    pub syncs: u64,
+    pub bytes: u64,
+    /// Commits that had to wait for a checkpoint to free log space.
+    pub space_waits: u64,
+}
+
+impl WalStats {
+    /// Commits per durability point (group commit's effect).
+    pub fn commits_per_sync(&self) -> f64 {
+        if self.syncs == 0 {
+            0.0
+        } else {
+            self.records as f64 / self.syncs as f64
+        }
+    }
+}
+
+struct State {
+    /// The next record's LSN.
+    end: u64,
+    /// Bytes `[written, end)`, not yet handed to a write.
+    tail: Vec<u8>,
+    written: u64,
+    durable: u64,
+    /// Redo LSN of the last complete checkpoint: the log below it may be overwritten.
+    reusable: u64,
+    writing: bool,
+    /// A write or sync failed: nothing after `durable` can be trusted; commits fail from now
+    /// on and the database must be reopened (recovery decides what survived).
+    failed: Option<String>,
+    durable_waiters: Vec<Waker>,
+    /// Start LSNs of batches appended but not yet applied to the tree (a multiset).
+    in_flight: BTreeMap<u64, u32>,
+    stats: WalStats,
+    /// Per commit-and-wait: one sync per commit instead of group commit (for the comparison).
+    no_group: bool,
+}
+
+struct Inner {
+    io: Io,
+    file: FileId,
+    mode: Durability,
+    capacity: u64,
+    st: RefCell<State>,
+    syncer: Option<SyncThread>,
+    /// Set while the group writer is between taking the tail and finishing it.
+    group_seq: Cell<u64>,
+}
+
+/// The log of one database (one thread). Cheap to clone; not `Send`.
+#[derive(Clone)]
+pub struct Wal {
+    inner: Rc<Inner>,
+}
+
+impl Wal {
+    /// A log over `file` (a file of the runtime's table; `sync_file`, a handle on the same
+    /// file, is what the helper thread of mode `thread` syncs) of `capacity` bytes, whose next record goes at `end`; everything before
+    /// `end` is durable (recovery synced it), and the live part starts at `reusable`.
+    pub fn new(
+        io: Io,
+        file: FileId,
+        sync_file: Option<std::fs::File>,
+        mode: Durability,
+        capacity: u64,
+        end: u64,
+        reusable: u64,
+    ) -> Result<Wal> {
+        assert!(mode.logged(), "a log in mode off");
+        assert!(capacity.is_multiple_of(8) && capacity >= 64 * 1024);
+        assert!(reusable <= end && end - reusable <= capacity);
+        if mode == Durability::NvmeFlush {
+            return Err(DbError::InvalidArg(
+                "durability nvme-flush needs the log on an NVMe namespace driven through passthrough \
+                 (/dev/ngXnY); this log is a file: use fdatasync, thread or odsync"
+                    .into(),
+            ));
+        }
+        let syncer = match mode {
+            Durability::Thread => Some(SyncThread::start(sync_file.ok_or_else(|| {
+                DbError::InvalidArg(
+                    "durability thread needs the log as an open file (not a simulated disk)".into(),
+                )
+            })?)?),
+            _ => None,
+        };
+        Ok(Wal {
+            inner: Rc::new(Inner {
+                io,
+                file,
+                mode,
+                capacity,
+                st: RefCell::new(State {
+                    end,
+                    tail: Vec::new(),
+                    written: end,
+                    durable: end,
+                    reusable,
+                    writing: false,
+                    failed: None,
+                    durable_waiters: Vec::new(),
+                    in_flight: BTreeMap::new(),
+                    stats: WalStats::default(),
+                    no_group: false,
+                }),
+                syncer,
+                group_seq: Cell::new(0),
+            }),
+        })
+    }
+
+    pub fn mode(&self) -> Durability {
+        self.inner.mode
+    }
+
+    pub fn capacity(&self) -> u64 {
+        self.inner.capacity
+    }
+
+    pub fn end(&self) -> u64 {
+        self.inner.st.borrow().end
+    }
+
+    pub fn durable(&self) -> u64 {
+        self.inner.st.borrow().durable
+    }
+
+    pub fn stats(&self) -> WalStats {
+        self.inner.st.borrow().stats
+    }
+
+    /// One durability point per commit instead of one per group (for measuring group commit).
+    pub fn set_group_commit(&self, on: bool) {
+        self.inner.st.borrow_mut().no_group = !on;
+    }
+
+    /// Bytes of live log (from the last checkpoint's redo LSN to the end).
+    pub fn live_bytes(&self) -> u64 {
+        let st = self.inner.st.borrow();
+        st.end - st.reusable
+    }
+
+    /// The largest record accepted (a quarter of the log, so checkpoints can always make room).
+    pub fn max_record(&self) -> usize {
+        (self.inner.capacity / 4) as usize
+    }
+
+    fn check_failed(st: &State) -> Result<()> {
+        match &st.failed {
+            Some(why) => Err(DbError::LogFailed(why.clone())),
+            None => Ok(()),
+        }
+    }
+
+    /// Bytes `len` would take at the current end, padding to the end of the lap included.
+    fn space_for(&self, st: &State, len: usize) -> u64 {
+        let cap = self.inner.capacity;
+        let left = cap - st.end % cap;
+        if (len as u64) <= left {
+            len as u64
+        } else {
+            left + len as u64
+        }
+    }
+
+    /// Whether a record of `len` bytes fits without overwriting the live log.
+    pub fn has_room(&self, len: usize) -> bool {
+        let st = self.inner.st.borrow();
+        st.end - st.reusable + self.space_for(&st, len) <= self.inner.capacity
+    }
+
+    /// Appends the record of `ops` to the tail and marks it in flight (not yet applied);
+    /// returns its start and end LSNs. Call [`has_room`](Self::has_room) first.
+    pub fn append(&self, ops: &[Op]) -> Result<(u64, u64)> {
+        let len = record_len(ops);
+        assert!(len <= self.max_record(), "record of {len} bytes");
+        let cap = self.inner.capacity;
+        let mut st = self.inner.st.borrow_mut();
+        Self::check_failed(&st)?;
+        assert!(
+            st.end - st.reusable + self.space_for(&st, len) <= cap,
+            "append without room"
+        );
+        let left = (cap - st.end % cap) as usize;
+        if len > left {
+            // The record would straddle the wrap: pad the rest of the lap. A gap too small
+            // for a pad header is skipped by the reader on its own.
+            let at = st.end;
+            if left >= RECORD_HEADER {
+                encode_pad(&mut st.tail, at, left);
+            } else {
+                let n = st.tail.len();
+                st.tail.resize(n + left, 0);
+            }
+            st.end += left as u64;
+        }
+        let start = st.end;
+        encode_record(&mut st.tail, start, ops);
+        st.end += len as u64;
+        *st.in_flight.entry(start).or_insert(0) += 1;
+        st.stats.records += 1;
+        Ok((start, st.end))
+    }
+
+    /// Recovery: the batch at `start` (already in the log) is being replayed.
+    pub fn mark_in_flight(&self, start: u64) {
+        *self
+            .inner
+            .st
+            .borrow_mut()
+            .in_flight
+            .entry(start)
+            .or_insert(0) += 1;
+    }
+
+    /// The batch that started at `start` is now in the tree.
+    pub fn applied(&self, start: u64) {
+        let mut st = self.inner.st.borrow_mut();
+        let n = st
+            .in_flight
+            .get_mut(&start)
+            .expect("applied a batch that is not in flight");
+        *n -= 1;
+        if *n == 0 {
+            st.in_flight.remove(&start);
+        }
+    }
+
+    /// A checkpoint's cut: (redo LSN, end). Every record before the redo LSN is wholly in the
+    /// tree; records from it on may be partly in it and are replayed whole (idempotently).
+    pub fn cut(&self) -> (u64, u64) {
+        let st = self.inner.st.borrow();
+        let redo = st.in_flight.keys().next().copied().unwrap_or(st.end);
+        (redo.min(st.end), st.end)
+    }
+
+    /// A checkpoint with this redo LSN is complete: the log before it may be reused.
+    pub fn checkpointed(&self, redo: u64) {
+        let mut st = self.inner.st.borrow_mut();
+        assert!(redo <= st.end);
+        st.reusable = st.reusable.max(redo);
+    }
+
+    /// Waits until the log is durable up to `lsn` (writing it if no one else is), or fails
+    /// if the log failed.
+    pub async fn wait_durable(&self, lsn: u64) -> Result<()> {
+        loop {
+            let write = {
+                let st = self.inner.st.borrow();
+                Self::check_failed(&st)?;
+                if st.durable >= lsn {
+                    return Ok(());
+                }
+                !st.writing
+            };
+            if write {
+                self.write_group(lsn).await?;
+            } else {
+                let seq = self.inner.group_seq.get();
+                DurableWait {
+                    wal: self.clone(),
+                    seq,
+                }
+                .await;
+            }
+        }
+    }
+
+    /// Writes the tail (up to `upto` only when group commit is off) and makes it durable.
+    async fn write_group(&self, upto: u64) -> Result<()> {
+        let inner = &self.inner;
+        let (from, bytes) = {
+            let mut st = inner.st.borrow_mut();
+            assert!(!st.writing);
+            st.writing = true;
+            let from = st.written;
+            let take = if st.no_group {
+                (upto - from) as usize
+            } else {
+                st.tail.len()
+            };
+            let rest = st.tail.split_off(take);
+            let bytes = std::mem::replace(&mut st.tail, rest);
+            st.written = from + bytes.len() as u64;
+            (from, bytes)
+        };
+        let to = from + bytes.len() as u64;
+        let res = self.write_and_sync(from, bytes).await;
+        let mut st = inner.st.borrow_mut();
+        st.writing = false;
+        match &res {
+            Ok(()) => {
+                st.durable = to;
+                st.stats.writes += 1;
+                st.stats.bytes += to - from;
+                if inner.mode != Durability::None {
+                    st.stats.syncs += 1;
+                }
+            }
+            Err(e) => {
+                st.failed.get_or_insert_with(|| e.to_string());
+            }
+        }
+        inner.group_seq.set(inner.group_seq.get() + 1);
+        let waiters = std::mem::take(&mut st.durable_waiters);
+        drop(st);
+        for w in waiters {
+            w.wake();
+        }
+        res
+    }
+
+    async fn write_and_sync(&self, from: u64, mut bytes: Vec<u8>) -> Result<()> {
+        let inner = &self.inner;
+        let cap = inner.capacity;
+        let mut at = from;
+        while !bytes.is_empty() {
+            let off = at % cap;
+            let n = bytes.len().min((cap - off) as usize);
+            let rest = bytes.split_off(n);
+            let (r, _) = inner.io.write(inner.file, off, bytes).await;
+            match r {
+                Ok(w) if w == n => {}
+                Ok(w) => {
+                    return Err(DbError::LogFailed(format!(
+                        "short log write at LSN {at}: {w} of {n} bytes (disk full?)"
+                    )))
+                }
+                Err(e) => {
+                    return Err(DbError::LogFailed(format!(
+                        "log write at LSN {at} failed: {e}"
+                    )))
+                }
+            }
+            at += n as u64;
+            bytes = rest;
+        }
+        let synced = match inner.mode {
+            Durability::Fdatasync => inner
+                .io
+                .fsync(inner.file, true)
+                .await
+                .map_err(|e| e.to_string()),
+            Durability::Thread => inner
+                .syncer
+                .as_ref()
+                .expect("thread mode has a sync thread")
+                .sync(&inner.io)
+                .await
+                .map_err(|e| e.to_string()),
+            Durability::None | Durability::Odsync => Ok(()),
+            Durability::Off | Durability::NvmeFlush => unreachable!("refused in Wal::new"),
+        };
+        synced.map_err(|e| DbError::LogFailed(format!("making the log durable failed: {e}")))
+    }
+}
+
+/// Parks until the group writer finishes the group that was running when it registered.
+struct DurableWait {
+    wal: Wal,
+    seq: u64,
+}
+
+impl Future for DurableWait {
+    type Output = ();
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if self.wal.inner.group_seq.get() != self.seq {
+            return Poll::Ready(());
+        }
+        // (Registered again after a spurious wake-up: the writer takes the whole list.)
+        self.wal
+            .inner
+            .st
+            .borrow_mut()
+            .durable_waiters
+            .push(cx.waker().clone());
+        Poll::Pending
+    }
+}
+
+/// A thread that runs `fdatasync` on the log when asked (durability mode `thread`): the sync
+/// never occupies an io-wq worker, and the ring's thread keeps running other tasks.
+struct SyncThread {
+    tx: Option<std::sync::mpsc::Sender<u64>>,
+    /// Highest request done, and the error of the last one, if any.
+    done: Arc<AtomicU64>,
+    error: Arc<Mutex<Option<String>>>,
+    next: Cell<u64>,
+    handle: Option<std::thread::JoinHandle<()>>,
+}
+
+impl SyncThread {
+    fn start(file: std::fs::File) -> Result<SyncThread> {
+        let (tx, rx) = std::sync::mpsc::channel::<u64>();
+        let done = Arc::new(AtomicU64::new(0));
+        let error = Arc::new(Mutex::new(None));
+        let (d, e) = (done.clone(), error.clone());
+        let handle = std::thread::Builder::new()
+            .name("ringdb-wal-sync".into())
+            .spawn(move || {
+                while let Ok(seq) = rx.recv() {
+                    if let Err(err) = file.sync_data() {
+                        *e.lock().unwrap_or_else(|p| p.into_inner()) = Some(err.to_string());
+                    }
+                    d.store(seq, Ordering::Release);
+                }
+            })
+            .map_err(|e| DbError::InvalidArg(format!("starting the log sync thread: {e}")))?;
+        Ok(SyncThread {
+            tx: Some(tx),
+            done,
+            error,
+            next: Cell::new(0),
+            handle: Some(handle),
+        })
+    }
+
+    /// Asks for one `fdatasync` and waits for it, letting the ring's other tasks run.
+    async fn sync(&self, io: &Io) -> std::result::Result<(), String> {
+        let seq = self.next.get() + 1;
+        self.next.set(seq);
+        self.tx
+            .as_ref()
+            .expect("running")
+            .send(seq)
+            .map_err(|_| "the log sync thread is gone".to_string())?;
+        // The executor has no cross-thread wake-up source, so the waiting task yields until
+        // the thread is done: other tasks run meanwhile, at the price of polling.
+        while self.done.load(Ordering::Acquire) < seq {
+            io.yield_now().await;
+            std::hint::spin_loop();
+        }
+        match self.error.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for SyncThread {
+    fn drop(&mut self) {
+        drop(self.tx.take());
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn put(k: &str, v: &str) -> Op {
+        Op::Put {
+            key: k.as_bytes().to_vec(),
+            value: v.as_bytes().to_vec(),
+        }
+    }
+
+    #[test]
+    fn records_round_trip_and_reject_damage() {
+        let ops = vec![
+            put("a", "1"),
+            Op::Delete { key: b"b".to_vec() },
+            put("c", ""),
+        ];
+        let mut buf = Vec::new();
+        encode_record(&mut buf, 4096, &ops);
+        assert_eq!(buf.len(), record_len(&ops));
+        assert_eq!(buf.len() % 8, 0);
+        let (len, d) = decode_record(&buf, 4096).expect("intact");
+        assert_eq!(len, buf.len());
+        assert_eq!(d, Decoded::Batch(ops));
+        assert!(decode_record(&buf, 4096 + 8).is_none(), "wrong position");
+        for i in 0..buf.len() {
+            let mut bad = buf.clone();
+            bad[i] ^= 0x10;
+            assert!(decode_record(&bad, 4096).is_none(), "flip at {i} accepted");
+        }
+        assert!(decode_record(&buf[..buf.len() - 8], 4096).is_none(), "torn");
+    }
+
+    #[test]
+    fn pads_decode() {
+        let mut buf = Vec::new();
+        encode_pad(&mut buf, 64, 40);
+        assert_eq!(decode_record(&buf, 64), Some((40, Decoded::Pad)));
+    }
+
+    #[test]
+    fn durability_names_parse() {
+        for d in Durability::ALL {
+            assert_eq!(d.name().parse::<Durability>(), Ok(d));
+        }
+        assert!("fsync".parse::<Durability>().is_err());
+    }
+}

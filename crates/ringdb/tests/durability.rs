@@ -1,0 +1,171 @@
+//! The log: commits survive a crash (simulated by abandoning the `Db` without closing it),
+//! batches are atomic, checkpoints bound the log, recovery replays it.
+
+use ringdb::db::{WriteBatch, DW_FILE, WAL_FILE};
+use ringdb::{Db, Durability, Options};
+use std::path::PathBuf;
+
+fn dir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("ringdb-durability-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+fn opts(pool: usize, durability: Durability) -> Options {
+    Options {
+        pool_pages: pool,
+        direct: false,
+        fresh: true,
+        durability,
+        wal_bytes: 1 << 20,
+        ..Options::default()
+    }
+}
+
+fn value(i: u64) -> Vec<u8> {
+    format!("value-{i}-{}", "x".repeat((i % 50) as usize)).into_bytes()
+}
+
+/// Abandons a database as a crash would: nothing is flushed or checkpointed on the way out.
+fn crash(db: Db) {
+    std::mem::forget(db);
+}
+
+#[test]
+fn commits_survive_a_crash_and_recovery_replays_the_log() {
+    for mode in [
+        Durability::Fdatasync,
+        Durability::Thread,
+        Durability::Odsync,
+        Durability::None,
+    ] {
+        let d = dir(&format!("replay-{mode}"));
+        let mut db = Db::open(&d, opts(64, mode)).unwrap();
+        for i in 0..3000u64 {
+            db.insert(format!("k{i:06}").as_bytes(), &value(i)).unwrap();
+        }
+        for i in (0..3000u64).step_by(3) {
+            assert!(db.remove(format!("k{i:06}").as_bytes()).unwrap());
+        }
+        let st = db.stats();
+        assert!(st.checkpoints.unwrap().checkpoints > 1, "{mode}: {st:?}");
+        crash(db);
+        let mut o = opts(64, mode);
+        o.fresh = false;
+        let mut db = Db::open(&d, o).unwrap();
+        for i in 0..3000u64 {
+            let got = db.get(format!("k{i:06}").as_bytes()).unwrap();
+            if i % 3 == 0 {
+                assert_eq!(got, None, "{mode}: k{i} was removed");
+            } else {
+                assert_eq!(got, Some(value(i)), "{mode}: k{i}");
+            }
+        }
+        db.close().unwrap();
+        let _ = std::fs::remove_dir_all(&d);
+    }
+}
+
+#[test]
+fn the_log_wraps_and_stays_bounded() {
+    let d = dir("wrap");
+    let mut db = Db::open(&d, opts(256, Durability::Fdatasync)).unwrap();
+    // Far more log than its 1 MiB: it must wrap, checkpoints making room.
+    for round in 0..10u64 {
+        for i in 0..2000u64 {
+            let v = format!("{round}-{i}-{}", "y".repeat(100));
+            db.insert(format!("k{i:05}").as_bytes(), v.as_bytes())
+                .unwrap();
+        }
+    }
+    let wal_len = std::fs::metadata(d.join(WAL_FILE)).unwrap().len();
+    assert!(wal_len <= 1 << 20, "log file grew to {wal_len}");
+    assert!(db.stats().wal.unwrap().bytes > 2 << 20);
+    crash(db);
+    let mut o = opts(256, Durability::Fdatasync);
+    o.fresh = false;
+    let mut db = Db::open(&d, o).unwrap();
+    for i in 0..2000u64 {
+        let v = format!("9-{i}-{}", "y".repeat(100));
+        assert_eq!(
+            db.get(format!("k{i:05}").as_bytes()).unwrap(),
+            Some(v.into_bytes())
+        );
+    }
+    drop(db);
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn batches_commit_whole() {
+    let d = dir("batch");
+    let mut db = Db::open(&d, opts(64, Durability::Fdatasync)).unwrap();
+    for b in 0..200u64 {
+        let mut batch = WriteBatch::new();
+        for j in 0..10u64 {
+            batch.put(format!("b{b:04}-{j}").as_bytes(), &value(b * 10 + j));
+        }
+        if b > 0 {
+            batch.delete(format!("b{:04}-0", b - 1).as_bytes());
+        }
+        db.write(&batch).unwrap();
+    }
+    crash(db);
+    let mut o = opts(64, Durability::Fdatasync);
+    o.fresh = false;
+    let mut db = Db::open(&d, o).unwrap();
+    for b in 0..200u64 {
+        for j in 0..10u64 {
+            let got = db.get(format!("b{b:04}-{j}").as_bytes()).unwrap();
+            if j == 0 && b < 199 {
+                assert_eq!(got, None);
+            } else {
+                assert_eq!(got, Some(value(b * 10 + j)));
+            }
+        }
+    }
+    drop(db);
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn a_torn_double_write_file_leaves_the_previous_checkpoint() {
+    let d = dir("torn-dw");
+    let mut db = Db::open(&d, opts(64, Durability::Fdatasync)).unwrap();
+    for i in 0..500u64 {
+        db.insert(format!("k{i:05}").as_bytes(), &value(i)).unwrap();
+    }
+    crash(db);
+    // Tear the double-write file: recovery must ignore it and replay the log instead.
+    let dw = d.join(DW_FILE);
+    let mut bytes = std::fs::read(&dw).unwrap();
+    let n = bytes.len();
+    bytes[n / 2] ^= 0xff;
+    std::fs::write(&dw, &bytes).unwrap();
+    let mut o = opts(64, Durability::Fdatasync);
+    o.fresh = false;
+    let mut db = Db::open(&d, o).unwrap();
+    for i in 0..500u64 {
+        assert_eq!(
+            db.get(format!("k{i:05}").as_bytes()).unwrap(),
+            Some(value(i))
+        );
+    }
+    drop(db);
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn modes_are_checked() {
+    let d = dir("modes");
+    let e = Db::open(&d, opts(64, Durability::NvmeFlush)).err().unwrap();
+    assert!(e.to_string().contains("NVMe"), "{e}");
+    let mut db = Db::open(&d, opts(64, Durability::Fdatasync)).unwrap();
+    db.insert(b"a", b"1").unwrap();
+    db.close().unwrap();
+    let mut o = opts(64, Durability::Off);
+    o.fresh = false;
+    let e = Db::open(&d, o).err().unwrap();
+    assert!(e.to_string().contains("write-ahead log"), "{e}");
+    let _ = std::fs::remove_dir_all(&d);
+}
