@@ -71,10 +71,7 @@ pub struct PutManyArgs {
 /// The value `put-many` stores for key number `i` (checkable by anyone).
 pub fn value_of(i: u64) -> String {
     let n = (i.wrapping_mul(2654435761) % 97) as usize;
-    format!(
-        "v{i}-{}",
-        "abcdefghijklmnopqrstuvwxyz".repeat(4)[..n].to_string()
-    )
+    format!("v{i}-{}", &"abcdefghijklmnopqrstuvwxyz".repeat(4)[..n])
 }
 
 pub fn put_many(a: PutManyArgs) -> Result<(), Box<dyn std::error::Error>> {

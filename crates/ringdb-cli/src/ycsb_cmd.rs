@@ -133,8 +133,29 @@ pub fn run(a: YcsbArgs) -> Result<(), Box<dyn std::error::Error>> {
         progress,
         label: format!("ycsb-{}", a.workload),
     };
+    let before = db.stats();
     let r = ycsb::run(&mut db, &spec, move |_| Some(gen.next_op()))?;
     let stats = db.stats();
+    // The run's share of the log's and the checkpoints' counters.
+    let durability = match (before.wal, stats.wal, before.checkpoints, stats.checkpoints) {
+        (Some(w0), Some(w1), Some(c0), Some(c1)) => {
+            let commits = w1.records - w0.records;
+            let syncs = w1.syncs - w0.syncs;
+            Some(json!({
+                "mode": stats.durability,
+                "group_commit": !a.no_group_commit,
+                "commits": commits,
+                "commits_per_s": commits as f64 / r.secs,
+                "log_writes": w1.writes - w0.writes,
+                "durability_points": syncs,
+                "commits_per_durability_point": if syncs > 0 { commits as f64 / syncs as f64 } else { 0.0 },
+                "log_bytes": w1.bytes - w0.bytes,
+                "checkpoints": c1.checkpoints - c0.checkpoints,
+                "checkpoint_pages": c1.pages_written - c0.pages_written,
+            }))
+        }
+        _ => None,
+    };
     db.close()?;
     let report = json!({
         "workload": workload,
@@ -147,6 +168,7 @@ pub fn run(a: YcsbArgs) -> Result<(), Box<dyn std::error::Error>> {
         "run": r,
         "height": stats.height,
         "pages": stats.pages,
+        "durability": durability,
     });
     let text = serde_json::to_string_pretty(&report)?;
     if a.json {
@@ -169,6 +191,13 @@ pub fn run(a: YcsbArgs) -> Result<(), Box<dyn std::error::Error>> {
         let ps: Vec<String> = r.per_second.iter().map(|n| n.to_string()).collect();
         println!("      ops per second: {}", ps.join(" "));
         println!("      tree height {}, {} pages", stats.height, stats.pages);
+        if let Some(d) = &durability {
+            println!(
+                "      durability {}: {:.0} commits/s, {:.1} commits per durability point, {} checkpoints",
+                d["mode"], d["commits_per_s"].as_f64().unwrap_or(0.0),
+                d["commits_per_durability_point"].as_f64().unwrap_or(0.0), d["checkpoints"]
+            );
+        }
     }
     if let Some(p) = &a.output {
         std::fs::write(p, text + "\n").map_err(|e| format!("writing {}: {e}", p.display()))?;

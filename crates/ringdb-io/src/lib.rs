@@ -23,4 +23,5 @@ pub mod target;
 pub use buf::{AlignedBuf, FixedBufferPool};
 pub use config::{Batching, EngineKind, IoConfig, SetupMode, SqPoll};
 pub use engine::{open_engine, Engine, EngineStats, FileId, IoCompletion, IoRequest, OpKind};
+pub use engine::{SimDisk, SimFault, SimStats, SimTear};
 pub use error::{IoError, Result};

@@ -196,7 +196,7 @@ pub fn decode_record(bytes: &[u8], lsn: u64) -> Option<(usize, Decoded)> {
     }
     let u32_at = |b: &[u8], at: usize| u32::from_le_bytes(b[at..at + 4].try_into().expect("4"));
     let len = u32_at(bytes, 4) as usize;
-    if len < RECORD_HEADER || len % 8 != 0 || len > bytes.len() {
+    if len < RECORD_HEADER || !len.is_multiple_of(8) || len > bytes.len() {
         return None;
     }
     if u64::from_le_bytes(bytes[8..16].try_into().expect("8")) != lsn {

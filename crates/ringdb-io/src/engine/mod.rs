@@ -7,10 +7,12 @@
 
 mod libaio;
 mod posix;
+mod sim;
 mod uring;
 
 pub use libaio::LibaioEngine;
 pub use posix::PosixEngine;
+pub use sim::{SimDisk, SimFault, SimStats, SimTear, SIM_MAX_FILE_LEN};
 pub use uring::UringEngine;
 
 use crate::config::{EngineKind, IoConfig};
