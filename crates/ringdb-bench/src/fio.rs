@@ -26,6 +26,7 @@ pub fn fio_args(spec: &IoSpec) -> (Vec<String>, String) {
         EngineKind::Libaio => ("libaio", io.queue_depth),
         EngineKind::UringSync => ("io_uring", 1),
         EngineKind::Uring => ("io_uring", io.queue_depth),
+        EngineKind::UringPassthrough => ("io_uring_cmd", io.queue_depth),
     };
     let mut label = engine.to_string();
     let mut a: Vec<String> = vec![

@@ -127,6 +127,13 @@ pub struct Calibration {
     /// The application thread's cycles per read/write under SQPOLL (registered buffers).
     pub c_read_sqpoll: f64,
     pub c_write_sqpoll: f64,
+    /// NVMe passthrough (registered buffers, batched) on the target's char device, and the
+    /// same polled (`+iopoll`: passthrough on a char device, else the block device's poll
+    /// queues); 0 when the target cannot run them (the model then uses the fixed-buffer costs).
+    pub c_read_passthrough: f64,
+    pub c_write_passthrough: f64,
+    pub c_read_iopoll: f64,
+    pub c_write_iopoll: f64,
     /// libaio, batched.
     pub c_read_libaio: f64,
     pub c_write_libaio: f64,
@@ -259,6 +266,20 @@ fn step_config(name: &str, opts: &LadderOpts) -> std::result::Result<StepConfig,
         fixed_buffers: true,
         ..batched.clone()
     };
+    // The steps after `+regbufs` keep the switches of the steps before them that this
+    // target can run: passthrough on an NVMe char device, and (for `+sqpoll`) IOPOLL where
+    // the device has poll queues.
+    let below_sqpoll = |io: IoConfig, with_iopoll: bool| {
+        let io = if nvme_namespace(&opts.target).is_some() {
+            passthrough_of(io)
+        } else {
+            io
+        };
+        IoConfig {
+            iopoll: with_iopoll && ringdb_io::target::check_iopoll(&opts.target).is_ok(),
+            ..io
+        }
+    };
     match name {
         "posix" => cfg(base(EngineKind::Posix), 1, 1, Model::Sync),
         "uring-sync" => cfg(base(EngineKind::UringSync), 1, 1, Model::Sync),
@@ -298,19 +319,32 @@ fn step_config(name: &str, opts: &LadderOpts) -> std::result::Result<StepConfig,
                 c_write: |c| c.c_write_batch_fixed,
             },
         ),
-        "+passthrough" => Err(passthrough_unsupported(&opts.target)),
+        "+passthrough" => {
+            if nvme_namespace(&opts.target).is_none() {
+                return Err(passthrough_unsupported(&opts.target));
+            }
+            cfg(
+                passthrough_of(regbufs),
+                opts.tasks,
+                batch,
+                Model::Async {
+                    c_read: |c| or_fixed(c.c_read_passthrough, c.c_read_batch_fixed),
+                    c_write: |c| or_fixed(c.c_write_passthrough, c.c_write_batch_fixed),
+                },
+            )
+        }
         "+iopoll" => {
             ringdb_io::target::check_iopoll(&opts.target).map_err(|e| e.to_string())?;
             cfg(
                 IoConfig {
                     iopoll: true,
-                    ..regbufs
+                    ..below_sqpoll(regbufs, false)
                 },
                 opts.tasks,
                 batch,
                 Model::Async {
-                    c_read: |c| c.c_read_batch_fixed,
-                    c_write: |c| c.c_write_batch_fixed,
+                    c_read: |c| or_fixed(c.c_read_iopoll, c.c_read_batch_fixed),
+                    c_write: |c| or_fixed(c.c_write_iopoll, c.c_write_batch_fixed),
                 },
             )
         }
@@ -324,7 +358,7 @@ fn step_config(name: &str, opts: &LadderOpts) -> std::result::Result<StepConfig,
                     }),
                     setup: SetupMode::Default,
                     cpu: app,
-                    ..regbufs
+                    ..below_sqpoll(regbufs, true)
                 },
                 opts.tasks,
                 batch,
@@ -371,7 +405,7 @@ fn batch_write_time(opts: &LadderOpts, size: u64, n: usize) -> Result<f64> {
     use ringdb_io::target::{Target, TargetOptions};
     use ringdb_io::{AlignedBuf, FileId};
     let target = Target::open(
-        &opts.target,
+        &data_path(opts, EngineKind::Uring),
         TargetOptions {
             direct: true,
             write: true,
@@ -426,6 +460,39 @@ fn batch_write_time(opts: &LadderOpts, size: u64, n: usize) -> Result<f64> {
         )
     })??;
     Ok(per_write)
+}
+
+/// `io` with the NVMe passthrough engine instead of `uring`.
+fn passthrough_of(io: IoConfig) -> IoConfig {
+    IoConfig {
+        engine: EngineKind::UringPassthrough,
+        ..io
+    }
+}
+
+/// A measured cost, or the fixed-buffer cost when it could not be measured here.
+fn or_fixed(measured: f64, fixed: f64) -> f64 {
+    if measured > 0.0 {
+        measured
+    } else {
+        fixed
+    }
+}
+
+/// The NVMe namespace behind `target` when it is an NVMe generic char device (`/dev/ngXnY`):
+/// its block device `/dev/nvmeXnY`, through which the steps that use the block layer (and
+/// the calibration and the load) reach the same blocks.
+fn nvme_namespace(target: &Path) -> Option<PathBuf> {
+    ringdb_io::target::nvme_block_device_of_char(target).map(|b| Path::new("/dev").join(b))
+}
+
+/// Where a step with engine `engine` opens the data: the char device for passthrough, the
+/// namespace's block device for the other engines when the target is a char device.
+fn data_path(opts: &LadderOpts, engine: EngineKind) -> PathBuf {
+    match nvme_namespace(&opts.target) {
+        Some(block) if engine != EngineKind::UringPassthrough => block,
+        _ => opts.target.clone(),
+    }
 }
 
 fn passthrough_unsupported(target: &Path) -> String {
@@ -494,7 +561,7 @@ fn rawio_cycles(
 
 /// Measures the costs the model needs, on the target, before the data is loaded.
 pub fn calibrate(opts: &LadderOpts, size: u64, progress: &dyn Fn(&str)) -> Result<Calibration> {
-    let t = &opts.target;
+    let t = &data_path(opts, EngineKind::Uring);
     let depth = opts.tasks.clamp(8, 256) as u32;
     let io = |engine: EngineKind, batching, fixed| IoConfig {
         queue_depth: if engine == EngineKind::UringSync {
@@ -586,6 +653,28 @@ pub fn calibrate(opts: &LadderOpts, size: u64, progress: &dyn Fn(&str)) -> Resul
         };
         c.c_read_sqpoll = sqp(RwMode::RandRead)?;
         c.c_write_sqpoll = sqp(RwMode::RandWrite)?;
+    }
+    if nvme_namespace(&opts.target).is_some() {
+        progress("calibrate: NVMe passthrough cycles per read/write");
+        let pt = io(EngineKind::UringPassthrough, Batching::Adaptive, true);
+        let cyc = |rw| rawio_cycles(&opts.target, size, opts, rw, pt.clone());
+        c.c_read_passthrough = cyc(RwMode::RandRead)?.cycles_per_io;
+        c.c_write_passthrough = cyc(RwMode::RandWrite)?.cycles_per_io;
+    }
+    if ringdb_io::target::check_iopoll(&opts.target).is_ok() {
+        progress("calibrate: polled (IOPOLL) cycles per read/write");
+        let engine = if nvme_namespace(&opts.target).is_some() {
+            EngineKind::UringPassthrough
+        } else {
+            EngineKind::Uring
+        };
+        let polled = IoConfig {
+            iopoll: true,
+            ..io(engine, Batching::Adaptive, true)
+        };
+        let cyc = |rw| rawio_cycles(&opts.target, size, opts, rw, polled.clone());
+        c.c_read_iopoll = cyc(RwMode::RandRead)?.cycles_per_io;
+        c.c_write_iopoll = cyc(RwMode::RandWrite)?.cycles_per_io;
     }
     progress("calibrate: eviction batch");
     c.batch_write_us_per_write = batch_write_time(opts, size, evict_batch(opts))?;
@@ -708,6 +797,16 @@ pub fn run(opts: &LadderOpts, progress: &dyn Fn(&str)) -> Result<LadderReport> {
             "{records} records is too small a data set for the ladder (at least 1000)"
         )));
     }
+    if let Some(block) = nvme_namespace(&opts.target) {
+        if !block.exists() {
+            return Err(BenchError::InvalidArg(format!(
+                "{} is an NVMe char device, but its namespace's block device {} (which the \
+                 steps that go through the block layer use) is missing",
+                opts.target.display(),
+                block.display()
+            )));
+        }
+    }
     let est_bytes =
         (opts.data_ratio.max(1.0) * opts.pool_pages as f64 * opts.page_size as f64) as u64;
     // Calibrate on the target itself (its region the data will occupy), before loading.
@@ -727,7 +826,7 @@ pub fn run(opts: &LadderOpts, progress: &dyn Fn(&str)) -> Result<LadderReport> {
     {
         let mut o = db_options(opts, mem_io, 64, true);
         o.pool_pages = big_pool;
-        let mut db = Db::open(&opts.target, o)?;
+        let mut db = Db::open(&data_path(opts, EngineKind::Uring), o)?;
         ycsb::load(&mut db, records, opts.value_size, 64, opts.progress)?;
         progress("in-memory cycles per transaction");
         let spec = RunSpec {
@@ -815,7 +914,7 @@ fn run_step(
     cal: &Calibration,
 ) -> Result<Step> {
     let mut db = Db::open(
-        &opts.target,
+        &data_path(opts, sc.io.engine),
         db_options(opts, sc.io.clone(), sc.evict_batch, false),
     )?;
     // Warm up: fill the pool, then run the warm-up time, so the step measures the steady
@@ -920,9 +1019,10 @@ pub fn table(r: &LadderReport) -> String {
         r.data_pages as f64 / r.pool_pages as f64
     ));
     s.push_str(&format!(
-        "costs: read {:.1} us, write {:.1} us (batched: {:.1} us per write), c_tx {:.0} cyc (restart {:.0}, checksum {:.0}), read single/batch/fixed {:.0}/{:.0}/{:.0} cyc, write batch/fixed {:.0}/{:.0} cyc, sqpoll app r/w {:.0}/{:.0} cyc, libaio r/w {:.0}/{:.0} cyc, device {:.0} IOPS (runs {:.0?}), TSC {:.2} GHz\n\n",
+        "costs: read {:.1} us, write {:.1} us (batched: {:.1} us per write), c_tx {:.0} cyc (restart {:.0}, checksum {:.0}), read single/batch/fixed {:.0}/{:.0}/{:.0} cyc, write batch/fixed {:.0}/{:.0} cyc, passthrough r/w {:.0}/{:.0} cyc, iopoll r/w {:.0}/{:.0} cyc, sqpoll app r/w {:.0}/{:.0} cyc, libaio r/w {:.0}/{:.0} cyc, device {:.0} IOPS (runs {:.0?}), TSC {:.2} GHz\n\n",
         c.read_lat_us, c.write_lat_us, c.batch_write_us_per_write, c.c_tx, c.c_restart, c.c_checksum, c.c_read_single, c.c_read_batch,
-        c.c_read_batch_fixed, c.c_write_batch, c.c_write_batch_fixed, c.c_read_sqpoll,
+        c.c_read_batch_fixed, c.c_write_batch, c.c_write_batch_fixed, c.c_read_passthrough,
+        c.c_write_passthrough, c.c_read_iopoll, c.c_write_iopoll, c.c_read_sqpoll,
         c.c_write_sqpoll, c.c_read_libaio, c.c_write_libaio, c.device_iops, c.device_iops_runs, c.tsc_ghz
     ));
     s.push_str(&format!(
@@ -1047,6 +1147,26 @@ mod tests {
         assert!(e.contains("unknown step") && e.contains("posix"), "{e}");
         let e = step_config("+passthrough", &o).err().unwrap();
         assert!(e.contains("char device"), "{e}");
+        // An existing path on a device without poll queues (unless this one has them).
+        let tmp = LadderOpts::new(std::env::temp_dir());
+        if ringdb_io::target::check_iopoll(&tmp.target).is_err() {
+            let e = step_config("+iopoll", &tmp).err().unwrap();
+            assert!(e.contains("poll queues"), "{e}");
+        }
+    }
+
+    #[test]
+    fn a_file_target_keeps_the_block_layer_steps_on_it() {
+        let o = LadderOpts::new("/tmp/x");
+        assert!(nvme_namespace(&o.target).is_none());
+        assert_eq!(data_path(&o, EngineKind::Uring), o.target);
+        assert_eq!(data_path(&o, EngineKind::UringPassthrough), o.target);
+        // Without passthrough or poll queues, +sqpoll builds on +regbufs alone.
+        let sc = step_config("+sqpoll", &o);
+        if let Ok(sc) = sc {
+            assert_eq!(sc.io.engine, EngineKind::Uring);
+            assert!(sc.io.fixed_buffers && !sc.io.iopoll && sc.io.sqpoll.is_some());
+        }
     }
 
     #[test]

@@ -8,7 +8,8 @@ use std::path::PathBuf;
 
 #[derive(Args)]
 pub struct MicroArgs {
-    /// nop-batch | sqpoll-wakeup | iowq | batch-latency | block-size | scale-out | fixed-buffers
+    /// nop-batch | sqpoll-wakeup | iowq | batch-latency | block-size | scale-out | fixed-buffers |
+    /// durable
     name: String,
     /// File or block device for the storage benchmarks (a missing file is created and filled).
     #[arg(long, default_value = "ringdb-data/micro.dat")]
@@ -16,7 +17,7 @@ pub struct MicroArgs {
     /// Bytes of the target to use.
     #[arg(long, default_value = "1G")]
     size: String,
-    /// Time per measured point.
+    /// Time per measured point (durable: the most per method; it stops at --ios or this).
     #[arg(long, default_value = "2s")]
     runtime: String,
     /// Fewer and shorter points.
@@ -25,6 +26,12 @@ pub struct MicroArgs {
     /// Most threads for scale-out (default: online CPUs).
     #[arg(long)]
     max_threads: Option<u32>,
+    /// durable only: bytes per write, a multiple of the target's logical block size [default: 4K].
+    #[arg(long)]
+    bs: Option<String>,
+    /// durable only: durable writes per method [default: 10000, 200 with --quick].
+    #[arg(long)]
+    ios: Option<u64>,
     /// Print JSON instead of a table.
     #[arg(long)]
     json: bool,
@@ -40,6 +47,14 @@ pub fn run(a: MicroArgs) -> Result<(), Box<dyn std::error::Error>> {
     if a.target == std::path::Path::new("ringdb-data/micro.dat") {
         std::fs::create_dir_all("ringdb-data")?;
     }
+    if (a.bs.is_some() || a.ios.is_some()) && !micro::TAKES_BS_IOS.contains(&a.name.as_str()) {
+        return Err(format!(
+            "--bs and --ios apply to {} only, not to {}",
+            micro::TAKES_BS_IOS.join(", "),
+            a.name
+        )
+        .into());
+    }
     let opts = MicroOpts {
         target: a.target.clone(),
         size: parse_size(&a.size)?,
@@ -47,6 +62,8 @@ pub fn run(a: MicroArgs) -> Result<(), Box<dyn std::error::Error>> {
         quick: a.quick,
         max_threads: a.max_threads,
         progress: std::io::stderr().is_terminal(),
+        bs: a.bs.as_deref().map(parse_size).transpose()?,
+        ios: a.ios,
     };
     let r = micro::run(&a.name, &opts)?;
     let json = serde_json::to_string_pretty(&r)?;

@@ -20,9 +20,14 @@ pub enum EngineKind {
     UringSync,
     /// io_uring, asynchronous with batched submission.
     Uring,
+    /// io_uring NVMe passthrough: NVMe read/write/flush commands as `URING_CMD` on the NVMe
+    /// generic char device (`/dev/ngXnY`), on an SQE128/CQE32 ring.
+    UringPassthrough,
 }
 
 impl EngineKind {
+    /// The engines that run on any file or block device (`uring-passthrough` needs an NVMe
+    /// generic char device and is not among them).
     pub const ALL: [EngineKind; 4] = [
         EngineKind::Posix,
         EngineKind::Libaio,
@@ -36,11 +41,15 @@ impl EngineKind {
             EngineKind::Libaio => "libaio",
             EngineKind::UringSync => "uring-sync",
             EngineKind::Uring => "uring",
+            EngineKind::UringPassthrough => "uring-passthrough",
         }
     }
 
     pub fn is_uring(self) -> bool {
-        matches!(self, EngineKind::UringSync | EngineKind::Uring)
+        matches!(
+            self,
+            EngineKind::UringSync | EngineKind::Uring | EngineKind::UringPassthrough
+        )
     }
 }
 
@@ -58,8 +67,9 @@ impl FromStr for EngineKind {
             "libaio" => Ok(EngineKind::Libaio),
             "uring-sync" => Ok(EngineKind::UringSync),
             "uring" | "io_uring" => Ok(EngineKind::Uring),
+            "uring-passthrough" | "io_uring_cmd" => Ok(EngineKind::UringPassthrough),
             _ => Err(IoError::InvalidArg(format!(
-                "unknown engine {s:?}; expected posix, libaio, uring-sync or uring"
+                "unknown engine {s:?}; expected posix, libaio, uring-sync, uring or uring-passthrough"
             ))),
         }
     }
@@ -297,7 +307,9 @@ impl IoConfig {
     pub fn effective_depth(&self) -> u32 {
         match self.engine {
             EngineKind::Posix | EngineKind::UringSync => 1,
-            EngineKind::Libaio | EngineKind::Uring => self.queue_depth,
+            EngineKind::Libaio | EngineKind::Uring | EngineKind::UringPassthrough => {
+                self.queue_depth
+            }
         }
     }
 
@@ -326,7 +338,11 @@ impl IoConfig {
         if self.force_async {
             s.push_str("+async");
         }
-        if self.engine == EngineKind::Uring && self.batching != Batching::Adaptive {
+        if matches!(
+            self.engine,
+            EngineKind::Uring | EngineKind::UringPassthrough
+        ) && self.batching != Batching::Adaptive
+        {
             s.push_str(&format!("+batch={}", self.batching));
         }
         if let Some(cpu) = self.cpu {
@@ -369,6 +385,21 @@ mod tests {
         assert!(Batching::Each.flush_now(1, 30, 32));
         assert!(!Batching::Fixed(8).flush_now(7, 30, 32));
         assert!(Batching::Fixed(8).flush_now(8, 30, 32));
+    }
+
+    #[test]
+    fn passthrough_is_an_io_uring_engine() {
+        let e: EngineKind = "uring-passthrough".parse().unwrap();
+        assert_eq!(e, EngineKind::UringPassthrough);
+        assert_eq!(e.name().parse::<EngineKind>().unwrap(), e);
+        assert!(e.is_uring());
+        let mut c = IoConfig::new(e);
+        c.fixed_buffers = true;
+        c.iopoll = true;
+        c.queue_depth = 32;
+        c.validate().unwrap();
+        assert_eq!(c.effective_depth(), 32);
+        assert_eq!(c.label(), "uring-passthrough+fixedbufs+iopoll");
     }
 
     #[test]

@@ -115,6 +115,8 @@ pub struct ProbeReport {
     pub device_error: Option<String>,
     /// All `/dev/ng*` NVMe generic char devices.
     pub nvme_char_devices: Vec<PathBuf>,
+    /// Each of them described: namespace geometry (read from the device) and poll queues.
+    pub nvme_namespaces: Vec<NvmeNamespaceInfo>,
     /// Whether O_DIRECT reads of `path` through io_uring complete inline or are punted to io-wq.
     pub read_path: Option<ReadPathCheck>,
     /// Probe steps that failed (the rest of the report is still valid).
@@ -169,6 +171,10 @@ pub fn probe(path: Option<&Path>) -> ProbeReport {
         device: None,
         device_error: None,
         nvme_char_devices: device::nvme_char_devices(),
+        nvme_namespaces: device::nvme_char_devices()
+            .iter()
+            .map(|p| NvmeNamespaceInfo::probe(p))
+            .collect(),
         read_path: None,
         errors,
         warnings: Vec::new(),
@@ -178,6 +184,10 @@ pub fn probe(path: Option<&Path>) -> ProbeReport {
     report.setup_flags = try_setup_flags();
 
     if let Some(p) = path {
+        // An NVMe generic char device sits on no block device of its own: describe its
+        // namespace's block device (the same queues) instead.
+        let block = crate::target::nvme_block_device_of_char(p).map(|b| Path::new("/dev").join(b));
+        let p = block.as_deref().filter(|b| b.exists()).unwrap_or(p);
         match DeviceInfo::for_path(p) {
             Ok(d) => report.device = d,
             Err(e) => report.device_error = Some(e.to_string()),
@@ -192,6 +202,92 @@ pub fn probe(path: Option<&Path>) -> ProbeReport {
 
     report.warnings = warnings(&report);
     report
+}
+
+/// An NVMe generic char device (`/dev/ngXnY`): the target of `uring-passthrough`.
+#[derive(Clone, Debug, Serialize)]
+pub struct NvmeNamespaceInfo {
+    pub path: PathBuf,
+    /// The namespace's block device (`/dev/nvmeXnY`), which shares its queues.
+    pub block_device: Option<PathBuf>,
+    /// Namespace id, LBA size and capacity from an Identify Namespace (needs the right to
+    /// open the device; `error` says why not).
+    pub nsid: Option<u32>,
+    pub lba_size: Option<u32>,
+    pub lba_count: Option<u64>,
+    pub capacity_bytes: Option<u64>,
+    /// `queue/io_poll` of the block device: whether IOPOLL works (passthrough included).
+    pub io_poll: bool,
+    /// `/sys/module/nvme/parameters/poll_queues`.
+    pub poll_queues: Option<u32>,
+    pub error: Option<String>,
+}
+
+impl NvmeNamespaceInfo {
+    pub fn probe(path: &Path) -> NvmeNamespaceInfo {
+        let block = crate::target::nvme_block_device_of_char(path);
+        let io_poll = block.as_ref().is_some_and(|b| {
+            read_trimmed(Path::new("/sys/block").join(b).join("queue/io_poll")).as_deref()
+                == Some("1")
+        });
+        let mut info = NvmeNamespaceInfo {
+            path: path.to_path_buf(),
+            block_device: block
+                .map(|b| Path::new("/dev").join(b))
+                .filter(|b| b.exists()),
+            nsid: None,
+            lba_size: None,
+            lba_count: None,
+            capacity_bytes: None,
+            io_poll,
+            poll_queues: read_trimmed("/sys/module/nvme/parameters/poll_queues")
+                .and_then(|s| s.parse().ok()),
+            error: None,
+        };
+        let geometry = fs::File::open(path)
+            .map_err(|e| format!("open {}: {e}", path.display()))
+            .and_then(|f| crate::engine::nvme_geometry(f.as_raw_fd()).map_err(|e| e.to_string()));
+        match geometry {
+            Ok(g) => {
+                info.nsid = Some(g.nsid);
+                info.lba_size = Some(g.lba_size);
+                info.lba_count = Some(g.lba_count);
+                info.capacity_bytes = Some(g.capacity());
+            }
+            Err(e) => info.error = Some(e),
+        }
+        info
+    }
+
+    /// One line: geometry, block device, poll queues.
+    pub fn summary(&self) -> String {
+        let geo = match (
+            self.nsid,
+            self.lba_size,
+            self.lba_count,
+            self.capacity_bytes,
+        ) {
+            (Some(ns), Some(l), Some(n), Some(c)) => {
+                format!("namespace {ns}: {n} LBAs of {l} B = {}", human_bytes(c))
+            }
+            _ => format!(
+                "geometry unknown ({})",
+                self.error.as_deref().unwrap_or("not read")
+            ),
+        };
+        let block = self
+            .block_device
+            .as_ref()
+            .map_or("-".to_string(), |b| b.display().to_string());
+        let polls = match self.poll_queues {
+            Some(q) => format!("nvme.poll_queues={q}"),
+            None => "nvme.poll_queues unknown".into(),
+        };
+        format!(
+            "{geo}; block device {block}; io_poll {} ({polls})",
+            if self.io_poll { "yes" } else { "no" }
+        )
+    }
 }
 
 /// `/proc/sys/kernel/io_uring_disabled`, or `None` where the kernel has no such knob.
@@ -793,15 +889,11 @@ impl ProbeReport {
             (None, None) if self.path.is_some() => t.row("block device", "none (tmpfs/overlay?)"),
             (None, None) => t.row("block device", "- (no path given)"),
         }
-        let ng: Vec<String> = self
-            .nvme_char_devices
-            .iter()
-            .map(|p| p.display().to_string())
-            .collect();
-        if ng.is_empty() {
+        if self.nvme_namespaces.is_empty() {
             t.row("/dev/ng*", "none");
-        } else {
-            t.wrapped("/dev/ng*", &ng);
+        }
+        for ns in &self.nvme_namespaces {
+            t.row(&ns.path.display().to_string(), &ns.summary());
         }
         if let Some(c) = &self.read_path {
             let v = if c.punted_to_iowq {

@@ -1,5 +1,6 @@
-//! Opening the file or block device that I/O goes to, with the checks O_DIRECT needs and a
-//! clear refusal for each way it can go wrong.
+//! Opening the file, block device or NVMe generic char device (`/dev/ngXnY`, for
+//! `uring-passthrough`) that I/O goes to, with the checks O_DIRECT needs and a clear refusal
+//! for each way it can go wrong.
 
 use crate::error::{IoError, Result};
 use std::fs::{File, OpenOptions};
@@ -19,12 +20,16 @@ pub struct TargetOptions {
     pub create: bool,
 }
 
-/// An open file or block device.
+/// An open file, block device or NVMe generic char device.
 #[derive(Debug)]
 pub struct Target {
     file: File,
     path: PathBuf,
+    /// A device of fixed capacity that is never created, extended or truncated: a block
+    /// device, or an NVMe generic char device (then `nvme` is set too).
     pub is_block_device: bool,
+    /// The namespace behind an NVMe generic char device (`/dev/ngXnY`).
+    pub nvme: Option<crate::engine::NvmeGeometry>,
     pub direct: bool,
     /// Current size in bytes (file length, or the device's capacity).
     pub size: u64,
@@ -36,6 +41,7 @@ impl Target {
     pub fn open(path: &Path, opts: TargetOptions) -> Result<Target> {
         let meta = std::fs::metadata(path);
         let is_block_device = matches!(&meta, Ok(m) if m.file_type().is_block_device());
+        let is_char_device = matches!(&meta, Ok(m) if m.file_type().is_char_device());
         // A missing path is created only as a regular file in an existing directory, never
         // under /dev, where a typo in a device name must not turn into a file.
         let creatable = opts.create
@@ -58,14 +64,29 @@ impl Target {
         }
         let mut oo = OpenOptions::new();
         oo.read(true).write(opts.write);
-        if opts.create && !is_block_device {
+        if opts.create && !is_block_device && !is_char_device {
             oo.create(true);
         }
-        if opts.direct {
+        // A char device has no page cache to bypass (and open refuses O_DIRECT on it).
+        if opts.direct && !is_char_device {
             oo.custom_flags(libc::O_DIRECT);
         }
         let file = oo.open(path).map_err(|e| open_error(path, opts, e))?;
         let fd = file.as_raw_fd();
+        if is_char_device {
+            // Only an NVMe namespace's generic char device carries block I/O (passthrough).
+            let g = crate::engine::nvme_geometry(fd)?;
+            return Ok(Target {
+                file,
+                path: path.to_path_buf(),
+                is_block_device: true,
+                nvme: Some(g),
+                direct: opts.direct,
+                size: g.capacity(),
+                // NVMe commands address whole logical blocks, direct or not.
+                align: g.lba_size,
+            });
+        }
         let (size, align) = if is_block_device {
             (
                 crate::device::block_device_size(fd)?,
@@ -82,6 +103,7 @@ impl Target {
             file,
             path: path.to_path_buf(),
             is_block_device,
+            nvme: None,
             direct: opts.direct,
             size,
             align: if opts.direct { align.max(1) } else { 1 },
@@ -128,6 +150,23 @@ impl Target {
 /// Refuses `--iopoll` up front for a target whose device has no poll queues: the kernel would
 /// otherwise fail every request with EOPNOTSUPP mid-run.
 pub fn check_iopoll(path: &Path) -> Result<()> {
+    if let Some(block) = nvme_block_device_of_char(path) {
+        // An NVMe generic char device polls on the queues of its namespace's block device.
+        let io_poll =
+            std::fs::read_to_string(Path::new("/sys/block").join(&block).join("queue/io_poll"))
+                .map(|s| s.trim() == "1")
+                .unwrap_or(false);
+        if io_poll {
+            return Ok(());
+        }
+        return Err(IoError::Unsupported {
+            switch: "--iopoll",
+            reason: format!(
+                "{} is namespace {block}, which has no poll queues (queue/io_poll = 0); boot with nvme.poll_queues=N, or drop --iopoll",
+                path.display()
+            ),
+        });
+    }
     match crate::device::DeviceInfo::for_path(path)? {
         Some(d) if d.io_poll => Ok(()),
         Some(d) => Err(IoError::Unsupported {
@@ -146,6 +185,24 @@ pub fn check_iopoll(path: &Path) -> Result<()> {
             ),
         }),
     }
+}
+
+/// `nvmeXnY` for a path that is the NVMe generic char device `ngXnY` (after symlinks): the
+/// block device of the same namespace.
+pub fn nvme_block_device_of_char(path: &Path) -> Option<String> {
+    let real = std::fs::canonicalize(path).ok()?;
+    if !std::fs::metadata(&real).ok()?.file_type().is_char_device() {
+        return None;
+    }
+    nvme_block_name(real.file_name()?.to_str()?)
+}
+
+/// `ngXnY` -> `nvmeXnY`; anything else -> `None`.
+fn nvme_block_name(char_name: &str) -> Option<String> {
+    let rest = char_name.strip_prefix("ng")?;
+    let (ctrl, ns) = rest.split_once('n')?;
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    (digits(ctrl) && digits(ns)).then(|| format!("nvme{ctrl}n{ns}"))
 }
 
 fn open_error(path: &Path, opts: TargetOptions, e: io::Error) -> IoError {
@@ -185,4 +242,19 @@ fn dio_offset_align(fd: RawFd) -> Option<u32> {
     let stx = unsafe { stx.assume_init() };
     (stx.stx_mask & STATX_DIOALIGN != 0 && stx.stx_dio_offset_align > 0)
         .then_some(stx.stx_dio_offset_align)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nvme_char_names_map_to_their_block_device() {
+        assert_eq!(nvme_block_name("ng0n1").as_deref(), Some("nvme0n1"));
+        assert_eq!(nvme_block_name("ng12n3").as_deref(), Some("nvme12n3"));
+        assert_eq!(nvme_block_name("ngn1"), None);
+        assert_eq!(nvme_block_name("null"), None);
+        assert_eq!(nvme_block_name("nvme0n1"), None);
+        assert_eq!(nvme_block_name("ng0c1n1"), None);
+    }
 }

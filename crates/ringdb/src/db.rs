@@ -327,6 +327,9 @@ pub struct Db {
     _target: Option<Target>,
     path: PathBuf,
     closed: bool,
+    /// The ring polls for completions (IOPOLL, through the block layer), where fsync cannot
+    /// run: a flush makes the data durable with `fdatasync` on the target, off the ring.
+    sync_off_ring: bool,
 }
 
 /// What `Db::open_on` is given: an engine over the files (data, log, double-write), their
@@ -369,6 +372,13 @@ impl Db {
                 opts.durability
             )));
         }
+        if opts.durability.logged() && opts.io.iopoll {
+            return Err(DbError::InvalidArg(format!(
+                "durability {} syncs the log and checkpoints with fsync/fdatasync, which cannot \
+                 run on an IOPOLL ring; drop --iopoll, or use durability off",
+                opts.durability
+            )));
+        }
         let target = Target::open(
             &file_path,
             TargetOptions {
@@ -388,11 +398,9 @@ impl Db {
                 target.align
             )));
         }
-        let data_len = if opts.fresh && !target.is_block_device {
-            0
-        } else {
-            target.size
-        };
+        // `fresh` formats a device too: whatever page 0 holds (a raw benchmark's writes, an
+        // older database) is ignored, and the device's capacity still bounds the data.
+        let data_len = if opts.fresh { 0 } else { target.size };
         if data_len > 0 {
             check_page_size(&file_path, opts.page_size)?;
         }
@@ -425,6 +433,7 @@ impl Db {
         let rt = Runtime::from_config(&opts.io, &fds, Some(pool))?;
         let capacity_pages = target.is_block_device.then(|| target.size / ps);
         let is_block_device = target.is_block_device;
+        let db_opts_io = opts.io.clone();
         let mut db = Self::open_runtime(
             rt,
             lens,
@@ -436,6 +445,8 @@ impl Db {
         )?;
         db._files = files;
         db._target = Some(target);
+        db.sync_off_ring =
+            db.handle.durable.is_none() && db_io_polls_through_block_layer(&db_opts_io);
         Ok(db)
     }
 
@@ -554,6 +565,7 @@ impl Db {
             _target: None,
             path: file_path.to_path_buf(),
             closed: false,
+            sync_off_ring: false,
         })
     }
 
@@ -601,7 +613,20 @@ impl Db {
     /// Writes everything to the target and makes it durable.
     pub fn flush(&mut self) -> Result<()> {
         let h = self.handle.clone();
-        self.rt.block_on(async move { h.flush(true).await })?
+        let on_ring = !self.sync_off_ring;
+        self.rt.block_on(async move { h.flush(on_ring).await })??;
+        self.sync_target_off_ring()
+    }
+
+    /// `fdatasync` on the data target, for an IOPOLL ring (see `sync_off_ring`).
+    fn sync_target_off_ring(&self) -> Result<()> {
+        match (&self._target, self.sync_off_ring) {
+            (Some(t), true) => t.file().sync_data().map_err(|source| DbError::File {
+                path: self.path.display().to_string(),
+                source,
+            }),
+            _ => Ok(()),
+        }
     }
 
     pub fn stats(&self) -> DbStats {
@@ -638,7 +663,12 @@ impl Drop for Db {
             return;
         }
         let h = self.handle.clone();
-        match self.rt.block_on(async move { h.flush(true).await }) {
+        let on_ring = !self.sync_off_ring;
+        match self
+            .rt
+            .block_on(async move { h.flush(on_ring).await })
+            .map(|r| r.and_then(|()| self.sync_target_off_ring()))
+        {
             Ok(Ok(())) => {}
             Ok(Err(e)) => tracing::warn!("flushing {} on drop failed: {e}", self.path.display()),
             Err(e) => tracing::warn!("flushing {} on drop failed: {e}", self.path.display()),
@@ -853,6 +883,12 @@ async fn read_log(
 
 /// Refuses to open a database with another page size than it was created with, naming the
 /// right one (read from page 0's header through the page cache, before any direct I/O).
+/// Whether `io` polls completions through the block layer (IOPOLL on `uring`), where fsync
+/// is refused; NVMe passthrough flushes with an NVMe Flush command on the same ring.
+fn db_io_polls_through_block_layer(io: &IoConfig) -> bool {
+    io.iopoll && io.engine != ringdb_io::EngineKind::UringPassthrough
+}
+
 fn check_page_size(path: &Path, page_size: usize) -> Result<()> {
     use std::io::Read;
     let mut head = [0u8; page::HEADER_SIZE];

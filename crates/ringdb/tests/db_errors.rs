@@ -226,3 +226,19 @@ fn a_data_set_larger_than_the_target_is_refused() {
     drop(rt);
     let _ = std::fs::remove_dir_all(&d);
 }
+
+#[test]
+fn a_logged_database_refuses_an_iopoll_ring() {
+    // Its log and checkpoints need fsync/fdatasync, which cannot run on an IOPOLL ring.
+    let d = dir("iopoll");
+    let mut o = opts();
+    o.io.iopoll = true;
+    let e = Db::open(&d, o).err().expect("refused");
+    assert!(matches!(e, DbError::InvalidArg(_)), "{e}");
+    let msg = e.to_string();
+    assert!(
+        msg.contains("IOPOLL ring") && msg.contains("fdatasync"),
+        "{msg}"
+    );
+    let _ = std::fs::remove_dir_all(&d);
+}

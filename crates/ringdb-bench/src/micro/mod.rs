@@ -1,10 +1,12 @@
-//! The paper's microbenchmarks (Secs. 2.1, 2.2, 3.6; seeds/003): each isolates one mechanism
+//! The paper's microbenchmarks (Secs. 2.1, 2.2, 3.6 with Fig. 9's durable writes; seeds/003):
+//! each isolates one mechanism
 //! and returns a [`MicroResult`]: a table for people, JSON for machines, an SVG plot.
 //!
 //! Every benchmark takes the same [`MicroOpts`]; `ringdb micro <name>` runs one.
 
 mod batch_latency;
 mod block_size;
+mod durable;
 mod fixed_buffers;
 mod iowq;
 mod nop_batch;
@@ -33,6 +35,11 @@ pub struct MicroOpts {
     pub max_threads: Option<u32>,
     /// Draw progress on stderr (only when it is a terminal).
     pub progress: bool,
+    /// Bytes per write for `durable` (default 4 KiB); the others ignore it.
+    pub bs: Option<u64>,
+    /// Durable writes per method for `durable` (default 10 000, bounded by `runtime`); the others
+    /// ignore it.
+    pub ios: Option<u64>,
 }
 
 impl MicroOpts {
@@ -44,6 +51,8 @@ impl MicroOpts {
             quick: false,
             max_threads: None,
             progress: false,
+            bs: None,
+            ios: None,
         }
     }
 }
@@ -57,7 +66,11 @@ pub const NAMES: &[&str] = &[
     "block-size",
     "scale-out",
     "fixed-buffers",
+    "durable",
 ];
+
+/// The microbenchmarks that take `--bs` and `--ios`.
+pub const TAKES_BS_IOS: &[&str] = &["durable"];
 
 /// Runs the microbenchmark called `name`.
 pub fn run(name: &str, opts: &MicroOpts) -> Result<MicroResult> {
@@ -69,6 +82,7 @@ pub fn run(name: &str, opts: &MicroOpts) -> Result<MicroResult> {
         "block-size" => block_size::run(opts),
         "scale-out" => scale_out::run(opts),
         "fixed-buffers" => fixed_buffers::run(opts),
+        "durable" => durable::run(opts),
         _ => Err(BenchError::InvalidArg(format!(
             "unknown microbenchmark {name:?}; one of: {}",
             NAMES.join(", ")

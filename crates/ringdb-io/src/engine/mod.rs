@@ -1,4 +1,5 @@
-//! The I/O engines behind one trait: `posix`, `libaio`, `uring-sync` and `uring`.
+//! The I/O engines behind one trait: `posix`, `libaio`, `uring-sync`, `uring` and
+//! `uring-passthrough` (NVMe commands on `/dev/ngXnY`).
 //!
 //! An engine is owned by one thread (ring per thread). Callers queue requests with
 //! [`Engine::push`], hand them to the kernel with [`Engine::submit`] and collect completions
@@ -6,11 +7,13 @@
 //! been reaped; that is the contract of the unsafe `push`.
 
 mod libaio;
+mod passthrough;
 mod posix;
 mod sim;
 mod uring;
 
 pub use libaio::LibaioEngine;
+pub use passthrough::{nvme_geometry, NvmeGeometry, PassthroughEngine};
 pub use posix::PosixEngine;
 pub use sim::{SimDisk, SimFault, SimStats, SimTear, SIM_MAX_FILE_LEN};
 pub use uring::UringEngine;
@@ -211,5 +214,6 @@ pub fn open_engine(
         EngineKind::UringSync | EngineKind::Uring => {
             Box::new(UringEngine::new(cfg, files, buffers)?)
         }
+        EngineKind::UringPassthrough => Box::new(PassthroughEngine::new(cfg, files, buffers)?),
     })
 }

@@ -552,6 +552,17 @@ impl SimDisk {
         d.random.clear();
     }
 
+    /// Writes to `file` that completed but are not yet covered by a completed sync: what a
+    /// power cut right now could drop or tear.
+    pub fn unsynced_writes(&self, file: u32) -> usize {
+        self.lock()
+            .file(file)
+            .unsynced
+            .iter()
+            .filter(|u| matches!(u.change, Change::Write { .. }))
+            .count()
+    }
+
     /// The bytes of `file` that would survive a power cut right now.
     pub fn durable_image(&self, file: u32) -> Vec<u8> {
         self.lock().file(file).durable.clone()
