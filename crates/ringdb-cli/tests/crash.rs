@@ -3,10 +3,13 @@
 //! is present with its value, and no write batch is partly visible.
 //!
 //! Iterations: `RINGDB_CRASH_ITERS` (default 6 here; `scripts/crash-soak` runs many more).
+//! `RINGDB_CRASH_DB` puts the database on a raw device instead of a directory (e.g.
+//! `/dev/ng0n1` in the NVMe VM) and `RINGDB_CRASH_MODES` (comma-separated) picks the
+//! durability modes drawn from.
 
 mod common;
 
-use common::{ringdb, tmp};
+use common::{ringdb, ringdb_bin, tmp};
 use std::collections::HashMap;
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -42,18 +45,29 @@ fn sigkill_at_random_moments_loses_nothing_acknowledged() {
         });
     eprintln!("crash test: {iters} iterations, RINGDB_CRASH_SEED={seed}");
     let mut rng = seed;
+    let device = std::env::var("RINGDB_CRASH_DB").ok();
     let dir = tmp("crash-db");
-    let _ = std::fs::remove_dir_all(&dir);
+    if device.is_none() {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
     let ack = tmp("crash-acks");
     let _ = std::fs::remove_file(&ack);
-    let db = dir.to_str().unwrap().to_string();
-    let modes = ["fdatasync", "thread", "odsync", "none"];
+    let db = device
+        .clone()
+        .unwrap_or_else(|| dir.to_str().unwrap().to_string());
+    let modes: Vec<String> = std::env::var("RINGDB_CRASH_MODES")
+        .map(|m| m.split(',').map(str::to_string).collect())
+        .unwrap_or_else(|_| {
+            ["fdatasync", "thread", "odsync", "none"]
+                .map(str::to_string)
+                .to_vec()
+        });
     // Per iteration: first key number and batch size (to check batches whole).
     let mut runs: Vec<(u64, u64)> = Vec::new();
     for it in 0..iters {
         let start = it * 10_000_000;
         let batch = 1 + splitmix(&mut rng) % 6;
-        let mode = modes[(splitmix(&mut rng) % modes.len() as u64) as usize];
+        let mode = modes[(splitmix(&mut rng) % modes.len() as u64) as usize].as_str();
         let kill_after = Duration::from_millis(100 + splitmix(&mut rng) % 900);
         runs.push((start, batch));
         let mut args = vec![
@@ -78,7 +92,7 @@ fn sigkill_at_random_moments_loses_nothing_acknowledged() {
         if it == 0 {
             args.push("--fresh".into());
         }
-        let mut child = Command::new(env!("CARGO_BIN_EXE_ringdb"))
+        let mut child = Command::new(ringdb_bin())
             .args(&args)
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -145,6 +159,8 @@ fn sigkill_at_random_moments_loses_nothing_acknowledged() {
             present.len()
         );
     }
-    let _ = std::fs::remove_dir_all(&dir);
+    if device.is_none() {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
     let _ = std::fs::remove_file(&ack);
 }

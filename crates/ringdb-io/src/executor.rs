@@ -621,6 +621,17 @@ impl Runtime {
         files: &[RawFd],
         pool: Option<FixedBufferPool>,
     ) -> Result<Runtime> {
+        Self::from_config_wrapped(cfg, files, pool, Ok)
+    }
+
+    /// [`Runtime::from_config`], with the opened engine passed through `wrap` (e.g. into a
+    /// [`crate::engine::RegionEngine`]) before the runtime takes it.
+    pub fn from_config_wrapped(
+        cfg: &IoConfig,
+        files: &[RawFd],
+        pool: Option<FixedBufferPool>,
+        wrap: impl FnOnce(Box<dyn Engine>) -> Result<Box<dyn Engine>>,
+    ) -> Result<Runtime> {
         let iov = pool.as_ref().map(FixedBufferPool::iovecs);
         if cfg.fixed_buffers && iov.is_none() {
             return Err(IoError::InvalidArg(
@@ -630,6 +641,7 @@ impl Runtime {
         }
         let registered = cfg.fixed_buffers && cfg.engine.is_uring();
         let engine = open_engine(cfg, files, if registered { iov.as_deref() } else { None })?;
+        let engine = wrap(engine)?;
         Ok(Self::build(engine, cfg.batching, pool, registered))
     }
 

@@ -148,7 +148,7 @@ impl Checkpointer {
         images.extend(pages.iter().map(|p| (p.pid, p.image.as_slice())));
         let dw = encode_dw(epoch, self.bm.page_size(), &images);
         let dw_len = dw.len();
-        let (r, _) = self.io.write(self.files.dw, 0, dw).await;
+        let r = crate::chunked::write_all(&self.io, self.files.dw, 0, dw).await;
         check_len(r, dw_len, "the double-write file")?;
         self.io.fsync(self.files.dw, true).await.map_err(|e| {
             DbError::CheckpointFailed(format!("syncing the double-write file: {e}"))
@@ -258,8 +258,8 @@ pub async fn read_dw(
     if len < page_size as u64 {
         return Ok(None);
     }
-    let (r, head) = io.read(file, 0, vec![0u8; page_size]).await;
-    if r? < page_size {
+    let head = crate::chunked::read(io, file, 0, page_size).await?;
+    if head.len() < page_size {
         return Ok(None);
     }
     let rd64 = |b: &[u8], at: usize| u64::from_le_bytes(b[at..at + 8].try_into().expect("8"));
@@ -273,8 +273,8 @@ pub async fn read_dw(
         return Ok(None);
     }
     let total = (h + n) * page_size;
-    let (r, all) = io.read(file, 0, vec![0u8; total]).await;
-    if r? < total || crc32c::crc32c(&all[4..]) != rd32(&all, 0) {
+    let all = crate::chunked::read(io, file, 0, total).await?;
+    if all.len() < total || crc32c::crc32c(&all[4..]) != rd32(&all, 0) {
         return Ok(None);
     }
     let pages = (0..n)

@@ -13,9 +13,10 @@ use crate::meta::{Meta, META_PID};
 use crate::page;
 use crate::tree::{BTree, TreeStats};
 use crate::wal::{self, Durability, Op, Wal, WalStats};
+use ringdb_io::engine::{Region, RegionEngine};
 use ringdb_io::executor::{Io, Runtime, RuntimeStats};
 use ringdb_io::target::{Target, TargetOptions};
-use ringdb_io::{AlignedBuf, Engine, FileId, FixedBufferPool, IoConfig};
+use ringdb_io::{AlignedBuf, Engine, EngineKind, FileId, FixedBufferPool, IoConfig};
 use serde::Serialize;
 use std::cell::RefCell;
 use std::ops::Bound;
@@ -211,7 +212,7 @@ impl DbHandle {
             };
             self.tree.check_record(k, v)?;
         }
-        let len = wal::record_len(&ops);
+        let len = d.wal.record_len(&ops);
         if len > d.wal.max_record() {
             return Err(DbError::InvalidArg(format!(
                 "a batch of {len} bytes is larger than a quarter of the log ({} bytes); split it \
@@ -364,18 +365,47 @@ impl Db {
         } else {
             path.to_path_buf()
         };
-        if opts.durability.logged() && !is_dir_form {
+        use std::os::unix::fs::FileTypeExt;
+        let kind = std::fs::metadata(path).map(|m| m.file_type()).ok();
+        let is_nvme_char = kind.is_some_and(|k| k.is_char_device());
+        let is_device = is_nvme_char || kind.is_some_and(|k| k.is_block_device());
+        let logged = opts.durability.logged();
+        let mut opts = opts;
+        if is_nvme_char && matches!(opts.io.engine, EngineKind::Uring | EngineKind::UringSync) {
+            // A char device carries block I/O only as NVMe commands.
+            opts.io.engine = EngineKind::UringPassthrough;
+        }
+        let passthrough = opts.io.engine == EngineKind::UringPassthrough;
+        if logged && !is_dir_form && !is_device {
             return Err(DbError::InvalidArg(format!(
                 "{}: a database with a log (durability {}) is a directory (data, log and \
-                 double-write files); pass a directory, or use durability off",
+                 double-write files) or a raw device (its regions); pass a directory, or use \
+                 durability off",
                 path.display(),
                 opts.durability
             )));
         }
-        if opts.durability.logged() && opts.io.iopoll {
+        if opts.durability == Durability::NvmeFlush && !(is_nvme_char && passthrough) {
+            return Err(DbError::InvalidArg(format!(
+                "durability nvme-flush makes the log durable with NVMe Flush commands through \
+                 passthrough: it needs the database on an NVMe generic char device (/dev/ngXnY) \
+                 with engine uring-passthrough; {} is not one: use fdatasync",
+                path.display()
+            )));
+        }
+        if is_device && matches!(opts.durability, Durability::Thread | Durability::Odsync) {
+            return Err(DbError::InvalidArg(format!(
+                "durability {} needs the log as a file; on a raw device ({}) use fdatasync{}",
+                opts.durability,
+                path.display(),
+                if is_nvme_char { " or nvme-flush" } else { "" }
+            )));
+        }
+        if logged && opts.io.iopoll && !passthrough {
             return Err(DbError::InvalidArg(format!(
                 "durability {} syncs the log and checkpoints with fsync/fdatasync, which cannot \
-                 run on an IOPOLL ring; drop --iopoll, or use durability off",
+                 run on an IOPOLL ring; drop --iopoll, or use durability off (on an NVMe \
+                 namespace through passthrough, syncs are NVMe Flush commands and IOPOLL works)",
                 opts.durability
             )));
         }
@@ -403,6 +433,9 @@ impl Db {
         let data_len = if opts.fresh { 0 } else { target.size };
         if data_len > 0 {
             check_page_size(&file_path, opts.page_size)?;
+        }
+        if logged && is_device {
+            return Self::open_device_logged(target, &file_path, opts);
         }
         let mut fds = vec![target.fd()];
         let mut files = Vec::new();
@@ -442,11 +475,50 @@ impl Db {
             is_block_device,
             &file_path,
             opts,
+            None,
         )?;
         db._files = files;
         db._target = Some(target);
         db.sync_off_ring =
             db.handle.durable.is_none() && db_io_polls_through_block_layer(&db_opts_io);
+        Ok(db)
+    }
+
+    /// A database with a log on a raw device: its data, log and double-write area are regions
+    /// of the device (see [`DeviceLayout`]), reached through a [`RegionEngine`].
+    fn open_device_logged(target: Target, file_path: &Path, opts: Options) -> Result<Db> {
+        let ps = opts.page_size as u64;
+        let block = (target.align as u64).max(512);
+        let layout = DeviceLayout::plan(target.size, ps, block, &opts)
+            .map_err(|why| DbError::InvalidArg(format!("{}: {why}", file_path.display())))?;
+        let lens = [
+            if opts.fresh { 0 } else { layout.data.len },
+            layout.log.len,
+            layout.dw.len,
+        ];
+        if lens[0] > 0 {
+            check_page_size(file_path, opts.page_size)?;
+        }
+        let pool = FixedBufferPool::new(opts.pool_pages, opts.page_size)?;
+        let regions = vec![layout.data, layout.log, layout.dw];
+        let rt = Runtime::from_config_wrapped(&opts.io, &[target.fd()], Some(pool), |e| {
+            Ok(Box::new(RegionEngine::new(e, regions, block)?))
+        })?;
+        let dev = DeviceLog {
+            align: block as usize,
+            wipe: opts.fresh,
+        };
+        let mut db = Self::open_runtime(
+            rt,
+            lens,
+            Some(layout.data.len / ps),
+            None,
+            true,
+            file_path,
+            opts,
+            Some(dev),
+        )?;
+        db._target = Some(target);
         Ok(db)
     }
 
@@ -463,9 +535,12 @@ impl Db {
             storage.is_block_device,
             name,
             opts,
+            None,
         )
     }
 
+    // The open paths differ in exactly these; a struct would only rename them.
+    #[allow(clippy::too_many_arguments)]
     fn open_runtime(
         mut rt: Runtime,
         lens: [u64; 3],
@@ -474,8 +549,16 @@ impl Db {
         is_block_device: bool,
         file_path: &Path,
         opts: Options,
+        dev: Option<DeviceLog>,
     ) -> Result<Db> {
         let ps = opts.page_size as u64;
+        if opts.durability == Durability::NvmeFlush && dev.is_none() {
+            return Err(DbError::InvalidArg(
+                "durability nvme-flush needs the database on an NVMe generic char device \
+                 (/dev/ngXnY) through passthrough; use fdatasync"
+                    .into(),
+            ));
+        }
         let mut cfg = PoolConfig::new(opts.page_size, opts.pool_pages);
         if let Some(b) = opts.evict_batch {
             cfg.evict_batch = b;
@@ -505,7 +588,9 @@ impl Db {
         let handle = if opts.durability.logged() {
             let io2 = io.clone();
             let path = file_path.to_path_buf();
-            rt.block_on(async move { open_logged(io2, cfg, lens, wal_file, &opts, &path).await })??
+            rt.block_on(
+                async move { open_logged(io2, cfg, lens, wal_file, &opts, &path, dev).await },
+            )??
         } else {
             // A block device is a new database unless page 0 is a ringdb meta page.
             let pages_on_disk = if existing { lens[0] / ps } else { 0 };
@@ -700,8 +785,25 @@ async fn open_logged(
     wal_file: Option<std::fs::File>,
     opts: &Options,
     path: &Path,
+    dev: Option<DeviceLog>,
 ) -> Result<DbHandle> {
     let ps = opts.page_size;
+    let mut lens = lens;
+    if let Some(d) = dev {
+        // A device is blank (formatted, or never used) while page 0 is all zeros and no
+        // double-write image stands: a format interrupted by a crash is redone, so no record
+        // of an earlier database in the log region can pass for one of this database's.
+        let blank = d.wipe
+            || (crate::chunked::read(&io, DATA, 0, ps)
+                .await?
+                .iter()
+                .all(|&b| b == 0)
+                && checkpoint::read_dw(&io, DW, lens[2], ps).await?.is_none());
+        if blank {
+            wipe_log_regions(&io, lens, ps).await?;
+            lens[0] = 0;
+        }
+    }
     let mut meta = read_meta(&io, ps, lens[0]).await?;
     let dw = checkpoint::read_dw(&io, DW, lens[2], ps).await?;
     let mut epoch_dw = None;
@@ -738,6 +840,13 @@ async fn open_logged(
         None => None,
     };
     let wal_bytes = meta.as_ref().map_or(opts.wal_bytes, |m| m.wal_bytes);
+    if dev.is_some() && wal_bytes != lens[1] {
+        return Err(DbError::InvalidArg(format!(
+            "{} was formatted with a log of {wal_bytes} bytes; open it with that log size \
+             (the regions of the device depend on it)",
+            path.display()
+        )));
+    }
     let (next_pid, epoch, redo) = meta
         .as_ref()
         .map_or((1, 0, 0), |m| (m.next_pid, m.epoch, m.redo_lsn));
@@ -778,6 +887,7 @@ async fn open_logged(
         wal_bytes,
         end,
         redo,
+        dev.map_or(8, |d| d.align),
     )?;
     wal.set_group_commit(opts.group_commit);
     let files = CheckpointFiles { data: DATA, dw: DW };
@@ -823,6 +933,108 @@ async fn open_logged(
     })
 }
 
+/// How a log on a raw device is written.
+#[derive(Clone, Copy, Debug)]
+struct DeviceLog {
+    /// The device's block size: log records are padded to it.
+    align: usize,
+    /// A fresh database: the log and double-write regions still hold what was there before.
+    wipe: bool,
+}
+
+/// The regions of a raw device that holds a database with a log: data first (so page 0 is at
+/// offset 0, as on a file), then the log, then the double-write area, each `wal_bytes` long
+/// (rounded up to a page). The layout depends only on the device's size, the page size and
+/// the log size, which the meta page records.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DeviceLayout {
+    pub data: Region,
+    pub log: Region,
+    pub dw: Region,
+}
+
+impl DeviceLayout {
+    pub fn plan(
+        capacity: u64,
+        ps: u64,
+        block: u64,
+        opts: &Options,
+    ) -> std::result::Result<Self, String> {
+        if !ps.is_multiple_of(block) {
+            return Err(format!(
+                "page size {ps} is not a multiple of the device's {block}-byte blocks"
+            ));
+        }
+        let w = opts.wal_bytes.next_multiple_of(ps);
+        if w != opts.wal_bytes {
+            return Err(format!(
+                "on a raw device the log size must be a multiple of the page size {ps} (got {})",
+                opts.wal_bytes
+            ));
+        }
+        // A checkpoint writes at most every frame plus the meta page, with a header of
+        // 40 bytes + 8 per page, to the double-write area.
+        let pages = opts.pool_pages as u64 + 1;
+        let dw_need = (40 + 8 * pages).next_multiple_of(ps) + pages * ps;
+        if dw_need > w {
+            return Err(format!(
+                "a checkpoint of this pool ({} pages) needs {dw_need} bytes of double-write \
+                 area, more than the {w} bytes the log size gives; use a larger log or a \
+                 smaller pool",
+                opts.pool_pages
+            ));
+        }
+        let min_data = 16 * ps;
+        let usable = capacity / ps * ps;
+        if usable < 2 * w + min_data {
+            return Err(format!(
+                "{capacity} bytes hold no database with a log of {w} bytes (log and \
+                 double-write area {} bytes, data at least {min_data})",
+                2 * w
+            ));
+        }
+        let data_len = usable - 2 * w;
+        Ok(DeviceLayout {
+            data: Region {
+                base: 0,
+                len: data_len,
+            },
+            log: Region {
+                base: data_len,
+                len: w,
+            },
+            dw: Region {
+                base: data_len + w,
+                len: w,
+            },
+        })
+    }
+}
+
+/// Formats a device: first the double-write header and the meta page are zeroed and made
+/// durable (from then on any earlier database there is gone and the device reads as blank),
+/// then the whole log region, so that no record or double-write image of an earlier database
+/// can be taken for this one's.
+async fn wipe_log_regions(io: &Io, lens: [u64; 3], ps: usize) -> Result<()> {
+    const CHUNK: u64 = crate::chunked::MAX_IO as u64;
+    let (r, _) = io
+        .write(DW, 0, AlignedBuf::new(CHUNK.min(lens[2]) as usize))
+        .await;
+    r?;
+    let (r, _) = io.write(DATA, 0, AlignedBuf::new(ps)).await;
+    r?;
+    io.fsync(DATA, true).await?;
+    let mut off = 0;
+    while off < lens[1] {
+        let n = CHUNK.min(lens[1] - off);
+        let (r, _) = io.write(WAL, off, AlignedBuf::new(n as usize)).await;
+        r?;
+        off += n;
+    }
+    io.fsync(WAL, true).await?;
+    Ok(())
+}
+
 /// Reads the log's records from `from` until the first one that is not intact (the end).
 async fn read_log(
     io: &Io,
@@ -859,10 +1071,8 @@ async fn read_log(
                 break;
             }
             let want = CHUNK.max(need).min(left).min((file_len - off) as usize);
-            let (r, b) = io.read(WAL, off, vec![0u8; want]).await;
-            let n = r?;
-            buf = b;
-            buf.truncate(n);
+            buf = crate::chunked::read(io, WAL, off, want).await?;
+            let n = buf.len();
             buf_lsn = lsn;
             if n < need {
                 break;

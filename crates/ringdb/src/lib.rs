@@ -7,6 +7,7 @@
 
 pub mod buffer;
 pub mod checkpoint;
+mod chunked;
 pub mod db;
 pub mod error;
 mod keylock;

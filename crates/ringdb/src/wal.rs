@@ -147,8 +147,14 @@ pub fn record_len(ops: &[Op]) -> usize {
 
 /// Encodes the record of `ops` at `lsn`, appending to `out`.
 pub fn encode_record(out: &mut Vec<u8>, lsn: u64, ops: &[Op]) {
+    encode_record_len(out, lsn, ops, record_len(ops));
+}
+
+/// [`encode_record`] taking `len >= record_len(ops)` bytes (zeros after the ops: a log on a
+/// raw device pads each record to a whole block).
+fn encode_record_len(out: &mut Vec<u8>, lsn: u64, ops: &[Op], len: usize) {
+    debug_assert!(len >= record_len(ops) && len.is_multiple_of(8));
     let start = out.len();
-    let len = record_len(ops);
     out.resize(start + RECORD_HEADER, 0);
     out[start + 4..start + 8].copy_from_slice(&(len as u32).to_le_bytes());
     out[start + 8..start + 16].copy_from_slice(&lsn.to_le_bytes());
@@ -286,6 +292,9 @@ struct Inner {
     file: FileId,
     mode: Durability,
     capacity: u64,
+    /// Every record starts and ends on a multiple of this (1 for a file; the device's block
+    /// size for a log on a raw device, whose writes must be whole blocks).
+    align: usize,
     st: RefCell<State>,
     syncer: Option<SyncThread>,
     /// Set while the group writer is between taking the tail and finishing it.
@@ -302,6 +311,7 @@ impl Wal {
     /// A log over `file` (a file of the runtime's table; `sync_file`, a handle on the same
     /// file, is what the helper thread of mode `thread` syncs) of `capacity` bytes, whose next record goes at `end`; everything before
     /// `end` is durable (recovery synced it), and the live part starts at `reusable`.
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         io: Io,
         file: FileId,
@@ -310,17 +320,16 @@ impl Wal {
         capacity: u64,
         end: u64,
         reusable: u64,
+        align: usize,
     ) -> Result<Wal> {
         assert!(mode.logged(), "a log in mode off");
         assert!(capacity.is_multiple_of(8) && capacity >= 64 * 1024);
         assert!(reusable <= end && end - reusable <= capacity);
-        if mode == Durability::NvmeFlush {
-            return Err(DbError::InvalidArg(
-                "durability nvme-flush needs the log on an NVMe namespace driven through passthrough \
-                 (/dev/ngXnY); this log is a file: use fdatasync, thread or odsync"
-                    .into(),
-            ));
-        }
+        assert!(align.is_power_of_two() && align >= 8 && capacity.is_multiple_of(align as u64));
+        assert!(
+            end.is_multiple_of(align as u64),
+            "log end {end} not aligned to {align}"
+        );
         let syncer = match mode {
             Durability::Thread => Some(SyncThread::start(sync_file.ok_or_else(|| {
                 DbError::InvalidArg(
@@ -335,6 +344,7 @@ impl Wal {
                 file,
                 mode,
                 capacity,
+                align,
                 st: RefCell::new(State {
                     end,
                     tail: Vec::new(),
@@ -408,6 +418,11 @@ impl Wal {
         }
     }
 
+    /// Bytes the record of `ops` takes in this log (block-padded on a raw device).
+    pub fn record_len(&self, ops: &[Op]) -> usize {
+        record_len(ops).next_multiple_of(self.inner.align)
+    }
+
     /// Whether a record of `len` bytes fits without overwriting the live log.
     pub fn has_room(&self, len: usize) -> bool {
         let st = self.inner.st.borrow();
@@ -417,7 +432,7 @@ impl Wal {
     /// Appends the record of `ops` to the tail and marks it in flight (not yet applied);
     /// returns its start and end LSNs. Call [`has_room`](Self::has_room) first.
     pub fn append(&self, ops: &[Op]) -> Result<(u64, u64)> {
-        let len = record_len(ops);
+        let len = self.record_len(ops);
         assert!(len <= self.max_record(), "record of {len} bytes");
         let cap = self.inner.capacity;
         let mut st = self.inner.st.borrow_mut();
@@ -440,7 +455,7 @@ impl Wal {
             st.end += left as u64;
         }
         let start = st.end;
-        encode_record(&mut st.tail, start, ops);
+        encode_record_len(&mut st.tail, start, ops, len);
         st.end += len as u64;
         *st.in_flight.entry(start).or_insert(0) += 1;
         st.stats.records += 1;
@@ -563,7 +578,7 @@ impl Wal {
             let off = at % cap;
             let n = bytes.len().min((cap - off) as usize);
             let rest = bytes.split_off(n);
-            let (r, _) = inner.io.write(inner.file, off, bytes).await;
+            let r = crate::chunked::write_all(&inner.io, inner.file, off, bytes).await;
             match r {
                 Ok(w) if w == n => {}
                 Ok(w) => {
@@ -581,7 +596,8 @@ impl Wal {
             bytes = rest;
         }
         let synced = match inner.mode {
-            Durability::Fdatasync => inner
+            // On a passthrough engine a sync of the log is an NVMe Flush through the ring.
+            Durability::Fdatasync | Durability::NvmeFlush => inner
                 .io
                 .fsync(inner.file, true)
                 .await
@@ -594,7 +610,7 @@ impl Wal {
                 .await
                 .map_err(|e| e.to_string()),
             Durability::None | Durability::Odsync => Ok(()),
-            Durability::Off | Durability::NvmeFlush => unreachable!("refused in Wal::new"),
+            Durability::Off => unreachable!("a log in mode off"),
         };
         synced.map_err(|e| DbError::LogFailed(format!("making the log durable failed: {e}")))
     }

@@ -169,3 +169,33 @@ fn modes_are_checked() {
     assert!(e.to_string().contains("write-ahead log"), "{e}");
     let _ = std::fs::remove_dir_all(&d);
 }
+
+#[test]
+fn a_raw_device_is_split_into_data_log_and_double_write_regions() {
+    use ringdb::db::DeviceLayout;
+    let o = Options {
+        pool_pages: 4096,
+        ..Options::default()
+    };
+    let mib = 1u64 << 20;
+    let l = DeviceLayout::plan(256 * mib, 4096, 512, &o).unwrap();
+    assert_eq!((l.data.base, l.data.len), (0, 128 * mib));
+    assert_eq!((l.log.base, l.log.len), (128 * mib, 64 * mib));
+    assert_eq!((l.dw.base, l.dw.len), (192 * mib, 64 * mib));
+    // Too small for the log and double-write area.
+    let e = DeviceLayout::plan(100 * mib, 4096, 512, &o).unwrap_err();
+    assert!(e.contains("hold no database"), "{e}");
+    // A pool whose checkpoint would not fit the double-write area.
+    let big = Options {
+        pool_pages: 20_000,
+        ..Options::default()
+    };
+    let e = DeviceLayout::plan(1024 * mib, 4096, 512, &big).unwrap_err();
+    assert!(e.contains("double-write"), "{e}");
+    // A log size that is not a whole number of pages.
+    let odd = Options {
+        wal_bytes: (1 << 20) + 8,
+        ..o
+    };
+    assert!(DeviceLayout::plan(1024 * mib, 4096, 512, &odd).is_err());
+}

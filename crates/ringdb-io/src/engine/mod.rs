@@ -9,12 +9,14 @@
 mod libaio;
 mod passthrough;
 mod posix;
+mod region;
 mod sim;
 mod uring;
 
 pub use libaio::LibaioEngine;
 pub use passthrough::{nvme_geometry, NvmeGeometry, PassthroughEngine};
 pub use posix::PosixEngine;
+pub use region::{Region, RegionEngine};
 pub use sim::{SimDisk, SimFault, SimStats, SimTear, SIM_MAX_FILE_LEN};
 pub use uring::UringEngine;
 
