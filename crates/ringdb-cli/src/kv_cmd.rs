@@ -12,7 +12,8 @@ use std::rc::Rc;
 
 #[derive(Args, Clone)]
 pub struct DbArgs {
-    /// Database directory.
+    /// Database directory (or a raw device: /dev/ngXnY through passthrough, or a block
+    /// device).
     #[arg(long, default_value = "ringdb-data/kv")]
     db: PathBuf,
     /// off | none | fdatasync | thread | odsync | nvme-flush
@@ -24,12 +25,17 @@ pub struct DbArgs {
     /// O_DIRECT for the data file (0 on filesystems that refuse it, e.g. tmpfs).
     #[arg(long, default_value_t = 1)]
     direct: u8,
+    /// Poll for completions (IOPOLL ring): with a log only on an NVMe namespace through
+    /// passthrough (durability nvme-flush), where a sync is an NVMe Flush on the same ring.
+    #[arg(long)]
+    iopoll: bool,
 }
 
 impl DbArgs {
     fn open(&self, fresh: bool) -> Result<Db, Box<dyn std::error::Error>> {
         let durability: Durability = self.durability.parse()?;
-        let opts = Options::default();
+        let mut opts = Options::default();
+        opts.io.iopoll = self.iopoll;
         let pool_pages = parse_size(&self.pool)? as usize / opts.page_size;
         Ok(Db::open(
             &self.db,

@@ -171,3 +171,38 @@ fn memlock_too_small_for_fixed_buffers() {
     let _ = std::fs::remove_file(&f);
     assert_refused(&out, "locked-memory limit");
 }
+
+#[test]
+fn nvme_flush_and_iopoll_with_a_log_need_an_nvme_namespace() {
+    let d = tmp("nvme-flush-dir");
+    std::fs::create_dir_all(&d).unwrap();
+    let f = tmp("nvme-flush-file");
+    std::fs::write(&f, b"").unwrap();
+    let put = |db: &PathBuf, extra: &[&str]| {
+        ringdb()
+            .args([
+                "put-many", "--count", "10", "--fresh", "--direct", "0", "--db",
+            ])
+            .arg(db)
+            .args(extra)
+            .output()
+            .expect("run ringdb")
+    };
+    // nvme-flush on a directory or a file: the log is not on an NVMe namespace.
+    assert_refused(&put(&d, &["--durability", "nvme-flush"]), "/dev/ngXnY");
+    assert_refused(&put(&f, &["--durability", "nvme-flush"]), "/dev/ngXnY");
+    // A log synced with fdatasync cannot live on an IOPOLL ring.
+    assert_refused(
+        &put(&d, &["--durability", "fdatasync", "--iopoll"]),
+        "IOPOLL ring",
+    );
+    // Refused before anything is created.
+    let missing = tmp("nvme-flush-missing").with_extension("");
+    assert_refused(
+        &put(&missing, &["--durability", "nvme-flush"]),
+        "/dev/ngXnY",
+    );
+    assert!(!missing.exists());
+    let _ = std::fs::remove_dir_all(&d);
+    let _ = std::fs::remove_file(&f);
+}

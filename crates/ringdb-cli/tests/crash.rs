@@ -5,7 +5,8 @@
 //! Iterations: `RINGDB_CRASH_ITERS` (default 6 here; `scripts/crash-soak` runs many more).
 //! `RINGDB_CRASH_DB` puts the database on a raw device instead of a directory (e.g.
 //! `/dev/ng0n1` in the NVMe VM) and `RINGDB_CRASH_MODES` (comma-separated) picks the
-//! durability modes drawn from.
+//! durability modes drawn from. `RINGDB_CRASH_ARGS` (whitespace-separated) is added to every
+//! `put-many`, `check` and `dump` (e.g. `--iopoll`).
 
 mod common;
 
@@ -62,6 +63,17 @@ fn sigkill_at_random_moments_loses_nothing_acknowledged() {
                 .map(str::to_string)
                 .to_vec()
         });
+    let extra: Vec<String> = std::env::var("RINGDB_CRASH_ARGS")
+        .map(|a| a.split_whitespace().map(str::to_string).collect())
+        .unwrap_or_default();
+    if !extra.is_empty() {
+        eprintln!("crash test: extra arguments {extra:?}");
+    }
+    let run = |cmd: &str| {
+        let mut args = vec![cmd, "--db", db.as_str()];
+        args.extend(extra.iter().map(String::as_str));
+        ringdb(&args)
+    };
     // Per iteration: first key number and batch size (to check batches whole).
     let mut runs: Vec<(u64, u64)> = Vec::new();
     for it in 0..iters {
@@ -92,6 +104,7 @@ fn sigkill_at_random_moments_loses_nothing_acknowledged() {
         if it == 0 {
             args.push("--fresh".into());
         }
+        args.extend(extra.iter().cloned());
         let mut child = Command::new(ringdb_bin())
             .args(&args)
             .stdout(Stdio::null())
@@ -108,14 +121,14 @@ fn sigkill_at_random_moments_loses_nothing_acknowledged() {
         );
 
         // The database recovers and verifies.
-        let check = ringdb(&["check", "--db", &db]);
+        let check = run("check");
         assert!(
             check.status.success(),
             "iteration {it} (mode {mode}, seed {seed}): check failed:\n{}\n{}",
             String::from_utf8_lossy(&check.stdout),
             String::from_utf8_lossy(&check.stderr)
         );
-        let dump = ringdb(&["dump", "--db", &db]);
+        let dump = run("dump");
         assert!(
             dump.status.success(),
             "{}",

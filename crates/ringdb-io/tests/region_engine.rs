@@ -126,6 +126,55 @@ fn out_of_region_and_unaligned_writes_are_refused() {
     let _ = std::fs::remove_file(&p);
 }
 
+#[test]
+fn a_sync_of_any_region_is_one_sync_of_the_whole_device() {
+    // One simulated device holding both regions: writes to regions 0 and 1 are volatile
+    // until a sync of region 1 (what the log syncs) makes the whole device durable.
+    let disk = ringdb_io::engine::SimDisk::new(7, 1);
+    disk.set_len(0, 24 * 1024);
+    let mut e = RegionEngine::new(disk.engine(8), regions(), BLOCK).unwrap();
+    let s = one(&mut e, IoRequest::sync(OpKind::Fsync, FileId(0), 1)).unwrap();
+    assert_eq!(s, 0);
+    let mut a = ringdb_io::AlignedBuf::new(512);
+    a.as_mut_slice().fill(0xaa);
+    let mut b = ringdb_io::AlignedBuf::new(512);
+    b.as_mut_slice().fill(0xbb);
+    assert_eq!(
+        one(
+            &mut e,
+            IoRequest::write(FileId(0), 512, a.as_mut_ptr(), 512, 2)
+        )
+        .unwrap(),
+        512
+    );
+    assert_eq!(
+        one(
+            &mut e,
+            IoRequest::write(FileId(1), 0, b.as_mut_ptr(), 512, 3)
+        )
+        .unwrap(),
+        512
+    );
+    assert_eq!(disk.unsynced_writes(0), 2);
+    let s = one(&mut e, IoRequest::sync(OpKind::Fdatasync, FileId(1), 4)).unwrap();
+    assert_eq!(s, 0);
+    assert_eq!(disk.unsynced_writes(0), 0);
+    // The bytes sit at the regions' bases on the device, and survive a power cut.
+    drop(e);
+    disk.power_cut();
+    let img = disk.durable_image(0);
+    assert!(img[512..1024].iter().all(|&x| x == 0xaa));
+    assert!(img[16 * 1024..16 * 1024 + 512].iter().all(|&x| x == 0xbb));
+    // A request whose end overflows is past the end, not a wrap-around.
+    let mut e = RegionEngine::new(disk.engine(8), regions(), BLOCK).unwrap();
+    let err = one(
+        &mut e,
+        IoRequest::read(FileId(0), u64::MAX - 100, a.as_mut_ptr(), 512, 5),
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("past the end"), "{err}");
+}
+
 /// Tests in this file run in parallel: one file each.
 fn rand_tag() -> u64 {
     use std::sync::atomic::{AtomicU64, Ordering};

@@ -359,12 +359,6 @@ impl Db {
     /// `dw.ringdb` beside it), a file, or a block device (mode `off` only).
     pub fn open(path: &Path, opts: Options) -> Result<Db> {
         let is_dir_form = path.is_dir() || (!path.exists() && path.extension().is_none());
-        let file_path = if is_dir_form {
-            std::fs::create_dir_all(path).map_err(file_err(path))?;
-            path.join(DATA_FILE)
-        } else {
-            path.to_path_buf()
-        };
         use std::os::unix::fs::FileTypeExt;
         let kind = std::fs::metadata(path).map(|m| m.file_type()).ok();
         let is_nvme_char = kind.is_some_and(|k| k.is_char_device());
@@ -376,6 +370,14 @@ impl Db {
             opts.io.engine = EngineKind::UringPassthrough;
         }
         let passthrough = opts.io.engine == EngineKind::UringPassthrough;
+        if opts.durability == Durability::NvmeFlush && !(is_nvme_char && passthrough) {
+            return Err(DbError::InvalidArg(format!(
+                "durability nvme-flush makes the log durable with NVMe Flush commands through \
+                 passthrough: it needs the database on an NVMe generic char device (/dev/ngXnY) \
+                 with engine uring-passthrough; {} is not one: use fdatasync",
+                path.display()
+            )));
+        }
         if logged && !is_dir_form && !is_device {
             return Err(DbError::InvalidArg(format!(
                 "{}: a database with a log (durability {}) is a directory (data, log and \
@@ -383,14 +385,6 @@ impl Db {
                  durability off",
                 path.display(),
                 opts.durability
-            )));
-        }
-        if opts.durability == Durability::NvmeFlush && !(is_nvme_char && passthrough) {
-            return Err(DbError::InvalidArg(format!(
-                "durability nvme-flush makes the log durable with NVMe Flush commands through \
-                 passthrough: it needs the database on an NVMe generic char device (/dev/ngXnY) \
-                 with engine uring-passthrough; {} is not one: use fdatasync",
-                path.display()
             )));
         }
         if is_device && matches!(opts.durability, Durability::Thread | Durability::Odsync) {
@@ -409,6 +403,12 @@ impl Db {
                 opts.durability
             )));
         }
+        let file_path = if is_dir_form {
+            std::fs::create_dir_all(path).map_err(file_err(path))?;
+            path.join(DATA_FILE)
+        } else {
+            path.to_path_buf()
+        };
         let target = Target::open(
             &file_path,
             TargetOptions {
@@ -1091,14 +1091,14 @@ async fn read_log(
     Ok((out, lsn))
 }
 
-/// Refuses to open a database with another page size than it was created with, naming the
-/// right one (read from page 0's header through the page cache, before any direct I/O).
 /// Whether `io` polls completions through the block layer (IOPOLL on `uring`), where fsync
 /// is refused; NVMe passthrough flushes with an NVMe Flush command on the same ring.
 fn db_io_polls_through_block_layer(io: &IoConfig) -> bool {
     io.iopoll && io.engine != ringdb_io::EngineKind::UringPassthrough
 }
 
+/// Refuses to open a database with another page size than it was created with, naming the
+/// right one (read from page 0's header through the page cache, before any direct I/O).
 fn check_page_size(path: &Path, page_size: usize) -> Result<()> {
     use std::io::Read;
     let mut head = [0u8; page::HEADER_SIZE];

@@ -115,7 +115,7 @@ impl Engine for RegionEngine {
                 .regions
                 .get(idx)
                 .ok_or_else(|| IoError::InvalidArg(format!("region engine: no region {idx}")))?;
-            let end = req.offset + req.len as u64;
+            let end = req.offset.saturating_add(req.len as u64);
             if end > r.len {
                 return Err(IoError::InvalidArg(format!(
                     "{} of {} bytes at {} is past the end of region {idx} ({} bytes)",
