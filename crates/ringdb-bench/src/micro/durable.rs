@@ -27,7 +27,7 @@
 //! method runs, the main thread samples the `iou-wrk-<tid>` threads of that thread every 5 ms.
 
 use super::batch_latency::describe_target;
-use super::iowq::{gettid, one_op, prepare_target, workers_of};
+use super::iowq::{one_op, prepare_target, run_sampling_workers};
 use super::{MicroOpts, MicroResult, Plot, Series};
 use crate::error::{BenchError, Result};
 use ringdb_io::counters::{rdtsc, ticks_to_ns, tsc_hz, LatencyHist, LatencySummary};
@@ -37,12 +37,10 @@ use ringdb_io::{
     open_engine, AlignedBuf, Engine, EngineKind, FileId, IoConfig, IoError, IoRequest, OpKind,
 };
 use serde_json::{json, Value};
-use std::collections::HashSet;
 use std::fs::{File, OpenOptions};
 use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::time::{Duration, Instant};
 
 /// Durable writes per method when `--ios` is not given: about 1.5 s per method at the
@@ -54,8 +52,6 @@ const QUICK_IOS: u64 = 200;
 pub const DEFAULT_BS: u64 = 4096;
 /// Durable writes before each measured run (not recorded): brings up the io-wq worker.
 const WARMUP_OPS: u64 = 8;
-/// How often the sampling thread looks for io-wq workers.
-const SAMPLE_EVERY: Duration = Duration::from_millis(5);
 /// Paper Fig. 9: `O_SYNC` writes are "more than twice as slow as explicit writes followed by
 /// `fsync`" (the text gives ratios only; the bars' values are not in it).
 const PAPER_OSYNC_VS_FSYNC: f64 = 2.0;
@@ -513,39 +509,8 @@ fn job(plan: &Plan, method: Method) -> Result<(u64, f64, LatencyHist)> {
 
 /// Runs `method` on a fresh thread while this thread samples its io-wq workers.
 fn measure(plan: &Plan, method: Method) -> Result<Measured> {
-    let tid = AtomicI32::new(0);
-    let done = AtomicBool::new(false);
-    let (res, seen) = std::thread::scope(|s| {
-        let h = std::thread::Builder::new()
-            .name(format!("ringdb-durable-{}", method.name()))
-            .spawn_scoped(s, || {
-                tid.store(gettid(), Ordering::Release);
-                let r = job(plan, method);
-                done.store(true, Ordering::Release);
-                r
-            });
-        let h = match h {
-            Ok(h) => h,
-            Err(e) => {
-                return (
-                    Err(BenchError::Job(format!("spawning the durable thread: {e}"))),
-                    HashSet::new(),
-                )
-            }
-        };
-        let mut seen = HashSet::new();
-        while !done.load(Ordering::Acquire) {
-            std::thread::sleep(SAMPLE_EVERY);
-            let t = tid.load(Ordering::Acquire);
-            if t != 0 {
-                seen.extend(workers_of(t));
-            }
-        }
-        let r = h
-            .join()
-            .unwrap_or_else(|_| Err(BenchError::Job("the durable thread panicked".into())));
-        (r, seen)
-    });
+    let (res, seen) =
+        run_sampling_workers(&format!("durable-{}", method.name()), || job(plan, method));
     let (ops, secs, hist) = res?;
     Ok(Measured {
         ops,

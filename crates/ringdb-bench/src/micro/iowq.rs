@@ -310,24 +310,20 @@ fn warm_page_cache(t: &Target, region: u64) -> Result<()> {
     Ok(())
 }
 
-/// Runs one (op, mode) on a fresh thread while this thread samples its io-wq workers.
-fn measure(
-    opts: &MicroOpts,
-    op: Op,
-    forced: bool,
-    size: u64,
-    runtime: Duration,
-    cpu: u32,
-) -> Result<Point> {
+/// Runs `job` on a fresh thread named `ringdb-<name>` while this thread samples the io-wq
+/// workers that thread owns (every [`SAMPLE_EVERY`]); returns its result and the workers seen.
+pub(super) fn run_sampling_workers<T: Send>(
+    name: &str,
+    job: impl FnOnce() -> Result<T> + Send,
+) -> (Result<T>, HashSet<u32>) {
     let tid = AtomicI32::new(0);
     let done = AtomicBool::new(false);
-    let path = opts.target.as_path();
-    let (res, mut seen) = std::thread::scope(|s| {
+    std::thread::scope(|s| {
         let h = std::thread::Builder::new()
-            .name(format!("ringdb-iowq-{}", op.name()))
+            .name(format!("ringdb-{name}"))
             .spawn_scoped(s, || {
                 tid.store(gettid(), Ordering::Release);
-                let r = job(path, op, forced, size, runtime, cpu);
+                let r = job();
                 done.store(true, Ordering::Release);
                 r
             });
@@ -335,7 +331,7 @@ fn measure(
             Ok(h) => h,
             Err(e) => {
                 return (
-                    Err(BenchError::Job(format!("spawning the iowq thread: {e}"))),
+                    Err(BenchError::Job(format!("spawning the {name} thread: {e}"))),
                     HashSet::new(),
                 )
             }
@@ -350,8 +346,23 @@ fn measure(
         }
         let r = h
             .join()
-            .unwrap_or_else(|_| Err(BenchError::Job("the iowq thread panicked".into())));
+            .unwrap_or_else(|_| Err(BenchError::Job(format!("the {name} thread panicked"))));
         (r, seen)
+    })
+}
+
+/// Runs one (op, mode) on a fresh thread while this thread samples its io-wq workers.
+fn measure(
+    opts: &MicroOpts,
+    op: Op,
+    forced: bool,
+    size: u64,
+    runtime: Duration,
+    cpu: u32,
+) -> Result<Point> {
+    let path = opts.target.as_path();
+    let (res, mut seen) = run_sampling_workers(&format!("iowq-{}", op.name()), || {
+        job(path, op, forced, size, runtime, cpu)
     });
     let (ops, hist, cpu_time, at_end) = res?;
     seen.extend(at_end);
