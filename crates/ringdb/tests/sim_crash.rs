@@ -34,6 +34,15 @@ fn value(i: u64) -> Vec<u8> {
     format!("val{i}:{}", "z".repeat((i * 7 % 90) as usize)).into_bytes()
 }
 
+/// The write batch of keys `first .. first + batch`.
+fn batch_of(first: u64, batch: u64) -> WriteBatch {
+    let mut wb = WriteBatch::new();
+    for i in first..first + batch {
+        wb.put(format!("k{i:09}").as_bytes(), &value(i));
+    }
+    wb
+}
+
 /// Commits batches of `batch` keys from 16 tasks until `stop_after` commits are acknowledged,
 /// then cuts the power; returns the acknowledged key numbers.
 fn run_until_cut(sim: &SimDisk, base: u64, batch: u64, stop_after: u64) -> Vec<u64> {
@@ -55,11 +64,7 @@ fn run_until_cut(sim: &SimDisk, base: u64, batch: u64, stop_after: u64) -> Vec<u
                 let c = next.get();
                 next.set(c + 1);
                 let first = base + c * batch;
-                let mut wb = WriteBatch::new();
-                for i in first..first + batch {
-                    wb.put(format!("k{i:09}").as_bytes(), &value(i));
-                }
-                if h.write(&wb).await.is_err() {
+                if h.write(&batch_of(first, batch)).await.is_err() {
                     return; // the power is off
                 }
                 acked.borrow_mut().extend(first..first + batch);
@@ -185,11 +190,7 @@ fn run_until_cut_in_checkpoint(
                 let c = next.get();
                 next.set(c + 1);
                 let first = base + c * batch;
-                let mut wb = WriteBatch::new();
-                for i in first..first + batch {
-                    wb.put(format!("k{i:09}").as_bytes(), &value(i));
-                }
-                if h.write(&wb).await.is_err() {
+                if h.write(&batch_of(first, batch)).await.is_err() {
                     return; // the power is off
                 }
                 acked.borrow_mut().extend(first..first + batch);
