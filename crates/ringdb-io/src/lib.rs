@@ -17,6 +17,7 @@ pub mod engine;
 pub mod error;
 pub mod executor;
 pub mod iowq;
+pub mod limits;
 pub mod probe;
 pub mod target;
 

@@ -240,7 +240,7 @@ impl PassthroughEngine {
             unsafe { ring.submitter().register_buffers(iov) }.map_err(|e| {
                 let bytes: u64 = iov.iter().map(|v| v.iov_len as u64).sum();
                 if e.raw_os_error() == Some(libc::ENOMEM) {
-                    let limit = match crate::probe::memlock_limit().0 {
+                    let limit = match crate::limits::memlock_limit().0 {
                         Some(b) => format!("{} KiB", b / 1024),
                         None => "unlimited".into(),
                     };
@@ -471,7 +471,7 @@ fn build_ring(cfg: &IoConfig) -> Result<IoUring<squeue::Entry128, cqueue::Entry3
 /// The typed refusal for a ring the kernel would not build.
 fn setup_error(feature: &str, e: io::Error) -> IoError {
     if e.raw_os_error() == Some(libc::EPERM) {
-        if let Some(value) = crate::probe::io_uring_disabled().filter(|v| *v != 0) {
+        if let Some(value) = crate::limits::io_uring_disabled().filter(|v| *v != 0) {
             return IoError::UringDisabled { value };
         }
     }

@@ -247,7 +247,7 @@ fn build_ring(cfg: &IoConfig) -> Result<IoUring> {
 
 fn setup_error(cfg: &IoConfig, feature: &[&str], e: io::Error) -> IoError {
     if e.raw_os_error() == Some(libc::EPERM) {
-        if let Some(value) = crate::probe::io_uring_disabled().filter(|v| *v != 0) {
+        if let Some(value) = crate::limits::io_uring_disabled().filter(|v| *v != 0) {
             return IoError::UringDisabled { value };
         }
     }
@@ -284,7 +284,7 @@ fn setup_error(cfg: &IoConfig, feature: &[&str], e: io::Error) -> IoError {
 fn register_buffers_error(iov: &[libc::iovec], e: io::Error) -> IoError {
     let bytes: u64 = iov.iter().map(|v| v.iov_len as u64).sum();
     if e.raw_os_error() == Some(libc::ENOMEM) {
-        let limit = match crate::probe::memlock_limit().0 {
+        let limit = match crate::limits::memlock_limit().0 {
             Some(b) => format!("{} KiB", b / 1024),
             None => "unlimited".into(),
         };
