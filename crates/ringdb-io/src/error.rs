@@ -44,6 +44,9 @@ pub enum IoError {
         reason: String,
     },
 
+    #[error("the ring's submission queue ({entries} entries) stayed full through {waits} waits for room: the kernel is not consuming submissions")]
+    SubmissionQueueFull { entries: u32, waits: u32 },
+
     #[error("invalid argument: {0}")]
     InvalidArg(String),
 

@@ -19,6 +19,7 @@ pub mod executor;
 pub mod iowq;
 pub mod limits;
 pub mod probe;
+pub mod ring;
 pub mod target;
 
 pub use buf::{AlignedBuf, FixedBufferPool};
@@ -26,3 +27,4 @@ pub use config::{Batching, EngineKind, IoConfig, SetupMode, SqPoll};
 pub use engine::{open_engine, Engine, EngineStats, FileId, IoCompletion, IoRequest, OpKind};
 pub use engine::{SimDisk, SimFault, SimStats, SimTear};
 pub use error::{IoError, Result};
+pub use ring::{Ring, RingAddress, RingMessage, RingSetup, RingStats};

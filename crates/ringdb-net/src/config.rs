@@ -2,6 +2,7 @@
 //! `epoll`, `uring+zc-send`, `uring-sqpoll+regfds+regbufs` or `uring-defer+multishot+pollfirst`.
 
 use crate::error::{NetError, Result};
+use ringdb_io::{SetupMode, SqPoll};
 use serde::Serialize;
 use std::fmt;
 use std::str::FromStr;
@@ -52,20 +53,18 @@ impl fmt::Display for TransportKind {
     }
 }
 
-/// How the ring is set up (paper Sec. 4.6: DeferTR vs SQPoll).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-pub enum SetupMode {
-    /// `IORING_SETUP_DEFER_TASKRUN | IORING_SETUP_SINGLE_ISSUER`.
-    Defer,
-    /// `IORING_SETUP_SQPOLL` (a kernel thread polls the SQ) `| IORING_SETUP_SINGLE_ISSUER`.
-    Sqpoll,
-}
+/// How long an idle SQ polling thread spins before it sleeps.
+pub const DEFAULT_SQPOLL_IDLE_MS: u32 = 100;
 
 /// Everything a transport needs to know. Each switch is off by default.
 #[derive(Clone, Debug, Serialize)]
 pub struct NetConfig {
     pub transport: TransportKind,
+    /// How the ring runs completion task work (the transports always add
+    /// `IORING_SETUP_SINGLE_ISSUER`: one thread drives each ring). Paper Sec. 4.6: DeferTR.
     pub setup: SetupMode,
+    /// A kernel thread polls the submission queue (paper Sec. 4.6: SQPoll).
+    pub sqpoll: Option<SqPoll>,
     /// `IORING_RECVSEND_POLL_FIRST` on send/recv SQEs.
     pub poll_first: bool,
     /// Register the sockets (`IORING_REGISTER_FILES`) and address them by index.
@@ -74,7 +73,6 @@ pub struct NetConfig {
     pub reg_bufs: bool,
     /// NAPI busy poll (`IORING_REGISTER_NAPI`); only where the device has NAPI contexts.
     pub napi: bool,
-    pub sqpoll_idle_ms: u32,
     /// Size of one send buffer (slot) and how many there are.
     pub send_buf_size: usize,
     pub send_bufs: usize,
@@ -92,11 +90,11 @@ impl Default for NetConfig {
         NetConfig {
             transport: TransportKind::Uring,
             setup: SetupMode::Defer,
+            sqpoll: None,
             poll_first: false,
             reg_files: false,
             reg_bufs: false,
             napi: false,
-            sqpoll_idle_ms: 100,
             send_buf_size: 64 * 1024,
             send_bufs: 16,
             recv_buf_size: 64 * 1024,
@@ -108,7 +106,8 @@ impl Default for NetConfig {
 }
 
 impl NetConfig {
-    /// Parses a spec: a base (`epoll`, `uring`, `uring-defer`, `uring-sqpoll`) followed by
+    /// Parses a spec: a base (`epoll`, `uring` = `uring-defer`, `uring-coop`, `uring-default`,
+    /// `uring-sqpoll`) followed by
     /// `+`-separated switches (`zc-send`, `multishot`, `zc-recv`, `regfds`, `regbufs`, `napi`,
     /// `pollfirst`). Sizes keep their current values.
     pub fn apply_spec(&mut self, spec: &str) -> Result<()> {
@@ -118,17 +117,25 @@ impl NetConfig {
             "epoll" => self.transport = TransportKind::Epoll,
             "uring" | "uring-defer" | "io_uring" => {
                 self.transport = TransportKind::Uring;
-                self.setup = SetupMode::Defer;
+                self.set_ring(SetupMode::Defer, false);
+            }
+            "uring-coop" => {
+                self.transport = TransportKind::Uring;
+                self.set_ring(SetupMode::Coop, false);
+            }
+            "uring-default" => {
+                self.transport = TransportKind::Uring;
+                self.set_ring(SetupMode::Default, false);
             }
             "uring-sqpoll" => {
                 self.transport = TransportKind::Uring;
-                self.setup = SetupMode::Sqpoll;
+                self.set_ring(SetupMode::Default, true);
             }
             other => {
                 return Err(NetError::invalid(
                     "transport",
                     format!(
-                    "unknown base {other:?} in {spec:?} (epoll, uring, uring-defer, uring-sqpoll)"
+                    "unknown base {other:?} in {spec:?} (epoll, uring, uring-defer, uring-coop, uring-default, uring-sqpoll)"
                 ),
                 ))
             }
@@ -142,8 +149,8 @@ impl NetConfig {
                 "regbufs" => self.reg_bufs = true,
                 "napi" => self.napi = true,
                 "pollfirst" | "poll-first" => self.poll_first = true,
-                "defer" => self.setup = SetupMode::Defer,
-                "sqpoll" => self.setup = SetupMode::Sqpoll,
+                "defer" => self.set_ring(SetupMode::Defer, false),
+                "sqpoll" => self.set_ring(SetupMode::Default, true),
                 other => {
                     return Err(NetError::invalid(
                         "transport",
@@ -155,6 +162,15 @@ impl NetConfig {
             }
         }
         self.validate()
+    }
+
+    /// An io_uring transport with this setup mode, with or without an SQ polling thread.
+    fn set_ring(&mut self, setup: SetupMode, sqpoll: bool) {
+        self.setup = setup;
+        self.sqpoll = sqpoll.then_some(SqPoll {
+            idle_ms: DEFAULT_SQPOLL_IDLE_MS,
+            cpu: None,
+        });
     }
 
     fn set_kind(&mut self, kind: TransportKind, spec: &str) -> Result<()> {
@@ -170,10 +186,12 @@ impl NetConfig {
 
     /// The canonical spec of this configuration (round-trips through [`Self::apply_spec`]).
     pub fn spec(&self) -> String {
-        let mut s = match (self.transport, self.setup) {
-            (TransportKind::Epoll, _) => "epoll".to_string(),
-            (_, SetupMode::Defer) => "uring".to_string(),
-            (_, SetupMode::Sqpoll) => "uring-sqpoll".to_string(),
+        let mut s = match (self.transport, self.sqpoll, self.setup) {
+            (TransportKind::Epoll, _, _) => "epoll".to_string(),
+            (_, Some(_), _) => "uring-sqpoll".to_string(),
+            (_, None, SetupMode::Defer) => "uring".to_string(),
+            (_, None, SetupMode::Coop) => "uring-coop".to_string(),
+            (_, None, SetupMode::Default) => "uring-default".to_string(),
         };
         match self.transport {
             TransportKind::UringZcSend => s.push_str("+zc-send"),
@@ -197,11 +215,15 @@ impl NetConfig {
     /// Refuses combinations that mean nothing, before any resource exists.
     pub fn validate(&self) -> Result<()> {
         if self.transport == TransportKind::Epoll
-            && (self.reg_files || self.reg_bufs || self.napi || self.poll_first)
+            && (self.reg_files
+                || self.reg_bufs
+                || self.napi
+                || self.poll_first
+                || self.sqpoll.is_some())
         {
             return Err(NetError::invalid(
                 "transport",
-                "regfds/regbufs/napi/pollfirst are io_uring switches; epoll has none of them",
+                "regfds/regbufs/napi/pollfirst/sqpoll are io_uring switches; epoll has none of them",
             ));
         }
         if self.transport == TransportKind::Uring && self.reg_bufs && self.poll_first {
@@ -257,6 +279,8 @@ mod tests {
             "epoll",
             "uring",
             "uring-sqpoll",
+            "uring-coop",
+            "uring-default+regfds",
             "uring+zc-send",
             "uring+multishot+regfds",
             "uring-sqpoll+regfds+regbufs",
@@ -271,6 +295,7 @@ mod tests {
     #[test]
     fn nonsense_is_refused() {
         assert!("epoll+regfds".parse::<NetConfig>().is_err());
+        assert!("epoll+sqpoll".parse::<NetConfig>().is_err());
         assert!("uring+zc-send+multishot".parse::<NetConfig>().is_err());
         assert!("tcp".parse::<NetConfig>().is_err());
         assert!("uring+regbufs+pollfirst".parse::<NetConfig>().is_err());

@@ -8,6 +8,9 @@ pub type Result<T, E = NetError> = std::result::Result<T, E>;
 
 #[derive(Debug, thiserror::Error)]
 pub enum NetError {
+    /// The io_uring ring under a transport refused its setup, a registration or a submission.
+    #[error(transparent)]
+    Ring(#[from] ringdb_io::IoError),
     #[error("{what}: {source}")]
     Io {
         what: String,

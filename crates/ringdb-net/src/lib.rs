@@ -19,5 +19,5 @@ pub mod sweep;
 pub mod sys;
 pub mod transport;
 
-pub use config::{NetConfig, SetupMode, TransportKind};
+pub use config::{NetConfig, TransportKind};
 pub use error::{NetError, Result};

@@ -7,18 +7,22 @@
 //! been reaped; that is the contract of the unsafe `push`.
 
 mod libaio;
+mod nvme;
 mod passthrough;
 mod posix;
 mod region;
+mod ring_engine;
 mod sim;
 mod uring;
 
 pub use libaio::LibaioEngine;
-pub use passthrough::{nvme_geometry, NvmeGeometry, PassthroughEngine};
+pub use nvme::{nvme_geometry, NvmeGeometry};
+pub use passthrough::{NvmeCommands, PassthroughEngine};
 pub use posix::PosixEngine;
 pub use region::{Region, RegionEngine};
+pub use ring_engine::{RingCommands, RingEngine};
 pub use sim::{SimDisk, SimFault, SimStats, SimTear, SIM_MAX_FILE_LEN};
-pub use uring::UringEngine;
+pub use uring::{FileCommands, UringEngine};
 
 use crate::config::{EngineKind, IoConfig};
 use crate::error::Result;

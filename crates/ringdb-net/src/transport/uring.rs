@@ -8,10 +8,11 @@
 //! freeing it if the kernel does not answer in time.
 
 use super::{Event, Handler, Transport, TransportStats};
-use crate::config::{NetConfig, SetupMode, TransportKind};
+use crate::config::{NetConfig, TransportKind};
 use crate::error::{NetError, Result};
 use crate::sys::{incoming_napi_id, set_nonblocking, Conn, Region, SlotPool};
-use io_uring::{cqueue, opcode, squeue, types, IoUring};
+use io_uring::{cqueue, opcode, squeue, types};
+use ringdb_io::{Ring, RingSetup};
 use std::collections::VecDeque;
 use std::io;
 use std::time::{Duration, Instant};
@@ -66,6 +67,39 @@ struct BufRing {
 }
 
 impl BufRing {
+    /// Maps `cfg.recv_bufs` provided buffers, registers their ring with `ring` and hands every
+    /// buffer to the kernel.
+    fn register(ring: &Ring, cfg: &NetConfig) -> Result<BufRing> {
+        let entries = cfg.recv_bufs as u16;
+        let ring_memory =
+            Region::new(entries as usize * std::mem::size_of::<types::BufRingEntry>())?;
+        let bufs = Region::new(entries as usize * cfg.recv_buf_size)?;
+        let mut buffer_ring = BufRing {
+            ring: ring_memory,
+            bufs,
+            entries,
+            size: cfg.recv_buf_size,
+            tail: 0,
+        };
+        // SAFETY: the ring memory is page-aligned, holds `entries` entries and stays mapped
+        // until the ring is gone (BufRing lives in the transport, dropped after the drain in
+        // Drop).
+        unsafe {
+            ring.uring().submitter().register_buf_ring_with_flags(
+                buffer_ring.ring.as_ptr() as u64,
+                entries,
+                BGID,
+                0,
+            )
+        }
+        .map_err(|e| NetError::io("IORING_REGISTER_PBUF_RING", e))?;
+        for bid in 0..entries {
+            buffer_ring.push(bid);
+        }
+        buffer_ring.publish();
+        Ok(buffer_ring)
+    }
+
     fn push(&mut self, bid: u16) {
         let mask = self.entries - 1;
         let idx = (self.tail & mask) as usize;
@@ -94,7 +128,7 @@ impl BufRing {
 
 pub struct UringTransport {
     // Declared first: dropped (after the explicit drain in Drop) before the memory below.
-    ring: IoUring,
+    ring: Ring,
     kind: TransportKind,
     conns: Vec<UConn>,
     pool: SlotPool,
@@ -107,7 +141,6 @@ pub struct UringTransport {
     bufring: Option<BufRing>,
     reg_bufs: bool,
     poll_first: bool,
-    sqpoll: bool,
     io_timeout: Duration,
     inflight: usize,
     /// Set by Drop: nothing new is issued while the ring drains.
@@ -122,112 +155,31 @@ impl UringTransport {
         if conns.len() > 0xff_ffff {
             return Err(NetError::invalid("connections", "at most 2^24 per ring"));
         }
-        let mut b = IoUring::builder();
-        b.setup_single_issuer();
-        match cfg.setup {
-            SetupMode::Defer => {
-                b.setup_defer_taskrun();
-            }
-            SetupMode::Sqpoll => {
-                b.setup_sqpoll(cfg.sqpoll_idle_ms);
-            }
-        }
-        let cq = (cfg.ring_entries * 4).max(conns.len() as u32 * 8);
-        b.setup_cqsize(cq);
-        let ring = b
-            .build(cfg.ring_entries)
-            .map_err(|e| NetError::io(format!("io_uring_setup ({:?})", cfg.setup), e))?;
+        let ring = Ring::new(&RingSetup {
+            mode: cfg.setup,
+            sqpoll: cfg.sqpoll,
+            single_issuer: true,
+            completion_entries: Some((cfg.ring_entries * 4).max(conns.len() as u32 * 8)),
+            ..RingSetup::new(cfg.ring_entries)
+        })?;
         let kind = cfg.transport;
         let reg_bufs = cfg.reg_bufs || kind == TransportKind::UringZcSend;
         let pool = SlotPool::new(cfg.send_buf_size, cfg.send_bufs)?;
-        let recv = if kind == TransportKind::UringMultishot {
-            None
+        let (recv, bufring) = if kind == TransportKind::UringMultishot {
+            (None, Some(BufRing::register(&ring, cfg)?))
         } else {
-            Some(Region::new(cfg.recv_buf_size * conns.len().max(1))?)
-        };
-        let bufring = if kind == TransportKind::UringMultishot {
-            let entries = cfg.recv_bufs as u16;
-            let ring_mem =
-                Region::new(entries as usize * std::mem::size_of::<types::BufRingEntry>())?;
-            let bufs = Region::new(entries as usize * cfg.recv_buf_size)?;
-            let mut br = BufRing {
-                ring: ring_mem,
-                bufs,
-                entries,
-                size: cfg.recv_buf_size,
-                tail: 0,
-            };
-            // SAFETY: the ring memory is page-aligned, holds `entries` entries and stays mapped
-            // until the ring is gone (BufRing lives in self, dropped after the drain in Drop).
-            unsafe {
-                ring.submitter().register_buf_ring_with_flags(
-                    br.ring.as_ptr() as u64,
-                    entries,
-                    BGID,
-                    0,
-                )
-            }
-            .map_err(|e| NetError::io("IORING_REGISTER_PBUF_RING", e))?;
-            for bid in 0..entries {
-                br.push(bid);
-            }
-            br.publish();
-            Some(br)
-        } else {
-            None
+            let recv = Region::new(cfg.recv_buf_size * conns.len().max(1))?;
+            (Some(recv), None)
         };
         if reg_bufs {
-            let mut iov = vec![libc::iovec {
-                iov_base: pool.region.as_ptr() as *mut libc::c_void,
-                iov_len: pool.region.len(),
-            }];
-            if let Some(r) = &recv {
-                iov.push(libc::iovec {
-                    iov_base: r.as_ptr() as *mut libc::c_void,
-                    iov_len: r.len(),
-                });
-            }
-            // SAFETY: both regions stay mapped for the life of the ring (they are fields of self
-            // and Drop drains the ring before they go).
-            unsafe { ring.submitter().register_buffers(&iov) }
-                .map_err(|e| NetError::io("IORING_REGISTER_BUFFERS", e))?;
+            register_memory(&ring, &pool, recv.as_ref())?;
         }
-        let mut uconns = Vec::with_capacity(conns.len());
-        for c in conns {
-            // Blocking sockets: io_uring arms its own poll; O_NONBLOCK would leak EAGAIN to us.
-            set_nonblocking(c.raw(), false)?;
-            uconns.push(UConn {
-                conn: c,
-                fixed: None,
-                queue: VecDeque::new(),
-                cur: None,
-                recv_armed: false,
-                closed: false,
-            });
-        }
-        if cfg.reg_files {
-            let fds: Vec<i32> = uconns.iter().map(|c| c.conn.raw()).collect();
-            ring.submitter()
-                .register_files(&fds)
-                .map_err(|e| NetError::io("IORING_REGISTER_FILES", e))?;
-            for (i, c) in uconns.iter_mut().enumerate() {
-                c.fixed = Some(i as u32);
-            }
-        }
-        if cfg.napi {
-            check_napi(&uconns)?;
-            let mut napi = types::Napi::new()
-                .set_busy_poll_timeout(50)
-                .set_prefer_busy_poll(true);
-            ring.submitter()
-                .register_napi(&mut napi)
-                .map_err(|e| NetError::io("IORING_REGISTER_NAPI", e))?;
-        }
+        let conns = prepare_connections(&ring, cfg, conns)?;
         let slots = cfg.send_bufs;
         Ok(UringTransport {
             ring,
             kind,
-            conns: uconns,
+            conns,
             pool,
             zc_pending: (0..slots).map(|_| VecDeque::new()).collect(),
             zc_sent: vec![false; slots],
@@ -236,7 +188,6 @@ impl UringTransport {
             bufring,
             reg_bufs,
             poll_first: cfg.poll_first,
-            sqpoll: cfg.setup == SetupMode::Sqpoll,
             io_timeout: cfg.io_timeout,
             inflight: 0,
             closing: false,
@@ -247,20 +198,12 @@ impl UringTransport {
     }
 
     fn push_sqe(&mut self, e: squeue::Entry) -> Result<()> {
-        loop {
-            // SAFETY: every entry built in this file points at memory owned by self (slots,
-            // receive regions, the buffer ring) that stays valid until its last CQE is reaped;
-            // `inflight` tracks those and Drop waits for them.
-            let pushed = unsafe { self.ring.submission().push(&e) };
-            if pushed.is_ok() {
-                self.inflight += 1;
-                return Ok(());
-            }
-            self.stats.syscalls += 1;
-            self.ring
-                .submit()
-                .map_err(|e| NetError::io("io_uring_enter (submit)", e))?;
-        }
+        // SAFETY: every entry built in this file points at memory owned by self (slots,
+        // receive regions, the buffer ring) that stays valid until its last CQE is reaped;
+        // `inflight` tracks those and Drop waits for them. A full SQ is the core's to wait out.
+        unsafe { self.ring.push(&e) }?;
+        self.inflight += 1;
+        Ok(())
     }
 
     fn prio(&self) -> u16 {
@@ -398,47 +341,14 @@ impl UringTransport {
         self.push_sqe(e)
     }
 
-    /// Submits queued SQEs and, if `wait` and nothing is ready, waits up to `timeout`.
+    /// Submits queued SQEs and, if `wait` and nothing is ready, waits up to `wait`. Running
+    /// out of time is not an error (the caller's deadline decides).
     fn enter(&mut self, wait: Option<Duration>) -> Result<()> {
-        let cq_ready = !self.ring.completion().is_empty();
-        let r = match wait {
-            Some(d) if !cq_ready && !d.is_zero() => {
-                let ts = types::Timespec::new()
-                    .sec(d.as_secs())
-                    .nsec(d.subsec_nanos());
-                let args = types::SubmitArgs::new().timespec(&ts);
-                self.stats.syscalls += 1;
-                self.ring.submitter().submit_with_args(1, &args)
-            }
-            _ => {
-                if self.sqpoll {
-                    // The SQ thread picks SQEs up by itself; enter only to wake it.
-                    self.ring.submit()
-                } else {
-                    self.stats.syscalls += 1;
-                    let to_submit = self.ring.submission().len() as u32;
-                    // SAFETY: no argument pointer is passed; GETEVENTS runs deferred task work.
-                    unsafe {
-                        self.ring.submitter().enter::<libc::sigset_t>(
-                            to_submit, 0, 1, // IORING_ENTER_GETEVENTS
-                            None,
-                        )
-                    }
-                }
-            }
+        match wait {
+            Some(timeout) => self.ring.submit_and_wait_timeout(1, timeout)?,
+            None => self.ring.submit_and_collect()?,
         };
-        match r {
-            Ok(_) => Ok(()),
-            Err(e)
-                if matches!(
-                    e.raw_os_error(),
-                    Some(libc::ETIME) | Some(libc::EINTR) | Some(libc::EBUSY)
-                ) =>
-            {
-                Ok(())
-            }
-            Err(e) => Err(NetError::io("io_uring_enter", e)),
-        }
+        Ok(())
     }
 
     fn peer_err(&self, i: usize, errno: i32) -> NetError {
@@ -506,91 +416,107 @@ impl UringTransport {
         match op {
             OP_SEND => self.on_send(i, slot, res, false).map(|_| 0),
             OP_SEND_ZC if cqueue::notif(flags) => {
-                self.inflight -= 1;
-                self.stats.zc_notifs += 1;
-                let part = self.zc_pending[slot as usize].pop_front().unwrap_or(0);
-                if res as u32 & IORING_NOTIF_USAGE_ZC_COPIED != 0 {
-                    self.stats.zc_copied_notifs += 1;
-                    self.stats.zc_copied_bytes += part as u64;
-                }
-                self.release_zc_slot_if_done(slot);
+                self.on_zc_notification(slot, res);
                 Ok(0)
             }
             OP_SEND_ZC => self.on_send(i, slot, res, more).map(|_| 0),
-            OP_RECV => {
-                self.inflight -= 1;
-                self.conns[i].recv_armed = false;
-                if res < 0 {
-                    if res == -libc::EAGAIN || res == -libc::EINTR || res == -libc::ENOBUFS {
-                        return self.arm_recv(i).map(|_| 0);
-                    }
-                    return Err(self.peer_err(i, -res));
-                }
-                let n = res as usize;
-                self.stats.recv_ops += 1;
-                if n == 0 && !self.conns[i].conn.datagram {
-                    self.conns[i].closed = true;
-                    h(Event::Closed { conn: i })?;
-                    return Ok(1);
-                }
-                self.stats.bytes_recv += n as u64;
-                let region = self.recv.as_ref().expect("single-shot receive memory");
-                h(Event::Recv {
-                    conn: i,
-                    data: region.slice(i * self.recv_size, n),
-                })?;
-                self.arm_recv(i)?;
-                Ok(1)
-            }
-            OP_RECV_MULTI => {
-                if !more {
-                    self.inflight -= 1;
-                    self.conns[i].recv_armed = false;
-                }
-                let mut n_ev = 0;
-                if let Some(bid) = cqueue::buffer_select(flags) {
-                    let n = res.max(0) as usize;
-                    let br = self.bufring.as_mut().expect("buffer ring");
-                    let r = if n > 0 || self.conns[i].conn.datagram {
-                        self.stats.bytes_recv += n as u64;
-                        self.stats.recv_ops += 1;
-                        n_ev += 1;
-                        h(Event::Recv {
-                            conn: i,
-                            data: br.bufs.slice(bid as usize * br.size, n),
-                        })
-                    } else {
-                        Ok(())
-                    };
-                    // The data has been consumed: the buffer goes back to the ring.
-                    br.push(bid);
-                    br.publish();
-                    r?;
-                }
-                if !more {
-                    if res == 0 && !self.conns[i].conn.datagram {
-                        self.conns[i].closed = true;
-                        h(Event::Closed { conn: i })?;
-                        return Ok(n_ev + 1);
-                    }
-                    if res < 0
-                        && res != -libc::ENOBUFS
-                        && res != -libc::EAGAIN
-                        && res != -libc::EINTR
-                    {
-                        return Err(self.peer_err(i, -res));
-                    }
-                    self.stats.multishot_rearms += 1;
-                    self.arm_recv(i)?;
-                }
-                Ok(n_ev)
-            }
+            OP_RECV => self.on_recv(i, res, h),
+            OP_RECV_MULTI => self.on_recv_multishot(i, res, flags, h),
             OP_CANCEL => {
                 self.inflight -= 1;
                 Ok(0)
             }
             _ => Ok(0),
         }
+    }
+
+    /// A SEND_ZC notification: the kernel no longer reads the slot's memory.
+    fn on_zc_notification(&mut self, slot: u32, res: i32) {
+        self.inflight -= 1;
+        self.stats.zc_notifs += 1;
+        let part = self.zc_pending[slot as usize].pop_front().unwrap_or(0);
+        if res as u32 & IORING_NOTIF_USAGE_ZC_COPIED != 0 {
+            self.stats.zc_copied_notifs += 1;
+            self.stats.zc_copied_bytes += part as u64;
+        }
+        self.release_zc_slot_if_done(slot);
+    }
+
+    /// A single-shot receive into connection `i`'s area; re-armed unless the peer closed.
+    fn on_recv(&mut self, i: usize, res: i32, h: &mut Handler<'_>) -> Result<usize> {
+        self.inflight -= 1;
+        self.conns[i].recv_armed = false;
+        if res < 0 {
+            if res == -libc::EAGAIN || res == -libc::EINTR || res == -libc::ENOBUFS {
+                return self.arm_recv(i).map(|_| 0);
+            }
+            return Err(self.peer_err(i, -res));
+        }
+        let n = res as usize;
+        self.stats.recv_ops += 1;
+        if n == 0 && !self.conns[i].conn.datagram {
+            self.conns[i].closed = true;
+            h(Event::Closed { conn: i })?;
+            return Ok(1);
+        }
+        self.stats.bytes_recv += n as u64;
+        let region = self.recv.as_ref().expect("single-shot receive memory");
+        h(Event::Recv {
+            conn: i,
+            data: region.slice(i * self.recv_size, n),
+        })?;
+        self.arm_recv(i)?;
+        Ok(1)
+    }
+
+    /// One completion of a multishot receive: data in a provided buffer (given back to the
+    /// ring once handled), and, on the last completion, a re-arm or the end of the stream.
+    fn on_recv_multishot(
+        &mut self,
+        i: usize,
+        res: i32,
+        flags: u32,
+        h: &mut Handler<'_>,
+    ) -> Result<usize> {
+        let more = cqueue::more(flags);
+        if !more {
+            self.inflight -= 1;
+            self.conns[i].recv_armed = false;
+        }
+        let mut n_ev = 0;
+        if let Some(bid) = cqueue::buffer_select(flags) {
+            let n = res.max(0) as usize;
+            let br = self.bufring.as_mut().expect("buffer ring");
+            let r = if n > 0 || self.conns[i].conn.datagram {
+                self.stats.bytes_recv += n as u64;
+                self.stats.recv_ops += 1;
+                n_ev += 1;
+                h(Event::Recv {
+                    conn: i,
+                    data: br.bufs.slice(bid as usize * br.size, n),
+                })
+            } else {
+                Ok(())
+            };
+            // The data has been consumed: the buffer goes back to the ring.
+            br.push(bid);
+            br.publish();
+            r?;
+        }
+        if more {
+            return Ok(n_ev);
+        }
+        if res == 0 && !self.conns[i].conn.datagram {
+            self.conns[i].closed = true;
+            h(Event::Closed { conn: i })?;
+            return Ok(n_ev + 1);
+        }
+        if res < 0 && res != -libc::ENOBUFS && res != -libc::EAGAIN && res != -libc::EINTR {
+            return Err(self.peer_err(i, -res));
+        }
+        self.stats.multishot_rearms += 1;
+        self.arm_recv(i)?;
+        Ok(n_ev)
     }
 
     /// Reaps every ready CQE. All are processed even when one fails, so the in-flight
@@ -632,6 +558,59 @@ impl UringTransport {
             None => Ok(n_ev),
         }
     }
+}
+
+/// Registers the send slots and the receive area as fixed buffers (`REG_SEND`, `REG_RECV`).
+fn register_memory(ring: &Ring, pool: &SlotPool, recv: Option<&Region>) -> Result<()> {
+    let mut iov = vec![libc::iovec {
+        iov_base: pool.region.as_ptr() as *mut libc::c_void,
+        iov_len: pool.region.len(),
+    }];
+    if let Some(r) = recv {
+        iov.push(libc::iovec {
+            iov_base: r.as_ptr() as *mut libc::c_void,
+            iov_len: r.len(),
+        });
+    }
+    // SAFETY: both regions stay mapped for the life of the ring (they are fields of the
+    // transport, and its Drop drains the ring before they go).
+    unsafe { ring.register_buffers(&iov) }?;
+    Ok(())
+}
+
+/// Puts the sockets in blocking mode (io_uring arms its own poll; O_NONBLOCK would leak EAGAIN
+/// to us), registers them when asked, and turns on NAPI busy poll when asked.
+fn prepare_connections(ring: &Ring, cfg: &NetConfig, conns: Vec<Conn>) -> Result<Vec<UConn>> {
+    let mut uconns = Vec::with_capacity(conns.len());
+    for c in conns {
+        set_nonblocking(c.raw(), false)?;
+        uconns.push(UConn {
+            conn: c,
+            fixed: None,
+            queue: VecDeque::new(),
+            cur: None,
+            recv_armed: false,
+            closed: false,
+        });
+    }
+    if cfg.reg_files {
+        let fds: Vec<i32> = uconns.iter().map(|c| c.conn.raw()).collect();
+        ring.register_files(&fds)?;
+        for (i, c) in uconns.iter_mut().enumerate() {
+            c.fixed = Some(i as u32);
+        }
+    }
+    if cfg.napi {
+        check_napi(&uconns)?;
+        let mut napi = types::Napi::new()
+            .set_busy_poll_timeout(50)
+            .set_prefer_busy_poll(true);
+        ring.uring()
+            .submitter()
+            .register_napi(&mut napi)
+            .map_err(|e| NetError::io("IORING_REGISTER_NAPI", e))?;
+    }
+    Ok(uconns)
 }
 
 /// NAPI busy poll needs a device queue with a NAPI context; loopback and veth have none (the
@@ -714,7 +693,10 @@ impl Transport for UringTransport {
     }
 
     fn stats(&self) -> TransportStats {
-        self.stats
+        TransportStats {
+            syscalls: self.ring.stats().enters,
+            ..self.stats
+        }
     }
 }
 
