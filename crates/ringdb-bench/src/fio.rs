@@ -4,8 +4,8 @@
 use crate::error::{BenchError, Result};
 use crate::rawio::{IoReport, IoSpec, RwMode};
 use crate::units::fio_size;
-use ringdb_io::counters::{tsc_hz, CpuTime, LatencySummary};
 use ringdb_io::{EngineKind, SetupMode};
+use ringdb_lab::counters::{tsc_hz, CpuTime, LatencySummary};
 use serde_json::Value;
 use std::process::Command;
 

@@ -18,8 +18,8 @@ use crate::error::{BenchError, Result};
 use crate::rawio::{self, IoReport, IoSpec, RwMode};
 use crate::ycsb::{self, Op, PhaseReport, RunSpec};
 use ringdb::{Db, Options};
-use ringdb_io::counters::tsc_hz;
 use ringdb_io::{Batching, EngineKind, IoConfig, SetupMode, SqPoll};
+use ringdb_lab::counters::tsc_hz;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -755,11 +755,11 @@ fn checksum_cycles(page_size: usize) -> f64 {
     let mut page = vec![0u8; page_size];
     ringdb::node::NodeMut::init_leaf(&mut page);
     let n = 2000u64;
-    let t0 = ringdb_io::counters::rdtsc();
+    let t0 = ringdb_lab::counters::rdtsc();
     for i in 0..n {
         ringdb::page::seal(std::hint::black_box(&mut page), i);
     }
-    ringdb_io::counters::rdtsc().saturating_sub(t0) as f64 / n as f64
+    ringdb_lab::counters::rdtsc().saturating_sub(t0) as f64 / n as f64
 }
 
 /// Runs the whole ladder.

@@ -7,13 +7,13 @@
 
 use crate::error::{BenchError, Result};
 use crate::pattern::{self, Rng};
-use ringdb_io::counters::{rdtsc, tsc_hz, CpuTime, LatencyHist, LatencySummary};
-use ringdb_io::iowq::IowqTracker;
 use ringdb_io::target::{Target, TargetOptions};
 use ringdb_io::{
     open_engine, EngineKind, EngineStats, FileId, FixedBufferPool, IoCompletion, IoConfig, IoError,
     IoRequest,
 };
+use ringdb_lab::counters::{rdtsc, tsc_hz, CpuTime, LatencyHist, LatencySummary};
+use ringdb_lab::iowq::IowqTracker;
 use serde::Serialize;
 use std::fmt;
 use std::path::{Path, PathBuf};

@@ -7,8 +7,8 @@
 
 use crate::error::{BenchError, Result};
 use ringdb::{Db, DbStats};
-use ringdb_io::counters::{rdtsc, ticks_to_ns, tsc_hz, CpuTime, LatencyHist, LatencySummary};
-use ringdb_io::iowq::IowqTracker;
+use ringdb_lab::counters::{rdtsc, ticks_to_ns, tsc_hz, CpuTime, LatencyHist, LatencySummary};
+use ringdb_lab::iowq::IowqTracker;
 use serde::Serialize;
 use std::cell::{Cell, RefCell};
 use std::ops::Bound;

@@ -3,7 +3,7 @@
 //! limits they mark, and clear errors on bad input. Nothing here asserts performance.
 
 use ringdb_bench::micro::{run, MicroOpts, MicroResult};
-use ringdb_io::device::DeviceInfo;
+use ringdb_lab::device::DeviceInfo;
 use std::path::PathBuf;
 use std::time::Duration;
 

@@ -18,7 +18,7 @@ pub fn run(args: ProbeArgs) -> Result<(), Box<dyn std::error::Error>> {
             return Err(Box::new(ringdb_io::IoError::NotFound { path: p.clone() }));
         }
     }
-    let report = ringdb_io::probe::probe(args.path.as_deref());
+    let report = ringdb_lab::probe::probe(args.path.as_deref());
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {

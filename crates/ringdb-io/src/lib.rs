@@ -5,21 +5,21 @@
 //! - [`executor`]: a single-threaded executor whose tasks park on I/O, with adaptive batching.
 //! - [`buf`]: page-aligned buffers and the registered [`FixedBufferPool`].
 //! - [`target`]: opening files and block devices for (direct) I/O with clear refusals.
-//! - [`probe`] and [`device`]: what this kernel and device support.
-//! - [`counters`]: rdtsc, latency histograms, CPU time; [`iowq`]: io-wq workers seen.
+//! - [`sysfs`]: the few block-device queries opening targets and refusing switches need;
+//!   [`limits`]: the kernel limits behind a refused ring.
+//!
+//! Only what runs belongs here. What reports on the machine (the probe, device descriptions,
+//! io-wq sampling, latency histograms and tables) is the lab, in the `ringdb-lab` crate.
 
 pub mod affinity;
 pub mod buf;
 pub mod config;
-pub mod counters;
-pub mod device;
 pub mod engine;
 pub mod error;
 pub mod executor;
-pub mod iowq;
 pub mod limits;
-pub mod probe;
 pub mod ring;
+pub mod sysfs;
 pub mod target;
 
 pub use buf::{AlignedBuf, FixedBufferPool};

@@ -38,6 +38,8 @@ pub struct Target {
 }
 
 impl Target {
+    /// Opens `path` as `opts` asks, with a typed refusal for a missing path, a directory, a
+    /// char device that is no NVMe namespace, or O_DIRECT the filesystem does not take.
     pub fn open(path: &Path, opts: TargetOptions) -> Result<Target> {
         let meta = std::fs::metadata(path);
         let is_block_device = matches!(&meta, Ok(m) if m.file_type().is_block_device());
@@ -74,23 +76,12 @@ impl Target {
         let file = oo.open(path).map_err(|e| open_error(path, opts, e))?;
         let fd = file.as_raw_fd();
         if is_char_device {
-            // Only an NVMe namespace's generic char device carries block I/O (passthrough).
-            let g = crate::engine::nvme_geometry(fd)?;
-            return Ok(Target {
-                file,
-                path: path.to_path_buf(),
-                is_block_device: true,
-                nvme: Some(g),
-                direct: opts.direct,
-                size: g.capacity(),
-                // NVMe commands address whole logical blocks, direct or not.
-                align: g.lba_size,
-            });
+            return Self::nvme_namespace(file, path, opts);
         }
         let (size, align) = if is_block_device {
             (
-                crate::device::block_device_size(fd)?,
-                crate::device::logical_block_size_of_fd(fd)?,
+                crate::sysfs::block_device_size(fd)?,
+                crate::sysfs::logical_block_size_of_fd(fd)?,
             )
         } else {
             let len = file
@@ -107,6 +98,22 @@ impl Target {
             direct: opts.direct,
             size,
             align: if opts.direct { align.max(1) } else { 1 },
+        })
+    }
+
+    /// An open char device as a target: only an NVMe namespace's generic char device carries
+    /// block I/O (passthrough); any other is refused by [`crate::engine::nvme_geometry`].
+    fn nvme_namespace(file: File, path: &Path, opts: TargetOptions) -> Result<Target> {
+        let g = crate::engine::nvme_geometry(file.as_raw_fd())?;
+        Ok(Target {
+            file,
+            path: path.to_path_buf(),
+            is_block_device: true,
+            nvme: Some(g),
+            direct: opts.direct,
+            size: g.capacity(),
+            // NVMe commands address whole logical blocks, direct or not.
+            align: g.lba_size,
         })
     }
 
@@ -152,11 +159,7 @@ impl Target {
 pub fn check_iopoll(path: &Path) -> Result<()> {
     if let Some(block) = nvme_block_device_of_char(path) {
         // An NVMe generic char device polls on the queues of its namespace's block device.
-        let io_poll =
-            std::fs::read_to_string(Path::new("/sys/block").join(&block).join("queue/io_poll"))
-                .map(|s| s.trim() == "1")
-                .unwrap_or(false);
-        if io_poll {
+        if crate::sysfs::disk_io_poll(&block) {
             return Ok(());
         }
         return Err(IoError::Unsupported {
@@ -167,14 +170,14 @@ pub fn check_iopoll(path: &Path) -> Result<()> {
             ),
         });
     }
-    match crate::device::DeviceInfo::for_path(path)? {
-        Some(d) if d.io_poll => Ok(()),
+    match crate::sysfs::BlockDevice::for_path(path)? {
+        Some(d) if d.io_poll() => Ok(()),
         Some(d) => Err(IoError::Unsupported {
             switch: "--iopoll",
             reason: format!(
                 "{} is on {}, which has no poll queues (queue/io_poll = 0); use an NVMe device whose driver has poll queues (nvme.poll_queues=N), or drop --iopoll",
                 path.display(),
-                d.name
+                d.name()
             ),
         }),
         None => Err(IoError::Unsupported {

@@ -7,7 +7,7 @@ use crate::error::{NetError, Result};
 use crate::sys::{accept_tcp, connect_tcp, Conn};
 use crate::transport::{self, Event, Transport};
 use hdrhistogram::Histogram;
-use ringdb_io::counters::{rdtsc, tsc_hz};
+use ringdb_lab::counters::{rdtsc, tsc_hz};
 use serde::{Deserialize, Serialize};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, UdpSocket};

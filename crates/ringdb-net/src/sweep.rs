@@ -10,7 +10,7 @@ use crate::config::NetConfig;
 use crate::error::{NetError, Result};
 use crate::sys::{accept_tcp, connect_tcp, process_cpu_secs, thread_cpu_secs, Conn};
 use crate::transport::{self, Event};
-use ringdb_io::counters::tsc_hz;
+use ringdb_lab::counters::tsc_hz;
 use serde::{Deserialize, Serialize};
 use std::net::TcpListener;
 use std::time::{Duration, Instant};

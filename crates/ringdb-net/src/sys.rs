@@ -305,7 +305,7 @@ impl SlotPool {
 
 /// Process CPU time (user + system, all threads) in seconds.
 pub fn process_cpu_secs() -> f64 {
-    ringdb_io::counters::CpuTime::now().total().as_secs_f64()
+    ringdb_lab::counters::CpuTime::now().total().as_secs_f64()
 }
 
 /// This thread's CPU time in seconds.

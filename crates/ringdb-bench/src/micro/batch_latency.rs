@@ -16,14 +16,14 @@ use super::{MicroOpts, MicroResult, Plot, Series};
 use crate::error::{BenchError, Result};
 use crate::pattern::{self, Rng};
 use crate::rawio::{self, IoSpec, RwMode};
-use ringdb_io::counters::{rdtsc, tsc_hz, LatencyHist};
-use ringdb_io::device::DeviceInfo;
-use ringdb_io::iowq::IowqTracker;
 use ringdb_io::target::{Target, TargetOptions};
 use ringdb_io::{
     open_engine, Batching, Engine, EngineKind, FileId, FixedBufferPool, IoCompletion, IoConfig,
     IoError, IoRequest,
 };
+use ringdb_lab::counters::{rdtsc, tsc_hz, LatencyHist};
+use ringdb_lab::device::DeviceInfo;
+use ringdb_lab::iowq::IowqTracker;
 use serde_json::json;
 use std::path::Path;
 use std::time::Duration;

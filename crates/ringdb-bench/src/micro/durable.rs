@@ -30,12 +30,12 @@ use super::batch_latency::describe_target;
 use super::iowq::{one_op, prepare_target, run_sampling_workers};
 use super::{MicroOpts, MicroResult, Plot, Series};
 use crate::error::{BenchError, Result};
-use ringdb_io::counters::{rdtsc, ticks_to_ns, tsc_hz, LatencyHist, LatencySummary};
-use ringdb_io::device::DeviceInfo;
 use ringdb_io::target::{Target, TargetOptions};
 use ringdb_io::{
     open_engine, AlignedBuf, Engine, EngineKind, FileId, IoConfig, IoError, IoRequest, OpKind,
 };
+use ringdb_lab::counters::{rdtsc, ticks_to_ns, tsc_hz, LatencyHist, LatencySummary};
+use ringdb_lab::device::DeviceInfo;
 use serde_json::{json, Value};
 use std::fs::{File, OpenOptions};
 use std::os::fd::{AsRawFd, RawFd};

@@ -20,13 +20,13 @@ use super::{MicroOpts, MicroResult, Plot, Series};
 use crate::error::{BenchError, Result};
 use crate::pattern::Rng;
 use crate::rawio::fill_file;
-use ringdb_io::counters::{rdtsc, ticks_to_ns, tsc_hz, CpuTime, LatencyHist, LatencySummary};
-use ringdb_io::device::DeviceInfo;
 use ringdb_io::target::{Target, TargetOptions};
 use ringdb_io::{
     open_engine, AlignedBuf, Engine, EngineKind, FileId, IoCompletion, IoConfig, IoError,
     IoRequest, OpKind, SetupMode,
 };
+use ringdb_lab::counters::{rdtsc, ticks_to_ns, tsc_hz, CpuTime, LatencyHist, LatencySummary};
+use ringdb_lab::device::DeviceInfo;
 use serde_json::{json, Value};
 use std::collections::HashSet;
 use std::path::Path;

@@ -4,8 +4,8 @@
 
 use super::{MicroOpts, MicroResult, Plot, Series};
 use crate::error::Result;
-use ringdb_io::counters::{rdtsc, tsc_hz};
 use ringdb_io::{open_engine, Engine, EngineKind, IoCompletion, IoConfig, IoRequest, SetupMode};
+use ringdb_lab::counters::{rdtsc, tsc_hz};
 use serde_json::json;
 use std::time::Instant;
 

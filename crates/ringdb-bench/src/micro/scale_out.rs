@@ -10,8 +10,8 @@
 use super::{MicroOpts, MicroResult, Plot, Series};
 use crate::error::{BenchError, Result};
 use crate::rawio::{self, IoReport, IoSpec, RwMode, MAX_JOBS};
-use ringdb_io::device::DeviceInfo;
 use ringdb_io::{EngineKind, IoConfig, SetupMode, SqPoll};
+use ringdb_lab::device::DeviceInfo;
 use serde_json::{json, Value};
 use std::path::Path;
 use std::time::Duration;
@@ -408,7 +408,7 @@ fn notes(
             punted.join("; ")
         ));
     }
-    let nvme = ringdb_io::device::nvme_char_devices();
+    let nvme = ringdb_lab::device::nvme_char_devices();
     r.notes.push(format!(
         "{}; iopoll and NVMe passthrough are never run: they need an NVMe device with poll queues (and its /dev/ngXnY for passthrough); NVMe char devices here: {}",
         describe_target(&opts.target),

@@ -22,11 +22,11 @@ use super::iowq::{one_op, prepare_target, BS};
 use super::{MicroOpts, MicroResult, Plot, Series};
 use crate::error::{BenchError, Result};
 use crate::pattern::Rng;
-use ringdb_io::counters::{rdtsc, ticks_to_ns, tsc_hz, LatencyHist, LatencySummary};
 use ringdb_io::target::{Target, TargetOptions};
 use ringdb_io::{
     open_engine, AlignedBuf, Engine, EngineKind, FileId, IoConfig, IoRequest, SetupMode, SqPoll,
 };
+use ringdb_lab::counters::{rdtsc, ticks_to_ns, tsc_hz, LatencyHist, LatencySummary};
 use serde_json::{json, Value};
 use std::path::Path;
 use std::time::Duration;

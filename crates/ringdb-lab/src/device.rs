@@ -1,5 +1,6 @@
-//! The block device under a path, as sysfs describes it, plus the two block-device ioctls the
-//! I/O layer needs (`BLKGETSIZE64`, `BLKSSZGET`).
+//! The block device under a path as a report describes it: the queue limits, scheduler and
+//! NVMe nodes sysfs lists, on top of the runtime's own location of the device
+//! ([`ringdb_io::sysfs::BlockDevice`]).
 //!
 //! The queue limits matter for io_uring (paper Sec. 3.6, "Large blocks can backfire"): requests
 //! larger than `max_hw_sectors_kb` and batches larger than `nr_requests` fall back to io-wq
@@ -7,16 +8,12 @@
 //!
 //! Parsing never panics: sysfs attributes that are missing or odd become defaults or `None`.
 
-use crate::error::{IoError, Result};
+use ringdb_io::sysfs::{read_bool, read_number, read_trimmed, BlockDevice};
+use ringdb_io::Result;
 use serde::Serialize;
 use std::fs;
-use std::io;
-use std::os::fd::RawFd;
-use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
-
-/// Where `/sys/dev/block/MAJ:MIN` links live.
-const SYS_DEV_BLOCK: &str = "/sys/dev/block";
 
 /// What the kernel reports about the block device that holds a path.
 #[derive(Serialize, Debug, Clone, PartialEq, Eq)]
@@ -25,8 +22,11 @@ pub struct DeviceInfo {
     pub name: String,
     /// For a partition, the whole disk it belongs to (whose `queue/` limits apply).
     pub disk: Option<String>,
+    /// Major device number.
     pub major: u32,
+    /// Minor device number.
     pub minor: u32,
+    /// Whether the device is a partition of a disk.
     pub is_partition: bool,
     /// The resolved sysfs directory of the device.
     pub sys_path: PathBuf,
@@ -42,12 +42,15 @@ pub struct DeviceInfo {
     pub max_hw_sectors_kb: Option<u32>,
     /// Largest request the block layer builds before splitting (soft limit <= hardware limit).
     pub max_sectors_kb: Option<u32>,
+    /// Most scatter-gather segments one request may have.
     pub max_segments: Option<u32>,
     /// `queue/io_poll`: whether polled completions (`IORING_SETUP_IOPOLL`) work on this device.
     pub io_poll: bool,
     /// `nvme.poll_queues` module parameter, for NVMe devices when readable.
     pub poll_queues_hint: Option<u32>,
+    /// `queue/rotational`: the device says it is a spinning disk.
     pub rotational: bool,
+    /// Capacity in bytes (0 if unknown).
     pub size_bytes: u64,
     /// The NVMe generic char device (`/dev/ngXnY`) for an `nvmeXnY` block device, if present:
     /// the target of io_uring passthrough (`URING_CMD`).
@@ -61,85 +64,51 @@ impl DeviceInfo {
     /// anything else the device of its filesystem (`st_dev`).
     ///
     /// `Ok(None)` when the path is on no block device (tmpfs, overlay, procfs: a device number
-    /// with major 0, or one sysfs does not know). A missing path is [`IoError::NotFound`].
+    /// with major 0, or one sysfs does not know). A missing path is
+    /// [`ringdb_io::IoError::NotFound`].
     pub fn for_path(path: &Path) -> Result<Option<DeviceInfo>> {
-        let meta = fs::metadata(path).map_err(|e| stat_error(path, e))?;
-        let dev = if meta.file_type().is_block_device() {
-            meta.rdev()
-        } else {
-            meta.dev()
-        };
-        Ok(Self::for_dev(dev_major(dev), dev_minor(dev)))
+        Ok(BlockDevice::for_path(path)?.map(|d| Self::describe(&d)))
     }
 
     /// The block device with number `major:minor`, or `None` if sysfs does not list it.
     pub fn for_dev(major: u32, minor: u32) -> Option<DeviceInfo> {
-        if major == 0 {
-            // Anonymous devices (tmpfs, overlay, proc, btrfs subvolumes): no block queue.
-            return None;
-        }
-        let link = Path::new(SYS_DEV_BLOCK).join(format!("{major}:{minor}"));
-        let sys_path = fs::canonicalize(&link).ok()?;
-        Some(Self::from_sys_dir(&sys_path, major, minor))
+        BlockDevice::for_dev(major, minor).map(|d| Self::describe(&d))
     }
 
-    /// Builds the description from a device's sysfs directory (tolerates any missing file).
-    fn from_sys_dir(sys_path: &Path, major: u32, minor: u32) -> DeviceInfo {
-        let name = file_name(sys_path).unwrap_or_else(|| format!("{major}:{minor}"));
-        let is_partition = sys_path.join("partition").exists();
-        let (disk_dir, disk) = if is_partition {
-            match sys_path.parent() {
-                Some(p) => (p.to_path_buf(), file_name(p)),
-                None => (sys_path.to_path_buf(), None),
-            }
-        } else {
-            (sys_path.to_path_buf(), None)
-        };
-        let queue = disk_dir.join("queue");
-        let q_u32 = |attr: &str| read_u32(&queue.join(attr));
-
+    /// Describes a located device from its sysfs directories (tolerates any missing file).
+    pub fn describe(device: &BlockDevice) -> DeviceInfo {
+        let queue = device.queue_dir();
+        let q_u32 = |attr: &str| -> Option<u32> { read_number(&queue.join(attr)) };
         let logical_block_size = q_u32("logical_block_size")
             .filter(|v| *v > 0)
             .unwrap_or(512);
-        let physical_block_size = q_u32("physical_block_size")
-            .filter(|v| *v > 0)
-            .unwrap_or(logical_block_size);
-        // `size` is in 512-byte sectors regardless of the logical block size.
-        let size_bytes = read_u64(&sys_path.join("size"))
-            .unwrap_or(0)
-            .saturating_mul(512);
-        let disk_name = disk.clone().unwrap_or_else(|| name.clone());
-        let is_nvme = disk_name.starts_with("nvme");
-        let poll_queues_hint = if is_nvme {
-            read_u32(Path::new("/sys/module/nvme/parameters/poll_queues"))
-        } else {
-            None
-        };
-        let dev_node = Some(Path::new("/dev").join(&name)).filter(|p| {
-            fs::metadata(p)
-                .map(|m| m.file_type().is_block_device())
-                .unwrap_or(false)
-        });
-
+        let name = device.name();
+        let disk = device.disk();
+        let disk_name = disk.as_deref().unwrap_or(&name);
         DeviceInfo {
-            nvme_char_device: nvme_char_device_for(&disk_name),
+            nvme_char_device: nvme_char_device_for(disk_name),
+            poll_queues_hint: nvme_poll_queues_hint(disk_name),
+            dev_node: block_device_node(&name),
             name,
             disk,
-            major,
-            minor,
-            is_partition,
-            sys_path: sys_path.to_path_buf(),
-            dev_node,
+            major: device.major,
+            minor: device.minor,
+            is_partition: device.is_partition(),
+            sys_path: device.sys_path.clone(),
             logical_block_size,
-            physical_block_size,
+            physical_block_size: q_u32("physical_block_size")
+                .filter(|v| *v > 0)
+                .unwrap_or(logical_block_size),
             nr_requests: q_u32("nr_requests"),
             max_hw_sectors_kb: q_u32("max_hw_sectors_kb"),
             max_sectors_kb: q_u32("max_sectors_kb"),
             max_segments: q_u32("max_segments"),
-            io_poll: read_bool(&queue.join("io_poll")).unwrap_or(false),
-            poll_queues_hint,
+            io_poll: device.io_poll(),
             rotational: read_bool(&queue.join("rotational")).unwrap_or(false),
-            size_bytes,
+            // `size` is in 512-byte sectors regardless of the logical block size.
+            size_bytes: read_number::<u64>(&device.sys_path.join("size"))
+                .unwrap_or(0)
+                .saturating_mul(512),
             scheduler: read_trimmed(&queue.join("scheduler"))
                 .as_deref()
                 .and_then(active_scheduler),
@@ -171,85 +140,24 @@ pub fn nvme_char_devices() -> Vec<PathBuf> {
     out
 }
 
-/// Size in bytes of the block device open as `fd` (`ioctl(BLKGETSIZE64)`).
-pub fn block_device_size(fd: RawFd) -> Result<u64> {
-    let mut size: u64 = 0;
-    // SAFETY: BLKGETSIZE64 writes exactly one u64 through the pointer, which points at `size`,
-    // a live local; an invalid fd only makes the call fail with EBADF/ENOTTY.
-    let r = unsafe { libc::ioctl(fd, BLKGETSIZE64 as _, &mut size as *mut u64) };
-    if r < 0 {
-        return Err(IoError::os(
-            "ioctl(BLKGETSIZE64) on the block device",
-            io::Error::last_os_error(),
-        ));
-    }
-    Ok(size)
+/// `nvme.poll_queues` (`/sys/module/nvme/parameters/poll_queues`), the poll queues the NVMe
+/// driver was loaded with; `None` when unreadable.
+pub fn nvme_poll_queues() -> Option<u32> {
+    read_number(Path::new("/sys/module/nvme/parameters/poll_queues"))
 }
 
-/// Logical block size of the block device open as `fd` (`ioctl(BLKSSZGET)`): the alignment
-/// O_DIRECT requires.
-pub fn logical_block_size_of_fd(fd: RawFd) -> Result<u32> {
-    let mut bs: libc::c_int = 0;
-    // SAFETY: BLKSSZGET writes exactly one int through the pointer, which points at `bs`, a
-    // live local; an invalid fd only makes the call fail with EBADF/ENOTTY.
-    let r = unsafe { libc::ioctl(fd, libc::BLKSSZGET as _, &mut bs as *mut libc::c_int) };
-    if r < 0 {
-        return Err(IoError::os(
-            "ioctl(BLKSSZGET) on the block device",
-            io::Error::last_os_error(),
-        ));
-    }
-    u32::try_from(bs)
-        .ok()
-        .filter(|v| *v > 0)
-        .ok_or_else(|| IoError::InvalidArg(format!("BLKSSZGET returned block size {bs}")))
+/// [`nvme_poll_queues`] for an NVMe disk, `None` for any other.
+fn nvme_poll_queues_hint(disk: &str) -> Option<u32> {
+    disk.starts_with("nvme").then(nvme_poll_queues).flatten()
 }
 
-/// `_IOR(0x12, 114, size_t)`: the direction bits differ on powerpc, mips and sparc.
-#[cfg(any(
-    target_arch = "powerpc",
-    target_arch = "powerpc64",
-    target_arch = "mips",
-    target_arch = "mips64",
-    target_arch = "sparc",
-    target_arch = "sparc64"
-))]
-const BLKGETSIZE64: u64 = (2 << 29) | ((std::mem::size_of::<usize>() as u64) << 16) | 0x1272;
-#[cfg(not(any(
-    target_arch = "powerpc",
-    target_arch = "powerpc64",
-    target_arch = "mips",
-    target_arch = "mips64",
-    target_arch = "sparc",
-    target_arch = "sparc64"
-)))]
-const BLKGETSIZE64: u64 = (2 << 30) | ((std::mem::size_of::<usize>() as u64) << 16) | 0x1272;
-
-fn stat_error(path: &Path, e: io::Error) -> IoError {
-    match e.kind() {
-        io::ErrorKind::NotFound => IoError::NotFound {
-            path: path.to_path_buf(),
-        },
-        io::ErrorKind::PermissionDenied => IoError::PermissionDenied {
-            path: path.to_path_buf(),
-            source: e,
-        },
-        _ => IoError::os(format!("stat {}", path.display()), e),
-    }
-}
-
-/// glibc's `gnu_dev_major` encoding of a 64-bit `dev_t`.
-fn dev_major(dev: u64) -> u32 {
-    (((dev >> 8) & 0xfff) | ((dev >> 32) & !0xfff)) as u32
-}
-
-/// glibc's `gnu_dev_minor` encoding of a 64-bit `dev_t`.
-fn dev_minor(dev: u64) -> u32 {
-    ((dev & 0xff) | ((dev >> 12) & !0xff)) as u32
-}
-
-fn file_name(p: &Path) -> Option<String> {
-    p.file_name().map(|n| n.to_string_lossy().into_owned())
+/// `/dev/<name>` if it exists and is a block device.
+fn block_device_node(name: &str) -> Option<PathBuf> {
+    Some(Path::new("/dev").join(name)).filter(|p| {
+        fs::metadata(p)
+            .map(|m| m.file_type().is_block_device())
+            .unwrap_or(false)
+    })
 }
 
 fn is_char_device(p: &Path) -> bool {
@@ -286,30 +194,11 @@ fn active_scheduler(s: &str) -> Option<String> {
     }
 }
 
-fn read_trimmed(p: &Path) -> Option<String> {
-    let s = fs::read_to_string(p).ok()?;
-    Some(s.trim().to_string())
-}
-
-fn read_u64(p: &Path) -> Option<u64> {
-    read_trimmed(p)?.parse().ok()
-}
-
-fn read_u32(p: &Path) -> Option<u32> {
-    read_trimmed(p)?.parse().ok()
-}
-
-fn read_bool(p: &Path) -> Option<bool> {
-    match read_trimmed(p)?.as_str() {
-        "0" => Some(false),
-        "1" => Some(true),
-        _ => None,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ringdb_io::sysfs::{block_device_size, logical_block_size_of_fd};
+    use ringdb_io::IoError;
     use std::os::fd::AsRawFd;
 
     #[test]
@@ -325,17 +214,14 @@ mod tests {
     }
 
     #[test]
-    fn tmpfs_is_on_no_block_device() {
-        assert!(DeviceInfo::for_path(Path::new("/dev/shm"))
-            .expect("stat /dev/shm")
-            .is_none());
-        assert!(DeviceInfo::for_path(Path::new("/proc/self"))
-            .expect("stat /proc/self")
-            .is_none());
-    }
-
-    #[test]
-    fn missing_path_is_not_found() {
+    fn no_block_device_and_missing_paths_are_told_apart() {
+        for p in ["/dev/shm", "/proc/self"] {
+            assert_eq!(
+                DeviceInfo::for_path(Path::new(p)).expect("stat"),
+                None,
+                "{p}"
+            );
+        }
         let err = DeviceInfo::for_path(Path::new("/nonexistent/ringdb/xyz")).unwrap_err();
         assert!(matches!(err, IoError::NotFound { .. }), "{err}");
     }
@@ -360,14 +246,6 @@ mod tests {
     }
 
     #[test]
-    fn ioctls_on_a_regular_file_fail_cleanly() {
-        let f = fs::File::open("/proc/self/status").unwrap();
-        assert!(block_device_size(f.as_raw_fd()).is_err());
-        assert!(logical_block_size_of_fd(f.as_raw_fd()).is_err());
-        assert!(block_device_size(-1).is_err());
-    }
-
-    #[test]
     fn odd_sysfs_content_does_not_panic() {
         let dir = std::env::temp_dir().join(format!("ringdb-device-test-{}", std::process::id()));
         let q = dir.join("fake0").join("queue");
@@ -377,7 +255,12 @@ mod tests {
         fs::write(q.join("io_poll"), "").unwrap();
         fs::write(q.join("scheduler"), "[unterminated").unwrap();
         fs::write(dir.join("fake0").join("size"), "99999999999999999999999").unwrap();
-        let d = DeviceInfo::from_sys_dir(&dir.join("fake0"), 1, 2);
+        let fake = |sys_path: PathBuf, major, minor| BlockDevice {
+            major,
+            minor,
+            sys_path,
+        };
+        let d = DeviceInfo::describe(&fake(dir.join("fake0"), 1, 2));
         assert_eq!(d.name, "fake0");
         assert_eq!(d.logical_block_size, 512);
         assert_eq!(d.physical_block_size, 512);
@@ -385,7 +268,7 @@ mod tests {
         assert!(!d.io_poll);
         assert_eq!(d.scheduler, None);
         assert_eq!(d.size_bytes, 0);
-        let empty = DeviceInfo::from_sys_dir(Path::new("/"), 9, 9);
+        let empty = DeviceInfo::describe(&fake(PathBuf::from("/"), 9, 9));
         assert_eq!(empty.logical_block_size, 512);
         let _ = fs::remove_dir_all(&dir);
     }
@@ -404,15 +287,6 @@ mod tests {
         assert_eq!(active_scheduler("a b"), None);
         assert_eq!(active_scheduler("[]"), None);
         assert_eq!(active_scheduler(""), None);
-    }
-
-    #[test]
-    fn dev_number_decoding() {
-        // 254:0 as glibc encodes it, and a large minor.
-        assert_eq!((dev_major(0xfe00), dev_minor(0xfe00)), (254, 0));
-        let dev: u64 = (259 << 8) | 0x12 | (0x345 << 12 << 8);
-        assert_eq!(dev_major(dev), 259);
-        assert_eq!(dev_minor(dev), 0x12 | (0x345 << 8));
     }
 
     #[test]

@@ -1,5 +1,8 @@
 //! Counts the kernel threads io_uring runs on the process's behalf: io-wq workers (`iou-wrk-*`,
 //! the slow fallback path of paper Sec. 2.2) and SQPOLL pollers (`iou-sqp-*`).
+//!
+//! Benchmarks sample them to tell the inline submission path from the io-wq fallback; the
+//! runtime itself never looks.
 
 use std::collections::HashSet;
 use std::fs;
@@ -35,10 +38,12 @@ pub struct IowqTracker {
 }
 
 impl IowqTracker {
+    /// Adds the io-wq workers alive now to those seen.
     pub fn sample(&mut self) {
         self.seen.extend(threads_named("iou-wrk"));
     }
 
+    /// Distinct io-wq workers seen over all samples.
     pub fn seen(&self) -> usize {
         self.seen.len()
     }

@@ -1,4 +1,7 @@
 //! Measurement primitives: the time-stamp counter, latency histograms and process CPU time.
+//!
+//! They belong to the lab: benchmarks and reports measure with them, the runtime never does
+//! (no engine or executor path reads a clock or records a latency).
 
 use hdrhistogram::Histogram;
 use serde::Serialize;
@@ -44,11 +47,17 @@ pub fn ticks_to_ns(ticks: u64) -> u64 {
 /// Latency summary in microseconds, fio's percentiles.
 #[derive(Clone, Copy, Debug, Default, Serialize, PartialEq)]
 pub struct LatencySummary {
+    /// Mean.
     pub avg: f64,
+    /// Median.
     pub p50: f64,
+    /// 95th percentile.
     pub p95: f64,
+    /// 99th percentile.
     pub p99: f64,
+    /// 99.9th percentile.
     pub p999: f64,
+    /// Largest latency recorded.
     pub max: f64,
 }
 
@@ -65,26 +74,31 @@ impl Default for LatencyHist {
 }
 
 impl LatencyHist {
+    /// An empty histogram.
     pub fn new() -> Self {
         LatencyHist {
             h: Histogram::new_with_bounds(1, 100_000_000_000, 3).expect("valid histogram bounds"),
         }
     }
 
+    /// Records one latency in nanoseconds (0 counts as 1 ns; beyond 100 s saturates).
     #[inline]
     pub fn record_ns(&mut self, ns: u64) {
         self.h.saturating_record(ns.max(1));
     }
 
+    /// Adds every latency recorded in `other` (per-thread histograms into one).
     pub fn merge(&mut self, other: &LatencyHist) {
         // Same bounds on both sides, so adding cannot fail.
         let _ = self.h.add(&other.h);
     }
 
+    /// Latencies recorded.
     pub fn count(&self) -> u64 {
         self.h.len()
     }
 
+    /// fio's percentiles in microseconds (all zero when nothing was recorded).
     pub fn summary(&self) -> LatencySummary {
         if self.h.is_empty() {
             return LatencySummary::default();
@@ -105,11 +119,14 @@ impl LatencyHist {
 /// and io-wq threads, which belong to the process).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct CpuTime {
+    /// Time spent in user mode.
     pub user: Duration,
+    /// Time spent in the kernel.
     pub sys: Duration,
 }
 
 impl CpuTime {
+    /// CPU time of the whole process so far.
     pub fn now() -> CpuTime {
         Self::rusage(libc::RUSAGE_SELF)
     }
@@ -142,6 +159,7 @@ impl CpuTime {
         }
     }
 
+    /// The CPU time spent between `earlier` and `self` (saturating at zero).
     pub fn since(self, earlier: CpuTime) -> CpuTime {
         CpuTime {
             user: self.user.saturating_sub(earlier.user),
@@ -149,6 +167,7 @@ impl CpuTime {
         }
     }
 
+    /// User plus system time.
     pub fn total(self) -> Duration {
         self.user + self.sys
     }

@@ -1,0 +1,24 @@
+//! ringdb-lab: what reports on the machine, as opposed to what runs.
+//!
+//! The runtime (`ringdb-io`) holds only what I/O needs while it runs: the engines, the
+//! executor, buffers, opening targets, and the few kernel and sysfs queries behind its
+//! refusals. The lab is everything that *looks at* the machine to explain or measure it:
+//!
+//! - [`probe`]: what this kernel, process and device support for io_uring, each feature tried
+//!   for real, with the paper's guidelines applied as warnings, rendered as a table (JSON
+//!   through `serde`).
+//! - [`device`]: the block device under a path as sysfs describes it (queue limits,
+//!   scheduler, NVMe nodes), built on the runtime's [`ringdb_io::sysfs`] queries.
+//! - [`counters`]: rdtsc, latency histograms and CPU time, for benchmarks.
+//! - [`iowq`]: the io-wq workers and SQPOLL threads io_uring runs for this process.
+//!
+//! The lab depends on the runtime and never the other way round, so the engine and the
+//! runtime build and run without any of it. The benchmarks (`ringdb-bench`, `ringdb-net`) and
+//! the `ringdb` command use it.
+
+#![warn(missing_docs)]
+
+pub mod counters;
+pub mod device;
+pub mod iowq;
+pub mod probe;
