@@ -70,6 +70,15 @@ struct PathStep {
     index: usize,
 }
 
+/// A node that split in two: the separator for its parent and the two halves.
+struct Split {
+    sep: Vec<u8>,
+    left: PageId,
+    right: PageId,
+    /// The halves' level (0: leaves).
+    level: u16,
+}
+
 impl BTree {
     /// Creates an empty tree: one empty leaf as the root.
     pub async fn create(bm: BufferManager) -> Result<BTree> {
@@ -286,6 +295,22 @@ impl BTree {
         if res.len() < needed {
             return Ok(Err(Need::Frames(needed)));
         }
+        let split = self.split_leaf(leaf, key, value, res)?;
+        if let Some(root_split) = self.split_upwards(&mut path, split, res)? {
+            self.grow_root(root_split, res)?;
+        }
+        Ok(Ok(exists))
+    }
+
+    /// Splits the full `leaf` into a new right sibling and puts `key` -> `value` into the half
+    /// it belongs to.
+    fn split_leaf(
+        &self,
+        leaf: PageGuard,
+        key: &[u8],
+        value: &[u8],
+        res: &mut Reservation,
+    ) -> Result<Split> {
         let right = self.bm.alloc_page(Some(res))?;
         let sep = leaf.write(|l| right.write(|r| NodeMut::new(l).split_into(r)));
         let target = if key >= sep.as_slice() { &right } else { &leaf };
@@ -293,55 +318,101 @@ impl BTree {
             .write(|p| NodeMut::new(p).upsert(key, value))
             .map_err(|e| Self::corrupt(target.pid(), e))?;
         self.bump(|s| s.splits += 1);
-        let (mut sep, mut left_pid, mut right_pid) = (sep, leaf.pid(), right.pid());
-        drop((leaf, right));
+        debug_check_split(&leaf, &right, &sep);
+        Ok(Split {
+            sep,
+            left: leaf.pid(),
+            right: right.pid(),
+            level: 0,
+        })
+    }
+
+    /// Carries a split up the `path`: each parent takes the new separator, or splits in turn.
+    /// Returns the split of the root when it split too.
+    fn split_upwards(
+        &self,
+        path: &mut Vec<PathStep>,
+        mut split: Split,
+        res: &mut Reservation,
+    ) -> Result<Option<Split>> {
         while let Some(PathStep {
             guard: parent,
             index,
         }) = path.pop()
         {
             let fits = parent
-                .read(|p| NodeRef::new(p).map(|n| n.fits_separator(&sep)))
+                .read(|p| NodeRef::new(p).map(|n| n.fits_separator(&split.sep)))
                 .map_err(|e| Self::corrupt(parent.pid(), e))?;
             if fits {
                 parent
-                    .write(|p| NodeMut::new(p).insert_split(index, &sep, left_pid, right_pid))
+                    .write(|p| {
+                        NodeMut::new(p).insert_split(index, &split.sep, split.left, split.right)
+                    })
                     .map_err(|e| Self::corrupt(parent.pid(), e))?;
-                return Ok(Ok(exists));
+                debug_check_parent(&parent, index, &split);
+                return Ok(None);
             }
-            let pright = self.bm.alloc_page(Some(res))?;
-            let up = parent.write(|l| pright.write(|r| NodeMut::new(l).split_into(r)));
-            // The child split goes into the half that now holds child `index`.
-            let left_count = parent
-                .read(|p| NodeRef::new(p).map(|n| n.count()))
-                .map_err(|e| Self::corrupt(parent.pid(), e))?;
-            let (half, idx) = if index <= left_count {
-                (&parent, index)
-            } else {
-                (&pright, index - left_count - 1)
-            };
-            half.write(|p| NodeMut::new(p).insert_split(idx, &sep, left_pid, right_pid))
-                .map_err(|e| Self::corrupt(half.pid(), e))?;
-            self.bump(|s| s.splits += 1);
-            sep = up;
-            left_pid = parent.pid();
-            right_pid = pright.pid();
+            split = self.split_inner(&parent, index, split, res)?;
         }
-        // The root split: a new root above the two halves.
+        Ok(Some(split))
+    }
+
+    /// Splits the full inner node `parent` and records `child` (the split of its child
+    /// `index`) in the half that now holds that child.
+    fn split_inner(
+        &self,
+        parent: &PageGuard,
+        index: usize,
+        child: Split,
+        res: &mut Reservation,
+    ) -> Result<Split> {
+        let pright = self.bm.alloc_page(Some(res))?;
+        let up = parent.write(|l| pright.write(|r| NodeMut::new(l).split_into(r)));
+        let left_count = parent
+            .read(|p| NodeRef::new(p).map(|n| n.count()))
+            .map_err(|e| Self::corrupt(parent.pid(), e))?;
+        let (half, idx) = if index <= left_count {
+            (parent, index)
+        } else {
+            (&pright, index - left_count - 1)
+        };
+        half.write(|p| NodeMut::new(p).insert_split(idx, &child.sep, child.left, child.right))
+            .map_err(|e| Self::corrupt(half.pid(), e))?;
+        self.bump(|s| s.splits += 1);
+        debug_check_parent(half, idx, &child);
+        debug_check_split(parent, &pright, &up);
+        Ok(Split {
+            sep: up,
+            left: parent.pid(),
+            right: pright.pid(),
+            level: child.level + 1,
+        })
+    }
+
+    /// The root split: a new root above the two halves, one level higher.
+    fn grow_root(&self, split: Split, res: &mut Reservation) -> Result<()> {
         let root = self.root.get();
         let nr = self.bm.alloc_page(Some(res))?;
         let level =
             u16::try_from(root.height).map_err(|_| Self::corrupt(nr.pid(), "tree too high"))?;
         nr.write(|p| {
-            NodeMut::init_inner(p, level, left_pid);
-            NodeMut::new(p).insert_split(0, &sep, left_pid, right_pid)
+            NodeMut::init_inner(p, level, split.left);
+            NodeMut::new(p).insert_split(0, &split.sep, split.left, split.right)
         })
         .map_err(|e| Self::corrupt(nr.pid(), e))?;
+        debug_assert_eq!(
+            u32::from(split.level) + 1,
+            root.height,
+            "the root split at level {} in a tree of height {}",
+            split.level,
+            root.height
+        );
+        debug_check_parent(&nr, 0, &split);
         self.root.set(TreeRoot {
             root: nr.pid(),
             height: root.height + 1,
         });
-        Ok(Ok(exists))
+        Ok(())
     }
 
     fn remove_attempt(&self, key: &[u8]) -> Result<Attempt<bool>> {
@@ -394,7 +465,17 @@ impl BTree {
             };
             let only = rg.read(|p| {
                 NodeRef::new(p)
-                    .map(|n| (n.count() == 0).then(|| n.child_at(0)))
+                    .map(|n| {
+                        debug_assert_eq!(
+                            u32::from(n.level()) + 1,
+                            root.height,
+                            "root {} at level {} in a tree of height {}",
+                            root.root,
+                            n.level(),
+                            root.height
+                        );
+                        (n.count() == 0).then(|| n.child_at(0))
+                    })
                     .map_err(|e| Self::corrupt(rg.pid(), e))
             })?;
             drop(rg);
@@ -457,6 +538,7 @@ impl BTree {
             .map_err(|e| Self::corrupt(lg.pid(), e))?;
         parent.write(|p| NodeMut::new(p).remove_merged(left_idx));
         self.bump(|s| s.merges += 1);
+        debug_check_merged(parent, left_idx, lg);
         Ok(Some(rpid))
     }
 
@@ -519,4 +601,86 @@ impl BTree {
         }
         Ok(Ok(fence))
     }
+}
+
+// B+tree invariants after structural changes, in debug builds (cheap enough for the tests):
+// each node's own format is checked by `node.rs` after every change; these check what ties
+// nodes together. Their pair on the read side is `BTree::descend` (every leaf at the root's
+// height) and `verify.rs` (fences and levels of the whole tree).
+
+/// Reads a node that a structural change just wrote (a bad one here is a bug).
+fn debug_node<R>(g: &PageGuard, f: impl FnOnce(NodeRef) -> R) -> R {
+    g.read(|p| f(NodeRef::new(p).expect("a node the tree just wrote is valid")))
+}
+
+/// `left` and `right`, the halves of a split at `sep`: one level, both non-empty, every key
+/// of `left` below `sep` and every key of `right` at or above it.
+fn debug_check_split(left: &PageGuard, right: &PageGuard, sep: &[u8]) {
+    if !cfg!(debug_assertions) {
+        return;
+    }
+    debug_node(left, |l| {
+        debug_node(right, |r| {
+            assert_eq!(l.level(), r.level(), "split halves at two levels");
+            assert!(l.count() > 0 && r.count() > 0, "a split left a half empty");
+            assert!(
+                l.key(l.count() - 1) < sep && sep <= r.key(0),
+                "separator does not divide the split pages {} and {}",
+                left.pid(),
+                right.pid()
+            );
+        })
+    });
+}
+
+/// `parent` records `split` as its children `index` and `index + 1`, one level above them,
+/// with the split's separator between them.
+fn debug_check_parent(parent: &PageGuard, index: usize, split: &Split) {
+    if !cfg!(debug_assertions) {
+        return;
+    }
+    debug_node(parent, |p| {
+        assert_eq!(p.level(), split.level + 1, "parent {} level", parent.pid());
+        assert_eq!(
+            p.child_at(index),
+            split.left,
+            "left child of {}",
+            parent.pid()
+        );
+        assert_eq!(p.child_at(index + 1), split.right, "right child");
+        assert_eq!(p.key(index), split.sep.as_slice(), "separator of the split");
+    });
+}
+
+/// `merged`, child `index` of `parent` after a merge, lies one level below it and within the
+/// fences the parent's separators give it.
+fn debug_check_merged(parent: &PageGuard, index: usize, merged: &PageGuard) {
+    if !cfg!(debug_assertions) {
+        return;
+    }
+    debug_node(parent, |p| {
+        debug_node(merged, |m| {
+            assert_eq!(
+                p.level(),
+                m.level() + 1,
+                "merged node {} level",
+                merged.pid()
+            );
+            assert_eq!(p.child_at(index), merged.pid(), "merged node's place");
+            if m.count() == 0 {
+                return;
+            }
+            let (first, last) = (m.key(0), m.key(m.count() - 1));
+            assert!(
+                index == 0 || p.key(index - 1) <= first,
+                "merged node {} below its lower fence",
+                merged.pid()
+            );
+            assert!(
+                index == p.count() || last < p.key(index),
+                "merged node {} above its upper fence",
+                merged.pid()
+            );
+        })
+    });
 }
