@@ -46,7 +46,12 @@ pub enum DbError {
     /// A wait ran past its bound without what it waits for coming: a livelock or a lost
     /// wake-up (a bug), reported instead of hanging.
     #[error("gave up waiting for {waiting_for} after {rounds} rounds; reopen the database")]
-    Stalled { waiting_for: WaitFor, rounds: u64 },
+    Stalled {
+        /// What the wait was for.
+        waiting_for: WaitFor,
+        /// The rounds it waited (its bound).
+        rounds: u64,
+    },
 }
 
 /// What a bounded wait was waiting for (see [`DbError::Stalled`]).
@@ -55,13 +60,25 @@ pub enum WaitFor {
     /// A free frame in the buffer pool.
     FreeFrame,
     /// `frames` free frames at once (a split's reservation).
-    FreeFrames { frames: usize },
+    FreeFrames {
+        /// Frames needed.
+        frames: usize,
+    },
     /// Page `page` to come out of another task's read or write, or to be read.
-    PageLoad { page: u64 },
+    PageLoad {
+        /// The page.
+        page: u64,
+    },
     /// Room in the log for a record of `record_bytes` (checkpoints free it).
-    LogRoom { record_bytes: usize },
+    LogRoom {
+        /// The record's size.
+        record_bytes: usize,
+    },
     /// The log to be durable up to `lsn`.
-    DurableLog { lsn: u64 },
+    DurableLog {
+        /// The LSN the commit waits for.
+        lsn: u64,
+    },
 }
 
 impl std::fmt::Display for WaitFor {

@@ -86,8 +86,9 @@ pub struct PoolStats {
     pub reads: u64,
     /// Pages written to the target (eviction and flush).
     pub writes: u64,
-    /// Eviction rounds run, and pages they freed.
+    /// Eviction rounds run.
     pub evict_rounds: u64,
+    /// Pages those rounds freed.
     pub evicted: u64,
     /// Times a task waited for a frame or for another task's I/O on a page.
     pub waits: u64,

@@ -2,13 +2,14 @@
 //! replacement, batched eviction and asynchronous page faults.
 //!
 //! # Frames are the runtime's (registered) buffers
-//! Every frame is a [`PoolBuf`] leased from the executor's buffer pool, so with
-//! `IoConfig::fixed_buffers` page reads and write-backs use `READ_FIXED`/`WRITE_FIXED`. A frame
-//! moves *by value* into the read or write that fills or drains it; while that I/O is in flight
-//! the page is in state `Reading`/`Writing` and no one can touch its bytes. If the task doing the
-//! I/O is dropped, the runtime keeps the buffer until the completion arrives and then returns it
-//! to its pool, where [`BufferManager`] reclaims it (`Io::lease_buf`): a frame is never reused
-//! while the kernel may still write into it.
+//! Every frame is a [`PoolBuf`](ringdb_io::executor::PoolBuf) leased from the executor's
+//! buffer pool, so with `IoConfig::fixed_buffers` page reads and write-backs use
+//! `READ_FIXED`/`WRITE_FIXED`. A frame moves *by value* into the read or write that fills or
+//! drains it; while that I/O is in flight the page is in state `Reading`/`Writing` and no one
+//! can touch its bytes. If the task doing the I/O is dropped, the runtime keeps the buffer
+//! until the completion arrives and then returns it to its pool, where [`BufferManager`]
+//! reclaims it (`Io::lease_buf`): a frame is never reused while the kernel may still write
+//! into it.
 //!
 //! # Pins live only in synchronous code
 //! [`BufferManager::try_fix`] never waits: it pins a resident page or says it is not resident.
