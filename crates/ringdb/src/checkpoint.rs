@@ -56,12 +56,27 @@ pub struct CheckpointFiles {
     pub dw: FileId,
 }
 
+/// What a checkpoint's cut took (step 1).
+struct Cut {
+    /// The first LSN recovery replays from this checkpoint on.
+    redo: u64,
+    /// The log's end at the cut: the log must be durable up to here first.
+    end: u64,
+    /// The checkpoint's epoch (the last one's + 1).
+    epoch: u64,
+    pages: Vec<DirtyPage>,
+    meta_image: AlignedBuf,
+}
+
+/// Takes checkpoints (one at a time) for one database.
 pub struct Checkpointer {
     io: Io,
     bm: BufferManager,
     wal: Wal,
     files: CheckpointFiles,
     epoch: Cell<u64>,
+    /// The redo LSN of the last checkpoint taken here (0 before the first): never goes back.
+    last_redo: Cell<u64>,
     running: Cell<bool>,
     waiters: RefCell<Vec<Waker>>,
     /// A write in place failed: the data file may now mix two checkpoints until recovery
@@ -71,6 +86,8 @@ pub struct Checkpointer {
 }
 
 impl Checkpointer {
+    /// A checkpointer for the pool `bm` and the log `wal`, writing `files`; `epoch`
+    /// checkpoints are complete (the meta page's count).
     pub fn new(io: Io, bm: BufferManager, wal: Wal, files: CheckpointFiles, epoch: u64) -> Self {
         Checkpointer {
             io,
@@ -78,6 +95,7 @@ impl Checkpointer {
             wal,
             files,
             epoch: Cell::new(epoch),
+            last_redo: Cell::new(0),
             running: Cell::new(false),
             waiters: RefCell::new(Vec::new()),
             failed: RefCell::new(None),
@@ -85,39 +103,89 @@ impl Checkpointer {
         }
     }
 
+    /// What checkpoints counted so far.
     pub fn stats(&self) -> CheckpointStats {
         self.stats.get()
     }
 
+    /// Checkpoints complete.
     pub fn epoch(&self) -> u64 {
         self.epoch.get()
     }
 
+    /// Whether a checkpoint is running now.
     pub fn running(&self) -> bool {
         self.running.get()
     }
 
     /// Takes a checkpoint, or waits for the one running to finish.
     pub async fn run(&self, tree: &BTree) -> Result<()> {
-        if let Some(why) = self.failed.borrow().as_ref() {
-            return Err(DbError::CheckpointFailed(why.clone()));
-        }
+        self.check_failed()?;
         if self.running.get() {
-            WaitDone {
-                ckpt: self,
-                epoch: self.epoch.get(),
-            }
-            .await;
-            return match self.failed.borrow().as_ref() {
-                Some(why) => Err(DbError::CheckpointFailed(why.clone())),
-                None => Ok(()),
-            };
+            return self.wait_for_running().await;
         }
         self.running.set(true);
         let _running = Running { ckpt: self };
         let t0 = std::time::Instant::now();
         // 1. The cut: nothing else runs until the first await.
+        let cut = self.cut(tree);
+        // 2. The write-ahead rule.
+        self.wal.wait_durable(cut.end).await?;
+        self.assert_write_ahead(&cut.pages);
+        // 3. The double-write file.
+        self.write_double_write(&cut).await?;
+        // 4. In place. From here a failure leaves the data file to recovery.
+        if let Err(e) = self.write_in_place(&cut.pages, cut.meta_image).await {
+            *self.failed.borrow_mut() = Some(e.to_string());
+            return Err(e);
+        }
+        // 5. Done.
+        self.bm.mark_clean(&cut.pages);
+        self.wal.checkpointed(cut.redo);
+        assert_eq!(self.epoch.get() + 1, cut.epoch, "two checkpoints at once");
+        self.epoch.set(cut.epoch);
+        let mut s = self.stats.get();
+        s.checkpoints += 1;
+        s.pages_written += cut.pages.len() as u64;
+        s.micros += t0.elapsed().as_micros() as u64;
+        self.stats.set(s);
+        tracing::debug!(
+            epoch = cut.epoch,
+            pages = cut.pages.len(),
+            redo = cut.redo,
+            "checkpoint"
+        );
+        Ok(())
+    }
+
+    fn check_failed(&self) -> Result<()> {
+        match self.failed.borrow().as_ref() {
+            Some(why) => Err(DbError::CheckpointFailed(why.clone())),
+            None => Ok(()),
+        }
+    }
+
+    /// Waits for the checkpoint running now; fails if it failed.
+    async fn wait_for_running(&self) -> Result<()> {
+        WaitDone {
+            ckpt: self,
+            epoch: self.epoch.get(),
+        }
+        .await;
+        self.check_failed()
+    }
+
+    /// The cut (synchronous: no task runs in between): the log's redo LSN and end, sealed
+    /// copies of the dirty pages, and the meta page of the next epoch.
+    fn cut(&self, tree: &BTree) -> Cut {
         let (redo, end) = self.wal.cut();
+        let last = self.last_redo.get();
+        assert!(
+            redo >= last,
+            "checkpoint redo LSN goes back from {last} to {redo}"
+        );
+        assert!(redo <= end, "redo LSN {redo} past the log's end {end}");
+        self.last_redo.set(redo);
         let pages = self.bm.snapshot_dirty();
         let epoch = self.epoch.get() + 1;
         let meta = Meta {
@@ -131,10 +199,19 @@ impl Checkpointer {
             wal_bytes: self.wal.capacity(),
         };
         let meta_image = meta_page(&meta, self.bm.page_size());
-        // 2. The write-ahead rule.
-        self.wal.wait_durable(end).await?;
+        Cut {
+            redo,
+            end,
+            epoch,
+            pages,
+            meta_image,
+        }
+    }
+
+    /// The write-ahead rule: no page of the cut is ahead of the durable log.
+    fn assert_write_ahead(&self, pages: &[DirtyPage]) {
         let durable = self.wal.durable();
-        for p in &pages {
+        for p in pages {
             let lsn = page::lsn(p.image.as_slice());
             assert!(
                 lsn <= durable,
@@ -142,33 +219,22 @@ impl Checkpointer {
                 p.pid
             );
         }
-        // 3. The double-write file.
-        let mut images: Vec<(PageId, &[u8])> = Vec::with_capacity(pages.len() + 1);
-        images.push((META_PID, meta_image.as_slice()));
-        images.extend(pages.iter().map(|p| (p.pid, p.image.as_slice())));
-        let dw = encode_dw(epoch, self.bm.page_size(), &images);
+    }
+
+    /// Writes the cut's pages and meta page to the double-write file with one write and
+    /// makes it durable.
+    async fn write_double_write(&self, cut: &Cut) -> Result<()> {
+        let mut images: Vec<(PageId, &[u8])> = Vec::with_capacity(cut.pages.len() + 1);
+        images.push((META_PID, cut.meta_image.as_slice()));
+        images.extend(cut.pages.iter().map(|p| (p.pid, p.image.as_slice())));
+        let dw = encode_dw(cut.epoch, self.bm.page_size(), &images);
         let dw_len = dw.len();
         let r = crate::chunked::write_all(&self.io, self.files.dw, 0, dw).await;
         check_len(r, dw_len, "the double-write file")?;
-        self.io.fsync(self.files.dw, true).await.map_err(|e| {
-            DbError::CheckpointFailed(format!("syncing the double-write file: {e}"))
-        })?;
-        // 4. In place. From here a failure leaves the data file to recovery.
-        if let Err(e) = self.write_in_place(&pages, meta_image).await {
-            *self.failed.borrow_mut() = Some(e.to_string());
-            return Err(e);
-        }
-        // 5. Done.
-        self.bm.mark_clean(&pages);
-        self.wal.checkpointed(redo);
-        self.epoch.set(epoch);
-        let mut s = self.stats.get();
-        s.checkpoints += 1;
-        s.pages_written += pages.len() as u64;
-        s.micros += t0.elapsed().as_micros() as u64;
-        self.stats.set(s);
-        tracing::debug!(epoch, pages = pages.len(), redo, "checkpoint");
-        Ok(())
+        self.io
+            .fsync(self.files.dw, true)
+            .await
+            .map_err(|e| DbError::CheckpointFailed(format!("syncing the double-write file: {e}")))
     }
 
     async fn write_in_place(&self, pages: &[DirtyPage], meta_image: AlignedBuf) -> Result<()> {

@@ -43,6 +43,56 @@ pub enum DbError {
         #[source]
         source: std::io::Error,
     },
+    /// A wait ran past its bound without what it waits for coming: a livelock or a lost
+    /// wake-up (a bug), reported instead of hanging.
+    #[error("gave up waiting for {waiting_for} after {rounds} rounds; reopen the database")]
+    Stalled {
+        /// What the wait was for.
+        waiting_for: WaitFor,
+        /// The rounds it waited (its bound).
+        rounds: u64,
+    },
+}
+
+/// What a bounded wait was waiting for (see [`DbError::Stalled`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WaitFor {
+    /// A free frame in the buffer pool.
+    FreeFrame,
+    /// `frames` free frames at once (a split's reservation).
+    FreeFrames {
+        /// Frames needed.
+        frames: usize,
+    },
+    /// Page `page` to come out of another task's read or write, or to be read.
+    PageLoad {
+        /// The page.
+        page: u64,
+    },
+    /// Room in the log for a record of `record_bytes` (checkpoints free it).
+    LogRoom {
+        /// The record's size.
+        record_bytes: usize,
+    },
+    /// The log to be durable up to `lsn`.
+    DurableLog {
+        /// The LSN the commit waits for.
+        lsn: u64,
+    },
+}
+
+impl std::fmt::Display for WaitFor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            WaitFor::FreeFrame => write!(f, "a free frame"),
+            WaitFor::FreeFrames { frames } => write!(f, "{frames} free frames"),
+            WaitFor::PageLoad { page } => write!(f, "page {page} to load"),
+            WaitFor::LogRoom { record_bytes } => {
+                write!(f, "log room for a record of {record_bytes} bytes")
+            }
+            WaitFor::DurableLog { lsn } => write!(f, "the log to be durable up to LSN {lsn}"),
+        }
+    }
 }
 
 pub type Result<T> = std::result::Result<T, DbError>;

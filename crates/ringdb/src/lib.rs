@@ -1,9 +1,18 @@
 //! ringdb: an io_uring-native storage engine (see `docs/DESIGN.md`).
 //!
-//! - [`page`]: the common page header every on-disk page starts with (type, page id, LSN,
-//!   CRC32C checksum), and the seal/verify pair the buffer manager runs around each write and read.
-//! - [`node`]: slotted B+tree nodes (leaves and inner nodes) over such a page: pure, synchronous
+//! From the top down:
+//! - [`db`]: the database ([`Db`], [`DbHandle`]): opening a path, the commit path, recovery,
+//!   and the three files (data, log, double-write) on a directory or a raw device.
+//! - [`tree`]: the B+tree: synchronous attempts that restart after a page fault.
+//! - [`wal`]: the write-ahead log (group commit, durability modes) and [`checkpoint`]s through a
+//!   double-write area; [`meta`]: the meta page that ties them together.
+//! - [`buffer`]: the buffer manager: frames, page faults, eviction.
+//! - [`node`]: slotted B+tree nodes (leaves and inner nodes) over a page: pure, synchronous
 //!   code over `&[u8]`/`&mut [u8]` frames, no I/O.
+//! - [`page`]: the common page header every on-disk page starts with (type, page id, LSN,
+//!   CRC32C checksum), and the seal/verify pair the buffer manager runs around each write and
+//!   read.
+//! - [`verify`]: the full check of a tree (`ringdb check`); [`error`]: the one error type.
 
 pub mod buffer;
 pub mod checkpoint;

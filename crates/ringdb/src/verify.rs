@@ -182,7 +182,42 @@ pub async fn verify_tree(
         free_pages: free_pages.len() as u64,
         ..VerifyReport::default()
     };
+    let free = check_free_list(free_pages, next, &mut r);
+    if root.height == 0 {
+        r.problem(format!(
+            "page {}: the tree's height is 0 (a tree has at least its root leaf)",
+            root.root
+        ));
+    }
+    let mut walk = Walk {
+        bm,
+        height: root.height,
+        next,
+        free,
+        reached: PageSet::new(next),
+        unreadable: 0,
+        prev: None,
+        report: r,
+    };
+    let mut stack = vec![Pending {
+        pid: root.root,
+        parent: None,
+        level: root.height.saturating_sub(1),
+        lower: None,
+        upper: None,
+    }];
+    while let Some(p) = stack.pop() {
+        if let Some(children) = walk.visit(&p).await {
+            push_children(&mut stack, &p, children);
+        }
+    }
+    walk.report_leaks();
+    walk.report
+}
 
+/// Checks the free list (no meta page, nothing past the end, no duplicates); returns its
+/// pages.
+fn check_free_list(free_pages: &[PageId], next: PageId, r: &mut VerifyReport) -> PageSet {
     let mut free = PageSet::new(next);
     for &pid in free_pages {
         if pid == META_PID {
@@ -195,97 +230,121 @@ pub async fn verify_tree(
             r.problem(format!("page {pid} is on the free list twice"));
         }
     }
+    free
+}
 
-    if root.height == 0 {
-        r.problem(format!(
-            "page {}: the tree's height is 0 (a tree has at least its root leaf)",
-            root.root
-        ));
+/// Queues the children of an inner node, each with its level and the fences the node's
+/// separators (and its own fences) give it; reversed, so that the leftmost child is visited
+/// first: leaves in key order.
+fn push_children(stack: &mut Vec<Pending>, p: &Pending, c: Children) {
+    let last = c.pids.len() - 1;
+    for (i, &child) in c.pids.iter().enumerate().rev() {
+        stack.push(Pending {
+            pid: child,
+            parent: Some(p.pid),
+            level: u32::from(c.level) - 1,
+            lower: if i == 0 {
+                p.lower.clone()
+            } else {
+                Some(c.seps[i - 1].clone())
+            },
+            upper: if i == last {
+                p.upper.clone()
+            } else {
+                Some(c.seps[i].clone())
+            },
+        });
     }
-    let mut reached = PageSet::new(next);
-    let mut unreadable = 0u64;
-    // The last key of the last leaf read, and its page.
-    let mut prev: Option<(PageId, Vec<u8>)> = None;
-    let mut stack = vec![Pending {
-        pid: root.root,
-        parent: None,
-        level: root.height.saturating_sub(1),
-        lower: None,
-        upper: None,
-    }];
-    while let Some(p) = stack.pop() {
+}
+
+/// The walk's state: what it has seen so far, and the report it fills.
+struct Walk<'a> {
+    bm: &'a BufferManager,
+    /// The height the root claims.
+    height: u32,
+    /// The first page id never allocated.
+    next: PageId,
+    free: PageSet,
+    reached: PageSet,
+    /// Pages that failed to load (what lies below them is among the leaks).
+    unreadable: u64,
+    /// The last key of the last leaf read, and its page.
+    prev: Option<(PageId, Vec<u8>)>,
+    report: VerifyReport,
+}
+
+impl Walk<'_> {
+    /// Visits one page: checks that it may be reached, loads and examines it; returns its
+    /// children for an inner node.
+    async fn visit(&mut self, p: &Pending) -> Option<Children> {
+        if !self.admit(p) {
+            return None;
+        }
         let pid = p.pid;
+        self.report.pages_checked += 1;
+        // The pin lives only for the synchronous `read` below; none is held across an await.
+        let guard = match self.bm.load(pid).await {
+            Ok(Some(g)) => g,
+            Ok(None) => {
+                self.report.problem(format!(
+                    "page {pid} ({}) was freed by the buffer manager",
+                    p.from()
+                ));
+                return None;
+            }
+            Err(e) => {
+                self.unreadable += 1;
+                self.report
+                    .problem(format!("page {pid} ({}) is unreadable: {e}", p.from()));
+                return None;
+            }
+        };
+        let (height, prev, report) = (self.height, &mut self.prev, &mut self.report);
+        guard.read(|bytes| examine(bytes, p, height, prev, report))
+    }
+
+    /// Whether `p` may be visited: not the meta page, not past the end, not free, not
+    /// reached before (each a problem when it is).
+    fn admit(&mut self, p: &Pending) -> bool {
+        let (pid, next, r) = (p.pid, self.next, &mut self.report);
         if pid == META_PID {
             r.problem(format!(
                 "page 0, the meta page, is reached as {} (a tree node)",
                 p.from()
             ));
-            continue;
+            return false;
         }
         if pid >= next {
             r.problem(format!(
                 "page {pid} ({}) lies past the end of the data ({next} pages)",
                 p.from()
             ));
-            continue;
+            return false;
         }
-        if free.contains(pid) {
+        if self.free.contains(pid) {
             r.problem(format!("page {pid} ({}) is on the free list", p.from()));
-            continue;
+            return false;
         }
-        if !reached.insert(pid) {
+        if !self.reached.insert(pid) {
             r.problem(format!(
                 "page {pid} is reached twice (again as {})",
                 p.from()
             ));
-            continue;
+            return false;
         }
-        r.pages_checked += 1;
-        // The pin lives only for the synchronous `read` below; none is held across an await.
-        let guard = match bm.load(pid).await {
-            Ok(Some(g)) => g,
-            Ok(None) => {
-                r.problem(format!(
-                    "page {pid} ({}) was freed by the buffer manager",
-                    p.from()
-                ));
-                continue;
-            }
-            Err(e) => {
-                unreadable += 1;
-                r.problem(format!("page {pid} ({}) is unreadable: {e}", p.from()));
-                continue;
-            }
-        };
-        let children = guard.read(|bytes| examine(bytes, &p, root.height, &mut prev, &mut r));
-        drop(guard);
-        if let Some(c) = children {
-            let last = c.pids.len() - 1;
-            // Reversed, so that the leftmost child is visited first: leaves in key order.
-            for (i, &child) in c.pids.iter().enumerate().rev() {
-                stack.push(Pending {
-                    pid: child,
-                    parent: Some(pid),
-                    level: u32::from(c.level) - 1,
-                    lower: if i == 0 {
-                        p.lower.clone()
-                    } else {
-                        Some(c.seps[i - 1].clone())
-                    },
-                    upper: if i == last {
-                        p.upper.clone()
-                    } else {
-                        Some(c.seps[i].clone())
-                    },
-                });
-            }
-        }
+        true
     }
 
-    r.unreachable = (1..next)
-        .filter(|&pid| !reached.contains(pid) && !free.contains(pid))
-        .collect();
-    if !r.unreachable.is_empty() {
+    /// Lists the page ids in `1..next` neither reached nor free, and summarises them in one
+    /// problem.
+    fn report_leaks(&mut self) {
+        let r = &mut self.report;
+        r.unreachable = (1..self.next)
+            .filter(|&pid| !self.reached.contains(pid) && !self.free.contains(pid))
+            .collect();
+        if r.unreachable.is_empty() {
+            return;
+        }
         let quoted: Vec<String> = r
             .unreachable
             .iter()
@@ -297,7 +356,7 @@ pub async fn verify_tree(
         } else {
             ""
         };
-        let below = if unreadable > 0 {
+        let below = if self.unreadable > 0 {
             " (including what lies below the unreadable pages above)"
         } else {
             ""
@@ -314,7 +373,6 @@ pub async fn verify_tree(
         };
         r.problem(msg);
     }
-    r
 }
 
 /// Checks one node (its bytes, pinned) against what its parent says of it; returns the
@@ -342,54 +400,12 @@ fn examine(
             p.level
         ));
     }
+    check_fences(&n, p, r);
     let count = n.count();
-    if count > 0 {
-        // Keys are sorted (checked above): the first and last keys bound them all.
-        let (first, last) = (n.key(0), n.key(count - 1));
-        if let Some(lo) = &p.lower {
-            if first < &lo[..] {
-                r.problem(format!(
-                    "page {pid} ({}): key {} lies below the lower fence {} the parent gives it",
-                    p.from(),
-                    show(first),
-                    show(lo)
-                ));
-            }
-        }
-        if let Some(hi) = &p.upper {
-            if last >= &hi[..] {
-                r.problem(format!(
-                    "page {pid} ({}): key {} is not below the upper fence {} the parent gives it",
-                    p.from(),
-                    show(last),
-                    show(hi)
-                ));
-            }
-        }
-    }
     if n.is_leaf() {
         r.leaves += 1;
         r.keys += count as u64;
-        if count > 0 {
-            let (first, last) = (n.key(0), n.key(count - 1));
-            if let Some((ppid, pkey)) = prev.as_ref() {
-                if first <= &pkey[..] {
-                    r.problem(format!(
-                        "page {pid}: first key {} is not above the last key {} of the previous leaf, page {ppid}",
-                        show(first),
-                        show(pkey)
-                    ));
-                }
-            }
-            match prev {
-                Some((ppid, pkey)) => {
-                    *ppid = pid;
-                    pkey.clear();
-                    pkey.extend_from_slice(last);
-                }
-                None => *prev = Some((pid, last.to_vec())),
-            }
-        }
+        check_leaf_order(&n, pid, prev, r);
         None
     } else {
         r.inner += 1;
@@ -398,5 +414,67 @@ fn examine(
             seps: (0..count).map(|i| Rc::from(n.key(i))).collect(),
             pids: (0..=count).map(|i| n.child_at(i)).collect(),
         })
+    }
+}
+
+/// Every key of the (checked) node `n` lies within the fences its parent gives it: keys are
+/// sorted, so the first and the last bound them all.
+fn check_fences(n: &NodeRef, p: &Pending, r: &mut VerifyReport) {
+    let count = n.count();
+    if count == 0 {
+        return;
+    }
+    let (pid, first, last) = (p.pid, n.key(0), n.key(count - 1));
+    if let Some(lo) = &p.lower {
+        if first < &lo[..] {
+            r.problem(format!(
+                "page {pid} ({}): key {} lies below the lower fence {} the parent gives it",
+                p.from(),
+                show(first),
+                show(lo)
+            ));
+        }
+    }
+    if let Some(hi) = &p.upper {
+        if last >= &hi[..] {
+            r.problem(format!(
+                "page {pid} ({}): key {} is not below the upper fence {} the parent gives it",
+                p.from(),
+                show(last),
+                show(hi)
+            ));
+        }
+    }
+}
+
+/// The (checked) leaf `n` starts above the last key of the previous leaf; its last key
+/// becomes the one the next leaf must start above.
+fn check_leaf_order(
+    n: &NodeRef,
+    pid: PageId,
+    prev: &mut Option<(PageId, Vec<u8>)>,
+    r: &mut VerifyReport,
+) {
+    let count = n.count();
+    if count == 0 {
+        return;
+    }
+    let (first, last) = (n.key(0), n.key(count - 1));
+    if let Some((ppid, pkey)) = prev.as_ref() {
+        if first <= &pkey[..] {
+            r.problem(format!(
+                "page {pid}: first key {} is not above the last key {} of the previous leaf, page {ppid}",
+                show(first),
+                show(pkey)
+            ));
+        }
+    }
+    match prev {
+        Some((ppid, pkey)) => {
+            *ppid = pid;
+            pkey.clear();
+            pkey.extend_from_slice(last);
+        }
+        None => *prev = Some((pid, last.to_vec())),
     }
 }

@@ -28,7 +28,7 @@
 //! The log's live part runs from the redo LSN of the last complete checkpoint to the end; a
 //! record that would overwrite it must wait for a checkpoint ([`Wal::has_room`]).
 
-use crate::error::{DbError, Result};
+use crate::error::{DbError, Result, WaitFor};
 use ringdb_io::executor::Io;
 use ringdb_io::FileId;
 use std::cell::{Cell, RefCell};
@@ -48,6 +48,10 @@ const KIND_BATCH: u8 = 1;
 const KIND_PAD: u8 = 2;
 const OP_PUT: u8 = 1;
 const OP_DELETE: u8 = 2;
+/// Groups a commit waits through (each one written, or one it waited for) before it gives up
+/// with `DbError::Stalled`: every group makes the log durable further, so reaching this means
+/// none did.
+const DURABLE_WAIT_ROUNDS_MAX: u64 = 1 << 24;
 
 /// How a commit is made durable (the paper's Fig. 9 methods).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
@@ -287,6 +291,26 @@ struct State {
     no_group: bool,
 }
 
+impl State {
+    /// The log's positions keep their order: the live log starts at `reusable`, is durable
+    /// up to `durable`, handed to writes up to `written`, and the tail holds the rest up to
+    /// `end`. Checked wherever one of them moves.
+    fn assert_lsn_order(&self) {
+        assert!(
+            self.reusable <= self.durable && self.durable <= self.written,
+            "log positions out of order: reusable {} durable {} written {}",
+            self.reusable,
+            self.durable,
+            self.written
+        );
+        assert_eq!(
+            self.written + self.tail.len() as u64,
+            self.end,
+            "the tail does not reach the log's end"
+        );
+    }
+}
+
 struct Inner {
     io: Io,
     file: FileId,
@@ -457,8 +481,10 @@ impl Wal {
         let start = st.end;
         encode_record_len(&mut st.tail, start, ops, len);
         st.end += len as u64;
+        assert!(st.end > start, "appended LSNs must increase");
         *st.in_flight.entry(start).or_insert(0) += 1;
         st.stats.records += 1;
+        st.assert_lsn_order();
         Ok((start, st.end))
     }
 
@@ -498,13 +524,19 @@ impl Wal {
     pub fn checkpointed(&self, redo: u64) {
         let mut st = self.inner.st.borrow_mut();
         assert!(redo <= st.end);
-        st.reusable = st.reusable.max(redo);
+        assert!(
+            redo >= st.reusable,
+            "a checkpoint's redo LSN {redo} goes back before {}",
+            st.reusable
+        );
+        st.reusable = redo;
+        st.assert_lsn_order();
     }
 
     /// Waits until the log is durable up to `lsn` (writing it if no one else is), or fails
     /// if the log failed.
     pub async fn wait_durable(&self, lsn: u64) -> Result<()> {
-        loop {
+        for _ in 0..DURABLE_WAIT_ROUNDS_MAX {
             let write = {
                 let st = self.inner.st.borrow();
                 Self::check_failed(&st)?;
@@ -524,6 +556,10 @@ impl Wal {
                 .await;
             }
         }
+        Err(DbError::Stalled {
+            waiting_for: WaitFor::DurableLog { lsn },
+            rounds: DURABLE_WAIT_ROUNDS_MAX,
+        })
     }
 
     /// Writes the tail (up to `upto` only when group commit is off) and makes it durable.
@@ -550,6 +586,12 @@ impl Wal {
         st.writing = false;
         match &res {
             Ok(()) => {
+                assert!(
+                    to >= st.durable && to <= st.written,
+                    "durable LSN moves from {} to {to}, written {}",
+                    st.durable,
+                    st.written
+                );
                 st.durable = to;
                 st.stats.writes += 1;
                 st.stats.bytes += to - from;
@@ -561,6 +603,7 @@ impl Wal {
                 st.failed.get_or_insert_with(|| e.to_string());
             }
         }
+        st.assert_lsn_order();
         inner.group_seq.set(inner.group_seq.get() + 1);
         let waiters = std::mem::take(&mut st.durable_waiters);
         drop(st);

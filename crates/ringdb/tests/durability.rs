@@ -181,7 +181,10 @@ fn a_raw_device_is_split_into_data_log_and_double_write_regions() {
     let l = DeviceLayout::plan(256 * mib, 4096, 512, &o).unwrap();
     assert_eq!((l.data.base, l.data.len), (0, 128 * mib));
     assert_eq!((l.log.base, l.log.len), (128 * mib, 64 * mib));
-    assert_eq!((l.dw.base, l.dw.len), (192 * mib, 64 * mib));
+    assert_eq!(
+        (l.double_write.base, l.double_write.len),
+        (192 * mib, 64 * mib)
+    );
     // Too small for the log and double-write area.
     let e = DeviceLayout::plan(100 * mib, 4096, 512, &o).unwrap_err();
     assert!(e.contains("hold no database"), "{e}");

@@ -2,7 +2,7 @@
 //! writes and tear one at a 512-byte boundary, EIO and ENOSPC on demand, all driven by a seed
 //! so that a failure replays exactly (`RINGDB_SIM_SEED=<n>` runs one seed).
 
-use ringdb::db::{Storage, WriteBatch};
+use ringdb::db::{FileSet, Storage, WriteBatch};
 use ringdb::{Db, Durability, Options};
 use ringdb_io::{OpKind, SimDisk, SimFault};
 use std::cell::{Cell, RefCell};
@@ -22,7 +22,11 @@ fn opts() -> Options {
 fn open(sim: &SimDisk) -> ringdb::Result<Db> {
     let storage = Storage {
         engine: sim.engine(64),
-        lens: [sim.len(0), sim.len(1), sim.len(2)],
+        len_bytes: FileSet {
+            data: sim.len(0),
+            log: sim.len(1),
+            double_write: sim.len(2),
+        },
         capacity_pages: None,
         wal_file: None,
         is_block_device: false,

@@ -1,0 +1,95 @@
+//! The buffer manager's sizes and policies ([`PoolConfig`]) and what it counts
+//! ([`PoolStats`]).
+
+use crate::error::{DbError, Result};
+use serde::Serialize;
+
+/// The fewest frames a pool may have: a root-to-leaf path, a split of every level, and room
+/// for eviction to make progress.
+pub const MIN_FRAMES: usize = 16;
+
+/// The buffer manager's sizes and policies.
+#[derive(Clone, Copy, Debug)]
+pub struct PoolConfig {
+    /// Bytes per page (and per frame).
+    pub page_size: usize,
+    /// Frames in the pool.
+    pub frames: usize,
+    /// Victims collected and written together by one eviction round (1: one at a time).
+    pub evict_batch: usize,
+    /// An eviction round starts when fewer frames than this are free.
+    pub free_target: usize,
+    /// Pages the target can hold (`None`: a file that grows).
+    pub capacity_pages: Option<u64>,
+    /// Whether eviction may write a dirty page back (no log). With a write-ahead log it may
+    /// not: the data file changes only in checkpoints, so it always holds one consistent
+    /// checkpoint (the log replays the rest), and a pool full of dirty pages asks for a
+    /// checkpoint instead.
+    pub steal: bool,
+}
+
+impl PoolConfig {
+    /// The defaults for `frames` frames of `page_size` bytes: evict 1/16 of the pool at a
+    /// time (up to 64), start below 10% free.
+    pub fn new(page_size: usize, frames: usize) -> Self {
+        let evict_batch = (frames / 16).clamp(1, 64);
+        PoolConfig {
+            page_size,
+            frames,
+            evict_batch,
+            free_target: (frames / 10).max(evict_batch).max(4),
+            capacity_pages: None,
+            steal: true,
+        }
+    }
+
+    /// Refuses sizes the buffer manager cannot work with, naming the limit.
+    pub fn validate(&self) -> Result<()> {
+        if !self.page_size.is_power_of_two() || !(4096..=65536).contains(&self.page_size) {
+            return Err(DbError::InvalidArg(format!(
+                "page size {} must be a power of two from 4096 to 65536",
+                self.page_size
+            )));
+        }
+        if self.frames < MIN_FRAMES {
+            return Err(DbError::InvalidArg(format!(
+                "a buffer pool of {} frames is too small: at least {MIN_FRAMES}",
+                self.frames
+            )));
+        }
+        if self.evict_batch == 0 || self.evict_batch > self.frames / 2 {
+            return Err(DbError::InvalidArg(format!(
+                "eviction batch {} must be between 1 and half the pool ({})",
+                self.evict_batch,
+                self.frames / 2
+            )));
+        }
+        if self.free_target == 0 || self.free_target > self.frames / 2 {
+            return Err(DbError::InvalidArg(format!(
+                "free target {} must be between 1 and half the pool ({})",
+                self.free_target,
+                self.frames / 2
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// What the buffer manager counts.
+#[derive(Clone, Copy, Debug, Default, Serialize)]
+pub struct PoolStats {
+    /// `try_fix` calls that found the page resident.
+    pub hits: u64,
+    /// `try_fix` calls that did not (the caller then loads it).
+    pub misses: u64,
+    /// Pages read from the target.
+    pub reads: u64,
+    /// Pages written to the target (eviction and flush).
+    pub writes: u64,
+    /// Eviction rounds run.
+    pub evict_rounds: u64,
+    /// Pages those rounds freed.
+    pub evicted: u64,
+    /// Times a task waited for a frame or for another task's I/O on a page.
+    pub waits: u64,
+}

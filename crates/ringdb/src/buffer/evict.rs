@@ -1,0 +1,293 @@
+//! Free frames and eviction: clock-sweep rounds that collect up to `evict_batch` victims,
+//! drop the clean ones and write the dirty ones back together (one batch of writes in flight).
+//!
+//! One round runs at a time; tasks that find no free frame meanwhile wait for it. A pool that
+//! may not steal (a database with a log) never writes a dirty page here: when only dirty pages
+//! are left, the round runs a checkpoint instead (the checkpoint hook).
+
+use super::frame::{Inner, WAIT_ROUNDS_MAX};
+use super::{BufferManager, PageId};
+use crate::error::{DbError, Result, WaitFor};
+use futures_util::future::join_all;
+use ringdb_io::executor::PoolBuf;
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::task::{Context, Poll};
+
+/// A page on its way to the target: its slot, its id, and its sealed frame.
+pub(super) type Outgoing = (usize, PageId, PoolBuf);
+
+impl BufferManager {
+    /// A free frame, evicting a round when the pool runs low.
+    pub(super) async fn take_frame(&self) -> Result<PoolBuf> {
+        let inner = &self.inner;
+        for _ in 0..WAIT_ROUNDS_MAX {
+            inner.check_poisoned()?;
+            let (free, evicting) = (self.free_frames(), inner.evicting.get());
+            if free < inner.cfg.free_target && !evicting {
+                self.evict_round().await?;
+                // The evictor serves itself first: otherwise the others can take every frame
+                // it frees, round after round, and it never gets one (seen: a 2 s stall).
+                if let Some(b) = inner.state.borrow_mut().free_bufs.pop() {
+                    return Ok(b);
+                }
+                continue;
+            }
+            if let Some(b) = inner.state.borrow_mut().free_bufs.pop() {
+                return Ok(b);
+            }
+            // A frame orphaned by a cancelled read comes back through the runtime's pool.
+            if let Some(b) = inner.io.lease_buf() {
+                return Ok(b);
+            }
+            inner.bump(|s| s.waits += 1);
+            wait_frame(inner).await;
+        }
+        Err(DbError::Stalled {
+            waiting_for: WaitFor::FreeFrame,
+            rounds: WAIT_ROUNDS_MAX,
+        })
+    }
+
+    /// Waits until at least `n` frames are free (evicting as needed), so that a caller can
+    /// then `alloc_page` up to `n` times without waiting. Holds no pins while it waits.
+    pub async fn ensure_free(&self, n: usize) -> Result<()> {
+        assert!(
+            n <= self.inner.cfg.frames / 2,
+            "ensure_free({n}) asks too much"
+        );
+        let inner = &self.inner;
+        for _ in 0..WAIT_ROUNDS_MAX {
+            inner.check_poisoned()?;
+            if self.free_frames() >= n {
+                return Ok(());
+            }
+            // A frame orphaned by a cancelled read comes back through the runtime's pool.
+            if let Some(b) = inner.io.lease_buf() {
+                inner.free_frame(&mut inner.state.borrow_mut(), b);
+                continue;
+            }
+            if inner.evicting.get() {
+                inner.bump(|s| s.waits += 1);
+                wait_frame(inner).await;
+            } else {
+                self.evict_round().await?;
+            }
+        }
+        Err(DbError::Stalled {
+            waiting_for: WaitFor::FreeFrames { frames: n },
+            rounds: WAIT_ROUNDS_MAX,
+        })
+    }
+
+    /// One round of clock-sweep: up to `evict_batch` victims, dirty ones written together.
+    async fn evict_round(&self) -> Result<()> {
+        let inner = &self.inner;
+        assert!(!inner.evicting.get(), "one eviction round at a time");
+        inner.evicting.set(true);
+        let flag = EvictingFlag {
+            inner: inner.clone(),
+        };
+        inner.bump(|s| s.evict_rounds += 1);
+        let (dirty, freed) = self.sweep();
+        if freed > 0 {
+            inner.wake_frames();
+        }
+        if dirty.is_empty() {
+            inner.bump(|s| s.evicted += freed);
+            return self.after_clean_round(freed, flag).await;
+        }
+        let (written, first_err) = self.write_back_victims(dirty).await;
+        inner.bump(|s| s.evicted += freed + written);
+        inner.debug_check();
+        match first_err {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    /// The clock's sweep: up to `evict_batch` victims among unpinned resident pages not
+    /// referenced since the hand last passed. Clean victims are freed at once (their count is
+    /// returned); dirty ones (a pool that steals) come back sealed, in state `Writing`.
+    fn sweep(&self) -> (Vec<Outgoing>, u64) {
+        let inner = &self.inner;
+        let mut st = inner.state.borrow_mut();
+        let n = st.slots.len();
+        let (mut dirty, mut freed, mut victims) = (Vec::new(), 0u64, 0);
+        for _ in 0..2 * n {
+            if victims == inner.cfg.evict_batch {
+                break;
+            }
+            let slot = st.hand;
+            st.hand = (st.hand + 1) % n;
+            if inner.pins[slot].get() != 0 {
+                continue;
+            }
+            let Some(s) = st.slots[slot].as_mut() else {
+                continue;
+            };
+            if !s.is_resident() || (s.dirty && !inner.cfg.steal) {
+                continue;
+            }
+            if s.referenced {
+                s.referenced = false;
+                continue;
+            }
+            victims += 1;
+            if s.dirty {
+                let pid = s.pid;
+                dirty.push((slot, pid, s.start_write()));
+            } else {
+                let buf = inner.release_slot(&mut st, slot).expect("resident frame");
+                inner.free_frame(&mut st, buf);
+                freed += 1;
+            }
+        }
+        (dirty, freed)
+    }
+
+    /// A round that wrote nothing: when it freed nothing either, run a checkpoint if only
+    /// dirty pages are left in a pool that may not steal, else wait for the next change in the
+    /// free frames (pages in I/O or pinned). `flag` ends the round.
+    async fn after_clean_round(&self, freed: u64, flag: EvictingFlag) -> Result<()> {
+        let inner = &self.inner;
+        let hook = inner.checkpoint.borrow().clone();
+        if freed == 0 && !inner.cfg.steal && inner.dirty.get() > 0 {
+            if let Some(hook) = hook {
+                // Every evictable page is dirty: only a checkpoint can make them clean.
+                drop(flag);
+                return hook().await;
+            }
+        }
+        if freed == 0 {
+            // Nothing evictable now (pages in I/O or pinned): wait for a change.
+            inner.bump(|s| s.waits += 1);
+            wait_frame(inner).await;
+        }
+        drop(flag);
+        Ok(())
+    }
+
+    /// Writes the dirty victims and frees those written; a page whose write failed stays
+    /// resident and dirty (nothing is lost; the caller sees the error: EIO, ENOSPC). Returns
+    /// the pages freed and the first error.
+    async fn write_back_victims(&self, dirty: Vec<Outgoing>) -> (u64, Option<DbError>) {
+        let inner = &self.inner;
+        let (mut freed, mut first_err) = (0u64, None);
+        for (slot, pid, r, buf) in self.write_pages(dirty).await {
+            let mut st = inner.state.borrow_mut();
+            assert_eq!(inner.pins[slot].get(), 0, "page {pid} pinned in its write");
+            st.slot_mut(slot).finish_write(buf);
+            match check_write(r, inner.cfg.page_size, pid) {
+                Ok(()) => {
+                    let b = inner.release_slot(&mut st, slot).expect("frame is back");
+                    inner.free_frame(&mut st, b);
+                    freed += 1;
+                }
+                Err(e) => {
+                    first_err.get_or_insert(e);
+                }
+            }
+            drop(st);
+            inner.wake_io(pid);
+        }
+        (freed, first_err)
+    }
+
+    /// Writes sealed pages (slots in state `Writing`, frames taken out) in one submission
+    /// (paper Sec. 3.3.1) and hands the frames back with the results. Dropped midway, it
+    /// poisons the pool (see `Inner::poisoned`).
+    pub(super) async fn write_pages(
+        &self,
+        batch: Vec<Outgoing>,
+    ) -> Vec<(usize, PageId, ringdb_io::Result<usize>, PoolBuf)> {
+        let inner = &self.inner;
+        let mut cancel = CancelWrites {
+            inner: inner.clone(),
+            armed: true,
+        };
+        let writes = join_all(batch.into_iter().map(|(slot, pid, buf)| async move {
+            let (r, buf) = inner.io.write(inner.file, inner.offset(pid), buf).await;
+            (slot, pid, r, buf)
+        }));
+        let results = inner.io.submit_together(writes).await;
+        cancel.armed = false;
+        inner.bump(|s| s.writes += results.len() as u64);
+        results
+    }
+}
+
+/// A whole page written, or why not.
+pub(super) fn check_write(
+    r: ringdb_io::Result<usize>,
+    page_size: usize,
+    pid: PageId,
+) -> Result<()> {
+    match r {
+        Ok(n) if n == page_size => Ok(()),
+        Ok(n) => Err(DbError::Full(format!(
+            "short write of page {pid}: {n} of {page_size} bytes"
+        ))),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Ends an eviction round: the next one may start, and waiters look again.
+struct EvictingFlag {
+    inner: Rc<Inner>,
+}
+
+impl Drop for EvictingFlag {
+    fn drop(&mut self) {
+        self.inner.evicting.set(false);
+        self.inner.wake_frames();
+    }
+}
+
+/// Marks the pool poisoned when writes are dropped mid-flight (see `Inner::poisoned`).
+struct CancelWrites {
+    inner: Rc<Inner>,
+    armed: bool,
+}
+
+impl Drop for CancelWrites {
+    fn drop(&mut self) {
+        if self.armed {
+            self.inner.poisoned.set(true);
+            let pids: Vec<PageId> = self.inner.io_waiters.borrow().keys().copied().collect();
+            for pid in pids {
+                self.inner.wake_io(pid);
+            }
+            self.inner.wake_frames();
+        }
+    }
+}
+
+/// Waits for the next change in the free frames (a frame freed, a round ended, a pin gone).
+fn wait_frame(inner: &Rc<Inner>) -> WaitFrame {
+    WaitFrame {
+        inner: inner.clone(),
+        registered: false,
+    }
+}
+
+struct WaitFrame {
+    inner: Rc<Inner>,
+    registered: bool,
+}
+
+impl Future for WaitFrame {
+    type Output = ();
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if self.registered || self.inner.poisoned.get() {
+            return Poll::Ready(());
+        }
+        self.registered = true;
+        self.inner
+            .frame_waiters
+            .borrow_mut()
+            .push(cx.waker().clone());
+        Poll::Pending
+    }
+}

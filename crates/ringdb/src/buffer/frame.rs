@@ -1,0 +1,353 @@
+//! The buffer manager's state: slots (one per frame), the page table, the free lists, and the
+//! life of a frame.
+//!
+//! # A frame's life
+//!
+//! ```text
+//!   free ──load──> Reading ──read done──> Resident ──evict / flush──> Writing
+//!    ^               │                   │  ^  (clean or dirty)         │
+//!    │               │ failed/cancelled  │  └────────write done─────────┘
+//!    └───────────────┴───────────────────┘ evicted clean, or freed
+//! ```
+//!
+//! A slot's state and frame change only through [`Slot`]'s methods, which assert that the move
+//! is one of these: a page in an I/O has no frame (the frame is inside the read or write), a
+//! resident page always has one, a slot in a write is never released (its frame belongs to
+//! the kernel until the completion arrives), and a pinned slot is never released. What one
+//! method asserts when it writes the state, the next asserts again when it reads it.
+
+use super::config::{PoolConfig, PoolStats};
+use super::{CheckpointHook, PageId};
+use crate::error::{DbError, Result};
+use crate::page;
+use ringdb_io::executor::{Io, PoolBuf};
+use ringdb_io::FileId;
+use std::cell::{Cell, RefCell};
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::task::Waker;
+
+/// Rounds a wait for a frame or a page makes (each a wake-up, an eviction round or a load
+/// attempt) before it gives up with `DbError::Stalled`: far more than any real contention
+/// takes, so reaching it means no progress at all (a livelock or a lost wake-up).
+pub(super) const WAIT_ROUNDS_MAX: u64 = 1 << 24;
+
+/// Where a slot's page is in its life (see the module documentation).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum SlotState {
+    /// Being read from the target: no frame yet, nobody may pin it.
+    Reading,
+    /// In its frame: may be pinned, read and changed.
+    Resident,
+    /// Being written back: its frame is inside the write, nobody may pin it.
+    Writing,
+}
+
+/// A page in the pool.
+pub(super) struct Slot {
+    pub(super) pid: PageId,
+    state: SlotState,
+    /// The frame; `None` while it is in an I/O.
+    buf: Option<PoolBuf>,
+    pub(super) dirty: bool,
+    /// The clock's second chance.
+    pub(super) referenced: bool,
+}
+
+impl Slot {
+    /// A page about to be read into a frame.
+    pub(super) fn reading(pid: PageId) -> Slot {
+        Slot {
+            pid,
+            state: SlotState::Reading,
+            buf: None,
+            dirty: false,
+            referenced: true,
+        }
+    }
+
+    /// A page just allocated in `buf`: resident, dirty (it exists nowhere else).
+    pub(super) fn allocated(pid: PageId, buf: PoolBuf) -> Slot {
+        Slot {
+            pid,
+            state: SlotState::Resident,
+            buf: Some(buf),
+            dirty: true,
+            referenced: true,
+        }
+    }
+
+    pub(super) fn state(&self) -> SlotState {
+        self.assert_frame_matches_state();
+        self.state
+    }
+
+    pub(super) fn is_resident(&self) -> bool {
+        self.state() == SlotState::Resident
+    }
+
+    /// The resident page's bytes.
+    pub(super) fn frame(&self) -> &PoolBuf {
+        assert_eq!(
+            self.state,
+            SlotState::Resident,
+            "page {} not resident",
+            self.pid
+        );
+        self.buf.as_ref().expect("a resident page has its frame")
+    }
+
+    /// Where the resident page's bytes start, for a pin.
+    pub(super) fn frame_ptr(&mut self) -> *mut u8 {
+        assert_eq!(
+            self.state,
+            SlotState::Resident,
+            "page {} pinned in an I/O",
+            self.pid
+        );
+        let buf = self.buf.as_mut().expect("a resident page has its frame");
+        buf.as_mut_slice().as_mut_ptr()
+    }
+
+    /// Reading -> Resident: the read filled `buf`.
+    pub(super) fn finish_read(&mut self, buf: PoolBuf) {
+        self.transition(SlotState::Reading, SlotState::Resident);
+        assert!(
+            self.buf.is_none(),
+            "page {} read into a slot with a frame",
+            self.pid
+        );
+        self.buf = Some(buf);
+    }
+
+    /// Resident -> Writing: seals the page (page id and checksum) and takes its frame out for
+    /// the write. The caller has checked that nobody pins it.
+    pub(super) fn start_write(&mut self) -> PoolBuf {
+        self.transition(SlotState::Resident, SlotState::Writing);
+        let mut buf = self.buf.take().expect("a resident page has its frame");
+        page::seal(buf.as_mut_slice(), self.pid);
+        buf
+    }
+
+    /// Writing -> Resident: the write is done (or failed) and the frame is back.
+    pub(super) fn finish_write(&mut self, buf: PoolBuf) {
+        self.transition(SlotState::Writing, SlotState::Resident);
+        assert!(
+            self.buf.is_none(),
+            "page {} written from two frames",
+            self.pid
+        );
+        self.buf = Some(buf);
+    }
+
+    fn transition(&mut self, from: SlotState, to: SlotState) {
+        assert_eq!(
+            self.state, from,
+            "page {}: frame state {:?} cannot become {to:?}",
+            self.pid, self.state
+        );
+        self.state = to;
+    }
+
+    /// A resident page has its frame; a page in an I/O does not.
+    fn assert_frame_matches_state(&self) {
+        debug_assert_eq!(
+            self.buf.is_some(),
+            self.state == SlotState::Resident,
+            "page {} in state {:?} with frame: {}",
+            self.pid,
+            self.state,
+            self.buf.is_some()
+        );
+    }
+}
+
+pub(super) struct State {
+    pub(super) slots: Vec<Option<Slot>>,
+    pub(super) free_slots: Vec<usize>,
+    pub(super) table: HashMap<PageId, usize>,
+    pub(super) free_bufs: Vec<PoolBuf>,
+    /// The clock's hand: the next slot the sweep looks at.
+    pub(super) hand: usize,
+    pub(super) next_pid: PageId,
+    pub(super) free_pages: Vec<PageId>,
+    /// The same ids, for lookups: a page freed while some task still meant to load it must
+    /// not come back into the pool (its stale image would shadow its next tenant).
+    pub(super) freed: HashSet<PageId>,
+}
+
+impl State {
+    /// The slot of a page in the table (which only points at live slots).
+    pub(super) fn slot_mut(&mut self, slot: usize) -> &mut Slot {
+        self.slots[slot]
+            .as_mut()
+            .expect("the table points at a live slot")
+    }
+}
+
+pub(super) struct Inner {
+    pub(super) io: Io,
+    pub(super) file: FileId,
+    pub(super) cfg: PoolConfig,
+    pub(super) state: RefCell<State>,
+    /// Per slot, outside the RefCell so guards can use them while others borrow the state.
+    pub(super) pins: Box<[Cell<u32>]>,
+    /// Per slot: n > 0 readers, -1 one writer, 0 none (catches aliasing bugs at run time).
+    pub(super) borrows: Box<[Cell<i32>]>,
+    /// Per slot: bumped on every write access.
+    pub(super) versions: Box<[Cell<u64>]>,
+    pub(super) io_waiters: RefCell<HashMap<PageId, Vec<Waker>>>,
+    pub(super) frame_waiters: RefCell<Vec<Waker>>,
+    pub(super) evicting: Cell<bool>,
+    /// Page reads in flight, their limit, and the tasks waiting for a permit.
+    pub(super) loads: Cell<usize>,
+    pub(super) max_loads: usize,
+    /// Tasks waiting for a permit, in arrival order, by ticket.
+    pub(super) load_queue: RefCell<VecDeque<(u64, Waker)>>,
+    pub(super) next_ticket: Cell<u64>,
+    /// Set when an eviction was cancelled mid-write: the pool can no longer tell which
+    /// version of those pages is on disk, so it refuses further work instead of guessing.
+    pub(super) poisoned: Cell<bool>,
+    pub(super) stats: Cell<PoolStats>,
+    /// Resident pages that are dirty.
+    pub(super) dirty: Cell<usize>,
+    /// Stamped into every page a task changes (the log's end when the change was made: an
+    /// upper bound of the LSN of the record that changed it); 0 without a log.
+    pub(super) lsn_hint: Cell<u64>,
+    /// Runs a checkpoint (no-steal pools): what eviction does when every page is dirty.
+    pub(super) checkpoint: RefCell<Option<CheckpointHook>>,
+}
+
+impl Inner {
+    /// A pool of `cfg.frames` slots, every frame in `free_bufs`, whose pages from `next_pid`
+    /// on were never allocated.
+    pub(super) fn new(
+        io: Io,
+        file: FileId,
+        cfg: PoolConfig,
+        free_bufs: Vec<PoolBuf>,
+        next_pid: PageId,
+    ) -> Inner {
+        let n = cfg.frames;
+        Inner {
+            io,
+            file,
+            cfg,
+            state: RefCell::new(State {
+                slots: (0..n).map(|_| None).collect(),
+                free_slots: (0..n).rev().collect(),
+                table: HashMap::with_capacity(n),
+                free_bufs,
+                hand: 0,
+                next_pid,
+                free_pages: Vec::new(),
+                freed: HashSet::new(),
+            }),
+            pins: (0..n).map(|_| Cell::new(0u32)).collect(),
+            borrows: (0..n).map(|_| Cell::new(0i32)).collect(),
+            versions: (0..n).map(|_| Cell::new(0u64)).collect(),
+            io_waiters: RefCell::new(HashMap::new()),
+            frame_waiters: RefCell::new(Vec::new()),
+            evicting: Cell::new(false),
+            loads: Cell::new(0),
+            max_loads: (n / 8).max(2),
+            load_queue: RefCell::new(VecDeque::new()),
+            next_ticket: Cell::new(0),
+            poisoned: Cell::new(false),
+            stats: Cell::new(PoolStats::default()),
+            dirty: Cell::new(0),
+            lsn_hint: Cell::new(0),
+            checkpoint: RefCell::new(None),
+        }
+    }
+
+    pub(super) fn bump(&self, f: impl FnOnce(&mut PoolStats)) {
+        let mut s = self.stats.get();
+        f(&mut s);
+        self.stats.set(s);
+    }
+
+    pub(super) fn wake_io(&self, pid: PageId) {
+        let w = self.io_waiters.borrow_mut().remove(&pid);
+        for w in w.into_iter().flatten() {
+            w.wake();
+        }
+    }
+
+    pub(super) fn wake_frames(&self) {
+        let w = std::mem::take(&mut *self.frame_waiters.borrow_mut());
+        for w in w {
+            w.wake();
+        }
+    }
+
+    pub(super) fn check_poisoned(&self) -> Result<()> {
+        if self.poisoned.get() {
+            return Err(DbError::InvalidArg(
+                "buffer pool unusable: an eviction was cancelled while its writes were in flight"
+                    .into(),
+            ));
+        }
+        Ok(())
+    }
+
+    pub(super) fn offset(&self, pid: PageId) -> u64 {
+        pid * self.cfg.page_size as u64
+    }
+
+    /// Drops `slot` from the page table and the slot array, returning its frame if it has one
+    /// (a page being read has none yet). Never a pinned slot, nor one being written (its frame
+    /// is the kernel's until the write completes).
+    pub(super) fn release_slot(&self, st: &mut State, slot: usize) -> Option<PoolBuf> {
+        let s = st.slots[slot].take().expect("releasing a live slot");
+        assert_eq!(self.pins[slot].get(), 0, "releasing pinned page {}", s.pid);
+        assert_ne!(
+            s.state(),
+            SlotState::Writing,
+            "releasing page {} during its write",
+            s.pid
+        );
+        if s.dirty {
+            self.dirty.set(self.dirty.get() - 1);
+        }
+        let removed = st.table.remove(&s.pid);
+        assert_eq!(removed, Some(slot), "page {} not in the table", s.pid);
+        st.free_slots.push(slot);
+        s.buf
+    }
+
+    /// Puts a frame back on the free list.
+    pub(super) fn free_frame(&self, st: &mut State, buf: PoolBuf) {
+        assert_eq!(buf.len(), self.cfg.page_size, "a frame of another size");
+        st.free_bufs.push(buf);
+    }
+
+    /// In debug builds, checks the whole state: the table and the slots agree, every slot is
+    /// live or free, the dirty count is right, and frames match states. O(frames): run after
+    /// rounds that touch many slots, not per page.
+    pub(super) fn debug_check(&self) {
+        if !cfg!(debug_assertions) {
+            return;
+        }
+        let st = self.state.borrow();
+        assert_eq!(
+            st.table.len() + st.free_slots.len(),
+            self.cfg.frames,
+            "slots lost or counted twice"
+        );
+        for (&pid, &slot) in &st.table {
+            let s = st.slots[slot]
+                .as_ref()
+                .expect("the table points at a live slot");
+            assert_eq!(
+                s.pid, pid,
+                "slot {slot} holds page {} for page {pid}",
+                s.pid
+            );
+            s.assert_frame_matches_state();
+        }
+        let live = st.slots.iter().flatten().count();
+        assert_eq!(live, st.table.len(), "live slots outside the table");
+        let dirty = st.slots.iter().flatten().filter(|s| s.dirty).count();
+        assert_eq!(dirty, self.dirty.get(), "dirty page count drifted");
+    }
+}

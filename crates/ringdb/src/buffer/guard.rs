@@ -1,0 +1,164 @@
+//! What the buffer manager hands out: pins on resident pages ([`PageGuard`]) and frames set
+//! aside for one task ([`Reservation`]).
+
+use super::frame::Inner;
+use super::PageId;
+use crate::page;
+use ringdb_io::executor::PoolBuf;
+use std::cell::Cell;
+use std::rc::Rc;
+
+/// A pin on a resident page. Its bytes are reached through [`read`](Self::read) and
+/// [`write`](Self::write), whose closures cannot `await`: a page is never borrowed while its
+/// task is parked.
+pub struct PageGuard {
+    pub(super) inner: Rc<Inner>,
+    pub(super) slot: usize,
+    pub(super) pid: PageId,
+    pub(super) ptr: *mut u8,
+}
+
+impl PageGuard {
+    /// A pin on the resident page `pid` in `slot`, whose bytes start at `ptr` (the caller
+    /// checked it is resident).
+    pub(super) fn pin(inner: &Rc<Inner>, slot: usize, pid: PageId, ptr: *mut u8) -> PageGuard {
+        let pins = &inner.pins[slot];
+        pins.set(pins.get() + 1);
+        PageGuard {
+            inner: inner.clone(),
+            slot,
+            pid,
+            ptr,
+        }
+    }
+
+    /// The pinned page's id.
+    pub fn pid(&self) -> PageId {
+        self.pid
+    }
+
+    /// Bumped on every `write`: a caller can tell whether the page changed.
+    pub fn version(&self) -> u64 {
+        self.inner.versions[self.slot].get()
+    }
+
+    /// Runs `f` over the page's bytes.
+    pub fn read<R>(&self, f: impl FnOnce(&[u8]) -> R) -> R {
+        let b = &self.inner.borrows[self.slot];
+        assert!(b.get() >= 0, "page {} read while written", self.pid);
+        self.debug_assert_still_resident();
+        b.set(b.get() + 1);
+        let _release = BorrowRelease { cell: b, by: -1 };
+        // SAFETY: the frame is pinned, so it stays attached to this slot and is never moved
+        // into an I/O (eviction and flush skip pinned pages) nor freed (`release_slot` asserts
+        // no pins). The pool's memory does not move. The borrow counter rules out a
+        // concurrent `write` of the same page, so no `&mut` aliases this slice.
+        let bytes = unsafe { std::slice::from_raw_parts(self.ptr, self.inner.cfg.page_size) };
+        f(bytes)
+    }
+
+    /// Mutable access; marks the page dirty and bumps its version.
+    pub fn write<R>(&self, f: impl FnOnce(&mut [u8]) -> R) -> R {
+        let b = &self.inner.borrows[self.slot];
+        assert_eq!(b.get(), 0, "page {} written while borrowed", self.pid);
+        b.set(-1);
+        let _release = BorrowRelease { cell: b, by: 1 };
+        {
+            let mut st = self.inner.state.borrow_mut();
+            let s = st.slots[self.slot].as_mut().expect("pinned slot");
+            assert!(
+                s.pid == self.pid && s.is_resident(),
+                "page {} written through a pin on a slot holding page {} ({:?})",
+                self.pid,
+                s.pid,
+                s.state()
+            );
+            if !s.dirty {
+                s.dirty = true;
+                self.inner.dirty.set(self.inner.dirty.get() + 1);
+            }
+        }
+        let v = &self.inner.versions[self.slot];
+        v.set(v.get() + 1);
+        // SAFETY: as in `read`; the counter is -1, so this is the only live slice of the page.
+        let bytes = unsafe { std::slice::from_raw_parts_mut(self.ptr, self.inner.cfg.page_size) };
+        let r = f(bytes);
+        let lsn = self.inner.lsn_hint.get();
+        if lsn > 0 {
+            page::set_lsn(bytes, lsn);
+        }
+        r
+    }
+
+    /// In debug builds: the pinned slot still holds this page, resident (the pair of the
+    /// check made when the pin was taken).
+    fn debug_assert_still_resident(&self) {
+        if cfg!(debug_assertions) {
+            let st = self.inner.state.borrow();
+            let s = st.slots[self.slot].as_ref().expect("pinned slot");
+            assert!(
+                s.pid == self.pid && s.is_resident(),
+                "page {} read through a pin on a slot holding page {} ({:?})",
+                self.pid,
+                s.pid,
+                s.state()
+            );
+        }
+    }
+}
+
+impl Drop for PageGuard {
+    fn drop(&mut self) {
+        let pins = &self.inner.pins[self.slot];
+        debug_assert!(pins.get() > 0);
+        pins.set(pins.get() - 1);
+        if pins.get() == 0 && !self.inner.frame_waiters.borrow().is_empty() {
+            self.inner.wake_frames();
+        }
+    }
+}
+
+struct BorrowRelease<'a> {
+    cell: &'a Cell<i32>,
+    by: i32,
+}
+
+impl Drop for BorrowRelease<'_> {
+    fn drop(&mut self) {
+        self.cell.set(self.cell.get() + self.by);
+    }
+}
+
+/// Free frames set aside for one task (see [`BufferManager::reserve`](super::BufferManager::reserve));
+/// they go back to the free list when it is dropped.
+pub struct Reservation {
+    pub(super) inner: Rc<Inner>,
+    pub(super) bufs: Vec<PoolBuf>,
+}
+
+impl Reservation {
+    /// Frames held.
+    pub fn len(&self) -> usize {
+        self.bufs.len()
+    }
+
+    /// Whether no frame is held.
+    pub fn is_empty(&self) -> bool {
+        self.bufs.is_empty()
+    }
+}
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        if self.bufs.is_empty() {
+            return;
+        }
+        {
+            let mut st = self.inner.state.borrow_mut();
+            for buf in self.bufs.drain(..) {
+                self.inner.free_frame(&mut st, buf);
+            }
+        }
+        self.inner.wake_frames();
+    }
+}

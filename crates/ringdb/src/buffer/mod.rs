@@ -1,0 +1,309 @@
+//! The buffer manager (paper Sec. 3.1): a fixed set of page frames, a page table, clock-sweep
+//! replacement, batched eviction and asynchronous page faults.
+//!
+//! # Frames are the runtime's (registered) buffers
+//! Every frame is a [`PoolBuf`](ringdb_io::executor::PoolBuf) leased from the executor's
+//! buffer pool, so with `IoConfig::fixed_buffers` page reads and write-backs use
+//! `READ_FIXED`/`WRITE_FIXED`. A frame moves *by value* into the read or write that fills or
+//! drains it; while that I/O is in flight the page is in state `Reading`/`Writing` and no one
+//! can touch its bytes. If the task doing the I/O is dropped, the runtime keeps the buffer
+//! until the completion arrives and then returns it to its pool, where [`BufferManager`]
+//! reclaims it (`Io::lease_buf`): a frame is never reused while the kernel may still write
+//! into it.
+//!
+//! # Pins live only in synchronous code
+//! [`BufferManager::try_fix`] never waits: it pins a resident page or says it is not resident.
+//! Callers (the B+tree) do their work between two `await`s, holding pins only there, and when a
+//! page is missing they drop every pin, `load` it (the task parks, others run) and restart
+//! (paper Sec. 3.3.2: the traversal restarts because the pages may have changed meanwhile).
+//! Hence eviction, which only runs inside `await`s, never meets a pinned page of the task that
+//! runs it, and no task holds a pin while it waits: no deadlock on a small pool.
+//!
+//! # Eviction
+//! When fewer than `free_target` frames are free, the task that needs one runs a round of
+//! clock-sweep (second chance via a reference bit) collecting up to `evict_batch` victims;
+//! clean victims are dropped at once, dirty ones are sealed (page id + checksum) and written
+//! together (one batch of writes in flight), then freed. One round at a time; other tasks that
+//! find no free frame wait for it.
+
+//!
+//! # Where to look
+//! - this file: [`BufferManager`], pinning resident pages, allocating and freeing pages;
+//! - `config.rs`: [`PoolConfig`], [`PoolStats`];
+//! - `frame.rs`: the state (slots, page table, free lists) and a frame's life, with the
+//!   assertions on its state transitions;
+//! - `load.rs`: page faults and their admission;
+//! - `evict.rs`: free frames and eviction rounds;
+//! - `dirty.rs`: a checkpoint's cut and the flush of every dirty page;
+//! - `guard.rs`: [`PageGuard`] and [`Reservation`].
+
+mod config;
+mod dirty;
+mod evict;
+mod frame;
+mod guard;
+mod load;
+
+pub use config::{PoolConfig, PoolStats, MIN_FRAMES};
+pub use dirty::DirtyPage;
+pub use guard::{PageGuard, Reservation};
+
+use crate::error::{DbError, Result};
+use frame::{Inner, Slot};
+use ringdb_io::executor::Io;
+use ringdb_io::FileId;
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::Rc;
+
+/// A page's number in the data file: it lives at byte `pid * page_size`.
+pub type PageId = u64;
+
+/// Runs a checkpoint (or waits for the one running) when a no-steal pool has no clean page
+/// left to evict.
+pub type CheckpointHook = Rc<dyn Fn() -> Pin<Box<dyn Future<Output = Result<()>>>>>;
+
+/// The buffer manager of one thread (one ring). Cheap to clone; not `Send`.
+#[derive(Clone)]
+pub struct BufferManager {
+    inner: Rc<Inner>,
+}
+
+impl BufferManager {
+    /// Leases `cfg.frames` buffers of `cfg.page_size` bytes from `io`'s pool; pages live in
+    /// `file` from `next_pid` on (pages below it exist on the target).
+    pub fn new(io: Io, file: FileId, cfg: PoolConfig, next_pid: PageId) -> Result<Self> {
+        cfg.validate()?;
+        let mut free_bufs = Vec::with_capacity(cfg.frames);
+        for _ in 0..cfg.frames {
+            let b = io.lease_buf().ok_or_else(|| {
+                DbError::InvalidArg(format!(
+                    "the runtime's buffer pool has fewer than the {} frames asked for",
+                    cfg.frames
+                ))
+            })?;
+            if b.len() != cfg.page_size {
+                return Err(DbError::InvalidArg(format!(
+                    "the runtime's buffers hold {} bytes, pages are {}",
+                    b.len(),
+                    cfg.page_size
+                )));
+            }
+            free_bufs.push(b);
+        }
+        Ok(BufferManager {
+            inner: Rc::new(Inner::new(io, file, cfg, free_bufs, next_pid)),
+        })
+    }
+
+    /// The pool's sizes and policies.
+    pub fn config(&self) -> &PoolConfig {
+        &self.inner.cfg
+    }
+
+    /// Bytes per page.
+    pub fn page_size(&self) -> usize {
+        self.inner.cfg.page_size
+    }
+
+    /// What the pool counted so far.
+    pub fn stats(&self) -> PoolStats {
+        self.inner.stats.get()
+    }
+
+    /// The runtime's I/O handle the pool reads and writes through.
+    pub fn io(&self) -> &Io {
+        &self.inner.io
+    }
+
+    /// The first page id never allocated (the data file's size in pages).
+    pub fn next_pid(&self) -> PageId {
+        self.inner.state.borrow().next_pid
+    }
+
+    /// Sets the first page id never allocated (from the meta page on open).
+    pub fn set_next_pid(&self, next: PageId) {
+        self.inner.state.borrow_mut().next_pid = next;
+    }
+
+    /// Freed page ids, reusable by `alloc_page`.
+    pub fn free_pages(&self) -> Vec<PageId> {
+        self.inner.state.borrow().free_pages.clone()
+    }
+
+    /// Restores the free-page list (from the meta page on open).
+    pub fn set_free_pages(&self, pages: Vec<PageId>) {
+        let mut st = self.inner.state.borrow_mut();
+        st.freed = pages.iter().copied().collect();
+        st.free_pages = pages;
+    }
+
+    /// Frames free right now.
+    pub fn free_frames(&self) -> usize {
+        self.inner.state.borrow().free_bufs.len()
+    }
+
+    /// Pages resident (or in I/O) right now.
+    pub fn resident(&self) -> usize {
+        self.inner.state.borrow().table.len()
+    }
+
+    /// Dirty resident pages.
+    pub fn dirty_pages(&self) -> usize {
+        self.inner.dirty.get()
+    }
+
+    /// Sets what is stamped as the LSN of pages changed from now on (the log's end). The log
+    /// only grows, so the stamp never goes back.
+    pub fn set_lsn_hint(&self, lsn: u64) {
+        let old = self.inner.lsn_hint.get();
+        assert!(lsn >= old, "page LSN stamp goes back from {old} to {lsn}");
+        self.inner.lsn_hint.set(lsn);
+    }
+
+    /// Installs what eviction runs when a no-steal pool has only dirty pages left.
+    pub fn set_checkpoint_hook(&self, hook: Option<CheckpointHook>) {
+        *self.inner.checkpoint.borrow_mut() = hook;
+    }
+
+    /// Pins `pid` if it is resident; `None` if it is not (or is in I/O): the caller drops its
+    /// pins, awaits [`load`](Self::load) and restarts. Never waits.
+    pub fn try_fix(&self, pid: PageId) -> Option<PageGuard> {
+        let mut st = self.inner.state.borrow_mut();
+        let found = st.table.get(&pid).copied().and_then(|slot| {
+            let s = st.slot_mut(slot);
+            if !s.is_resident() {
+                return None;
+            }
+            s.referenced = true;
+            Some((slot, s.frame_ptr()))
+        });
+        drop(st);
+        match found {
+            Some((slot, ptr)) => {
+                self.inner.bump(|s| s.hits += 1);
+                Some(PageGuard::pin(&self.inner, slot, pid, ptr))
+            }
+            None => {
+                self.inner.bump(|s| s.misses += 1);
+                None
+            }
+        }
+    }
+
+    /// Fails unless `n` more pages can be allocated on the target (free ids or room to grow):
+    /// a split checks this before it changes anything, so a full device never leaves half a
+    /// split behind.
+    pub fn check_room(&self, n: usize) -> Result<()> {
+        let st = self.inner.state.borrow();
+        let Some(cap) = self.inner.cfg.capacity_pages else {
+            return Ok(());
+        };
+        let room = st.free_pages.len() as u64 + cap.saturating_sub(st.next_pid);
+        if room < n as u64 {
+            return Err(DbError::Full(format!(
+                "all {cap} pages of {} bytes are in use",
+                self.inner.cfg.page_size
+            )));
+        }
+        Ok(())
+    }
+
+    /// An empty reservation, for [`reserve`](Self::reserve).
+    pub fn reservation(&self) -> Reservation {
+        Reservation {
+            inner: self.inner.clone(),
+            bufs: Vec::new(),
+        }
+    }
+
+    /// Fills `res` up to `n` frames, all at once (a task never sits on part of what it needs
+    /// while waiting for the rest, so reservations cannot deadlock). The frames stay the
+    /// caller's across restarts, so other tasks cannot take them between the wait and the
+    /// attempt that uses them (they did, again and again, before: a starved split).
+    pub async fn reserve(&self, res: &mut Reservation, n: usize) -> Result<()> {
+        assert!(n <= self.inner.cfg.frames / 2, "reserve({n}) asks too much");
+        let missing = n.saturating_sub(res.bufs.len());
+        if missing == 0 {
+            return Ok(());
+        }
+        self.ensure_free(missing).await?;
+        let mut st = self.inner.state.borrow_mut();
+        for _ in 0..missing {
+            res.bufs
+                .push(st.free_bufs.pop().expect("ensure_free made them free"));
+        }
+        Ok(())
+    }
+
+    /// A fresh zeroed page, pinned and dirty, in a frame of `res` if it has one, else a free
+    /// frame (call `ensure_free` or `reserve` first).
+    pub fn alloc_page(&self, res: Option<&mut Reservation>) -> Result<PageGuard> {
+        let inner = &self.inner;
+        inner.check_poisoned()?;
+        let mut st = inner.state.borrow_mut();
+        let pid = match st.free_pages.pop() {
+            Some(p) => {
+                st.freed.remove(&p);
+                p
+            }
+            None => {
+                let p = st.next_pid;
+                if let Some(cap) = inner.cfg.capacity_pages {
+                    if p >= cap {
+                        return Err(DbError::Full(format!(
+                            "all {cap} pages of {} bytes are in use",
+                            inner.cfg.page_size
+                        )));
+                    }
+                }
+                st.next_pid += 1;
+                p
+            }
+        };
+        assert!(
+            !st.table.contains_key(&pid),
+            "page {pid} allocated while resident"
+        );
+        let reserved = res.and_then(|r| r.bufs.pop());
+        let Some(mut buf) = reserved.or_else(|| st.free_bufs.pop()) else {
+            st.free_pages.push(pid);
+            return Err(DbError::InvalidArg(
+                "alloc_page without a free frame (call ensure_free first)".into(),
+            ));
+        };
+        buf.as_mut_slice().fill(0);
+        let slot = st.free_slots.pop().expect("as many slots as frames");
+        assert!(st.slots[slot].is_none(), "a free slot is live");
+        st.slots[slot] = Some(Slot::allocated(pid, buf));
+        st.table.insert(pid, slot);
+        let ptr = st.slot_mut(slot).frame_ptr();
+        drop(st);
+        inner.dirty.set(inner.dirty.get() + 1);
+        let v = &inner.versions[slot];
+        v.set(v.get() + 1);
+        assert_eq!(inner.pins[slot].get(), 0, "a free slot is pinned");
+        Ok(PageGuard::pin(inner, slot, pid, ptr))
+    }
+
+    /// Gives page `pid` back: its frame (if resident) is freed without a write and its id is
+    /// reused. The caller holds no pin on it and it is not in an I/O (it was just pinned by
+    /// the synchronous code that frees it).
+    pub fn free_page(&self, pid: PageId) {
+        let inner = &self.inner;
+        let mut st = inner.state.borrow_mut();
+        if let Some(&slot) = st.table.get(&pid) {
+            assert!(
+                st.slot_mut(slot).is_resident(),
+                "freeing page {pid} during its I/O"
+            );
+            if let Some(buf) = inner.release_slot(&mut st, slot) {
+                inner.free_frame(&mut st, buf);
+            }
+        }
+        assert!(st.freed.insert(pid), "page {pid} freed twice");
+        st.free_pages.push(pid);
+        drop(st);
+        inner.wake_frames();
+    }
+}

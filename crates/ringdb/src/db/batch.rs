@@ -1,0 +1,49 @@
+//! Write batches: the unit of atomicity. With a log a batch is one log record, replayed whole
+//! or not at all after a crash; without one its operations simply run in order.
+
+use crate::wal::Op;
+
+/// A write batch: puts and deletes that commit atomically (with a log: all or nothing after a
+/// crash, and durable when [`DbHandle::write`](super::DbHandle::write) returns, per the
+/// durability mode).
+#[derive(Clone, Debug, Default)]
+pub struct WriteBatch {
+    ops: Vec<Op>,
+}
+
+impl WriteBatch {
+    /// An empty batch.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds a put of `key` -> `value` (a later operation on the same key wins).
+    pub fn put(&mut self, key: &[u8], value: &[u8]) -> &mut Self {
+        self.ops.push(Op::Put {
+            key: key.to_vec(),
+            value: value.to_vec(),
+        });
+        self
+    }
+
+    /// Adds a delete of `key`.
+    pub fn delete(&mut self, key: &[u8]) -> &mut Self {
+        self.ops.push(Op::Delete { key: key.to_vec() });
+        self
+    }
+
+    /// Operations in the batch.
+    pub fn len(&self) -> usize {
+        self.ops.len()
+    }
+
+    /// Whether the batch holds no operation.
+    pub fn is_empty(&self) -> bool {
+        self.ops.is_empty()
+    }
+
+    /// The operations, in the order they were added.
+    pub(super) fn ops(&self) -> &[Op] {
+        &self.ops
+    }
+}

@@ -1,0 +1,184 @@
+//! The embeddable database: one data file (or block device), one thread, one ring.
+//!
+//! [`Db`] owns the thread's [`Runtime`]; its blocking methods (`get`, `insert`, ...) run one
+//! operation to completion. For many concurrent operations (the paper's fibers), spawn tasks
+//! that use a [`DbHandle`] on [`Db::runtime`] and run it: each task parks on its own page
+//! faults while the others run.
+//!
+//! Where to look:
+//! - [`Db`] (this file): the public API and closing;
+//! - `handle.rs`: [`DbHandle`], what tasks use, and the commit path;
+//! - `options.rs`: [`Options`] and [`DbStats`];
+//! - `batch.rs`: [`WriteBatch`];
+//! - `open.rs`: [`Db::open`]: what the path is (directory, file, block device, NVMe char
+//!   device), which options it allows, and opening its files;
+//! - `runtime.rs`: [`Db::open_on`] and the wiring shared by every way of opening: the
+//!   runtime, the buffer pool and the tree of a database without a log;
+//! - `recovery.rs`: opening a database with a log: finishing a checkpoint, replaying the log;
+//! - `layout.rs`: the three files ([`FileSet`]) and their regions on a raw device
+//!   ([`DeviceLayout`]).
+
+mod batch;
+mod handle;
+mod layout;
+mod open;
+mod options;
+mod recovery;
+mod runtime;
+
+pub use batch::WriteBatch;
+pub use handle::DbHandle;
+pub use layout::{DeviceLayout, FileSet, DATA_FILE, DW_FILE, FILE_IDS, WAL_FILE};
+pub use options::{DbStats, Options};
+pub use runtime::Storage;
+
+use crate::error::{DbError, Result};
+use ringdb_io::executor::Runtime;
+use ringdb_io::target::Target;
+use std::ops::Bound;
+use std::path::{Path, PathBuf};
+
+/// An open database. Not `Send`: it lives on the thread that opened it, like its ring.
+pub struct Db {
+    handle: DbHandle,
+    // Dropped after the handle (the tree's frames go back to the runtime's pool), and before
+    // the files, whose fds the engine uses until it has drained.
+    rt: Runtime,
+    /// The log and double-write files of a directory, kept open for the runtime's fds.
+    log_files: Vec<std::fs::File>,
+    /// The data file or device, kept open for the runtime's fd.
+    target: Option<Target>,
+    path: PathBuf,
+    closed: bool,
+    /// The ring polls for completions (IOPOLL, through the block layer), where fsync cannot
+    /// run: a flush makes the data durable with `fdatasync` on the target, off the ring.
+    sync_off_ring: bool,
+}
+
+impl Db {
+    /// A database over `rt` whose tree (and log) `handle` holds; the open paths add the files
+    /// it must keep open.
+    fn assemble(handle: DbHandle, rt: Runtime, path: &Path) -> Db {
+        Db {
+            handle,
+            rt,
+            log_files: Vec::new(),
+            target: None,
+            path: path.to_path_buf(),
+            closed: false,
+            sync_off_ring: false,
+        }
+    }
+
+    /// The data file or device.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// A handle for tasks spawned on [`runtime`](Self::runtime).
+    pub fn handle(&self) -> DbHandle {
+        self.handle.clone()
+    }
+
+    /// The runtime, to spawn tasks that use [`handle`](Self::handle) and run them.
+    pub fn runtime(&mut self) -> &mut Runtime {
+        &mut self.rt
+    }
+
+    /// The value of `key`, if present.
+    pub fn get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        let h = self.handle.clone();
+        self.rt.block_on(async move { h.get(key).await })?
+    }
+
+    /// Inserts or replaces; returns whether the key existed (see [`DbHandle::insert`]).
+    pub fn insert(&mut self, key: &[u8], value: &[u8]) -> Result<bool> {
+        let h = self.handle.clone();
+        self.rt
+            .block_on(async move { h.insert(key, value).await })?
+    }
+
+    /// Removes; returns whether the key existed (see [`DbHandle::remove`]).
+    pub fn remove(&mut self, key: &[u8]) -> Result<bool> {
+        let h = self.handle.clone();
+        self.rt.block_on(async move { h.remove(key).await })?
+    }
+
+    /// Up to `limit` pairs in `[start, end)` order by key.
+    pub fn range(
+        &mut self,
+        start: Bound<&[u8]>,
+        end: Bound<&[u8]>,
+        limit: usize,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let h = self.handle.clone();
+        self.rt
+            .block_on(async move { h.range(start, end, limit).await })?
+    }
+
+    /// Writes everything to the target and makes it durable.
+    pub fn flush(&mut self) -> Result<()> {
+        let h = self.handle.clone();
+        let on_ring = !self.sync_off_ring;
+        self.rt.block_on(async move { h.flush(on_ring).await })??;
+        self.sync_target_off_ring()
+    }
+
+    /// `fdatasync` on the data target, for an IOPOLL ring (see `sync_off_ring`).
+    fn sync_target_off_ring(&self) -> Result<()> {
+        match (&self.target, self.sync_off_ring) {
+            (Some(t), true) => t.file().sync_data().map_err(|source| DbError::File {
+                path: self.path.display().to_string(),
+                source,
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    /// Everything the database counts.
+    pub fn stats(&self) -> DbStats {
+        let tree = &self.handle.tree;
+        DbStats {
+            pool: tree.buffer().stats(),
+            tree: tree.stats(),
+            runtime: self.rt.stats(),
+            height: tree.root().height,
+            pages: tree.buffer().next_pid(),
+            durability: self.handle.durability(),
+            wal: self.handle.durable.as_ref().map(|d| d.wal.stats()),
+            checkpoints: self.handle.durable.as_ref().map(|d| d.ckpt.stats()),
+        }
+    }
+
+    /// Commits `batch` atomically (see [`DbHandle::write`]).
+    pub fn write(&mut self, batch: &WriteBatch) -> Result<()> {
+        let h = self.handle.clone();
+        self.rt.block_on(async move { h.write(batch).await })?
+    }
+
+    /// Flushes and closes; errors surface here (dropping a `Db` flushes too, but can only
+    /// log a failure).
+    pub fn close(mut self) -> Result<()> {
+        self.closed = true;
+        self.flush()
+    }
+}
+
+impl Drop for Db {
+    fn drop(&mut self) {
+        if self.closed {
+            return;
+        }
+        let h = self.handle.clone();
+        let on_ring = !self.sync_off_ring;
+        match self
+            .rt
+            .block_on(async move { h.flush(on_ring).await })
+            .map(|r| r.and_then(|()| self.sync_target_off_ring()))
+        {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::warn!("flushing {} on drop failed: {e}", self.path.display()),
+            Err(e) => tracing::warn!("flushing {} on drop failed: {e}", self.path.display()),
+        }
+    }
+}

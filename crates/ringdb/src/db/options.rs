@@ -1,0 +1,130 @@
+//! How a database is opened ([`Options`]) and what it counts ([`DbStats`]).
+//!
+//! The options are plain data with defaults that suit a benchmark on one NVMe drive; the checks
+//! that depend on several of them (pool sizes, the log's size, the checkpoint threshold) live
+//! here too, so that every way of opening a database refuses the same things with the same
+//! messages.
+
+use crate::buffer::{PoolConfig, PoolStats};
+use crate::checkpoint::CheckpointStats;
+use crate::error::{DbError, Result};
+use crate::tree::TreeStats;
+use crate::wal::{Durability, WalStats};
+use ringdb_io::executor::RuntimeStats;
+use ringdb_io::IoConfig;
+use serde::Serialize;
+
+/// The smallest log accepted, in bytes.
+const MIN_WAL_BYTES: u64 = 256 * 1024;
+/// The share of the pool that may be dirty before a checkpoint starts: these bounds.
+const CHECKPOINT_DIRTY_RANGE: std::ops::RangeInclusive<f64> = 0.05..=0.9;
+
+/// How to open a database.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Bytes per page: a power of two from 4096 to 65536.
+    pub page_size: usize,
+    /// Buffer pool size in pages.
+    pub pool_pages: usize,
+    /// The I/O engine and its switches (fixed buffers register the pool's frames).
+    pub io: IoConfig,
+    /// Victims per eviction round (`None`: the pool's default, 1/16 of it up to 64).
+    pub evict_batch: Option<usize>,
+    /// Start evicting below this many free frames (`None`: the default, 10% of the pool).
+    pub free_target: Option<usize>,
+    /// `O_DIRECT` (the buffer pool is the only cache).
+    pub direct: bool,
+    /// Start empty, discarding what the file or device holds.
+    pub fresh: bool,
+    /// How commits are made durable; `Off`: no log (pages written back on eviction and close).
+    pub durability: Durability,
+    /// The circular log's size in bytes (a new database; an existing one keeps its own).
+    pub wal_bytes: u64,
+    /// A checkpoint starts when more than this share of the pool is dirty.
+    pub checkpoint_dirty: f64,
+    /// Group commit (one durability point for all commits waiting); off: one per commit.
+    pub group_commit: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            page_size: 4096,
+            pool_pages: 4096,
+            io: IoConfig {
+                queue_depth: 128,
+                batching: ringdb_io::Batching::Adaptive,
+                ..IoConfig::new(ringdb_io::EngineKind::Uring)
+            },
+            evict_batch: None,
+            free_target: None,
+            direct: true,
+            fresh: false,
+            durability: Durability::Fdatasync,
+            wal_bytes: 64 << 20,
+            checkpoint_dirty: 0.5,
+            group_commit: true,
+        }
+    }
+}
+
+impl Options {
+    /// The buffer pool these options ask for over a target of `capacity_pages` (if bounded),
+    /// validated. A pool under a log never steals (see [`PoolConfig::steal`]).
+    pub(super) fn pool_config(&self, capacity_pages: Option<u64>) -> Result<PoolConfig> {
+        let mut cfg = PoolConfig::new(self.page_size, self.pool_pages);
+        if let Some(b) = self.evict_batch {
+            cfg.evict_batch = b;
+        }
+        if let Some(t) = self.free_target {
+            cfg.free_target = t;
+        }
+        cfg.capacity_pages = capacity_pages;
+        cfg.steal = !self.durability.logged();
+        cfg.validate()?;
+        Ok(cfg)
+    }
+
+    /// Refuses a checkpoint threshold or a log size out of range (a database with a log).
+    pub(super) fn validate_log(&self) -> Result<()> {
+        if !CHECKPOINT_DIRTY_RANGE.contains(&self.checkpoint_dirty) {
+            return Err(DbError::InvalidArg(format!(
+                "checkpoint_dirty {} must be between 0.05 and 0.9 of the pool",
+                self.checkpoint_dirty
+            )));
+        }
+        if self.wal_bytes < MIN_WAL_BYTES || !self.wal_bytes.is_multiple_of(8) {
+            return Err(DbError::InvalidArg(format!(
+                "a log of {} bytes is too small: at least 256 KiB, a multiple of 8",
+                self.wal_bytes
+            )));
+        }
+        Ok(())
+    }
+
+    /// Dirty pages that start a checkpoint in a pool of `frames`.
+    pub(super) fn checkpoint_dirty_pages(&self, frames: usize) -> usize {
+        ((frames as f64 * self.checkpoint_dirty) as usize).max(1)
+    }
+}
+
+/// Everything the database counts.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct DbStats {
+    /// The buffer manager's hits, misses, reads, writes and evictions.
+    pub pool: PoolStats,
+    /// The tree's restarts, splits and merges.
+    pub tree: TreeStats,
+    /// The runtime's submissions and completions.
+    pub runtime: RuntimeStats,
+    /// The tree's height (1: the root is a leaf).
+    pub height: u32,
+    /// Pages allocated in the data file (the meta page included).
+    pub pages: u64,
+    /// How commits are made durable.
+    pub durability: Durability,
+    /// The log's counters (`None` without a log).
+    pub wal: Option<WalStats>,
+    /// The checkpoints' counters (`None` without a log).
+    pub checkpoints: Option<CheckpointStats>,
+}

@@ -1,0 +1,175 @@
+//! The wiring every way of opening a database shares: given a runtime over the three files
+//! ([`FILE_IDS`]), build the buffer pool and the tree, and the log when there is one.
+//!
+//! [`Db::open`] gets here with a runtime over real files or a device; [`Db::open_on`] with
+//! any engine (a simulated disk in tests). A database without a log is opened here (its meta
+//! page read, or a new one formatted); one with a log goes through `recovery.rs`.
+
+use super::handle::DbHandle;
+use super::layout::{DeviceLog, FileSet, FILE_IDS};
+use super::{recovery, Db, Options};
+use crate::buffer::{BufferManager, PoolConfig};
+use crate::error::{DbError, Result};
+use crate::meta::{Meta, META_PID};
+use crate::page;
+use crate::tree::BTree;
+use crate::wal::Durability;
+use ringdb_io::executor::{Io, Runtime};
+use ringdb_io::{Engine, FixedBufferPool};
+use std::path::Path;
+use std::rc::Rc;
+
+/// What `Db::open_on` is given: an engine over the files (data, log, double-write: file ids
+/// 0, 1 and 2, see [`FILE_IDS`]), their lengths, and the handles that must outlive it.
+pub struct Storage {
+    /// The engine over the three files.
+    pub engine: Box<dyn Engine>,
+    /// Lengths of the data, log and double-write files in bytes (the log ones unused in mode
+    /// `off`).
+    pub len_bytes: FileSet<u64>,
+    /// Pages the target can hold (a block device), if bounded.
+    pub capacity_pages: Option<u64>,
+    /// The log file, for the sync thread of mode `thread`.
+    pub wal_file: Option<std::fs::File>,
+    /// Whether the data lives on a device (a database there is recognised by its meta page).
+    pub is_block_device: bool,
+}
+
+/// What the open paths know about the files once a runtime is over them.
+pub(super) struct OpenedFiles {
+    /// Lengths of the data, log and double-write files in bytes (0: empty or absent).
+    pub(super) len_bytes: FileSet<u64>,
+    /// Pages the target can hold (a block device), if bounded.
+    pub(super) capacity_pages: Option<u64>,
+    /// A second handle on the log, for the sync thread of mode `thread`.
+    pub(super) wal_file: Option<std::fs::File>,
+    /// Whether the data lives on a device.
+    pub(super) is_block_device: bool,
+}
+
+impl Db {
+    /// Opens a database over `storage` (e.g. a simulated disk in tests): file 0 is the data
+    /// file, 1 the log, 2 the double-write file.
+    pub fn open_on(storage: Storage, name: &Path, opts: Options) -> Result<Db> {
+        let pool = FixedBufferPool::new(opts.pool_pages, opts.page_size)?;
+        let rt = Runtime::with_pool(storage.engine, opts.io.batching, pool);
+        let files = OpenedFiles {
+            len_bytes: storage.len_bytes,
+            capacity_pages: storage.capacity_pages,
+            wal_file: storage.wal_file,
+            is_block_device: storage.is_block_device,
+        };
+        Self::open_runtime(rt, files, name, opts, None)
+    }
+
+    /// Builds the database over `rt`: checks the options, then opens the tree (recovering it
+    /// from the log when there is one).
+    pub(super) fn open_runtime(
+        mut rt: Runtime,
+        files: OpenedFiles,
+        file_path: &Path,
+        opts: Options,
+        device_log: Option<DeviceLog>,
+    ) -> Result<Db> {
+        if opts.durability == Durability::NvmeFlush && device_log.is_none() {
+            return Err(DbError::InvalidArg(
+                "durability nvme-flush needs the database on an NVMe generic char device \
+                 (/dev/ngXnY) through passthrough; use fdatasync"
+                    .into(),
+            ));
+        }
+        let cfg = opts.pool_config(files.capacity_pages)?;
+        if opts.durability.logged() {
+            opts.validate_log()?;
+        }
+        let io = rt.io();
+        let handle = if opts.durability.logged() {
+            let path = file_path.to_path_buf();
+            rt.block_on(async move {
+                recovery::open_logged(io, cfg, files, &opts, &path, device_log).await
+            })??
+        } else {
+            rt.block_on(open_unlogged(io, cfg, &files, file_path))??
+        };
+        Ok(Db::assemble(handle, rt, file_path))
+    }
+}
+
+/// Opens a database without a log: its tree as the meta page describes it, or a new one.
+async fn open_unlogged(
+    io: Io,
+    cfg: PoolConfig,
+    files: &OpenedFiles,
+    file_path: &Path,
+) -> Result<DbHandle> {
+    let data_bytes = files.len_bytes.data;
+    let existing = data_bytes > 0;
+    // A block device is a new database unless page 0 is a ringdb meta page.
+    let pages_on_disk = if existing {
+        data_bytes / cfg.page_size as u64
+    } else {
+        0
+    };
+    let bm = BufferManager::new(io, FILE_IDS.data, cfg, pages_on_disk)?;
+    let tree = if existing {
+        open_tree(bm, pages_on_disk, files.is_block_device, file_path).await?
+    } else {
+        create_tree(bm).await?
+    };
+    Ok(DbHandle {
+        tree: Rc::new(tree),
+        durable: None,
+    })
+}
+
+/// Opens the tree of an existing database without a log from its meta page.
+async fn open_tree(
+    bm: BufferManager,
+    pages_on_disk: u64,
+    is_block_device: bool,
+    file_path: &Path,
+) -> Result<BTree> {
+    let g = bm.load(META_PID).await.map_err(|e| match e {
+        DbError::Page(pe) if is_block_device => DbError::InvalidArg(format!(
+            "{} does not hold a ringdb database ({pe}); open it with `fresh` to format it",
+            file_path.display()
+        )),
+        e => e,
+    })?;
+    let g = g.ok_or_else(|| DbError::Corrupt {
+        page: META_PID,
+        what: "the meta page is on the free list".into(),
+    })?;
+    let meta = g.read(Meta::read_from)?;
+    drop(g);
+    if meta.logged {
+        return Err(DbError::InvalidArg(format!(
+            "{} has a write-ahead log; open it with a durability mode (not off), \
+             or its last commits would be ignored",
+            file_path.display()
+        )));
+    }
+    if meta.next_pid > pages_on_disk {
+        return Err(DbError::Corrupt {
+            page: META_PID,
+            what: format!(
+                "the meta page counts {} pages, the target holds {pages_on_disk}",
+                meta.next_pid
+            ),
+        });
+    }
+    bm.set_next_pid(meta.next_pid);
+    bm.set_free_pages(meta.free_pages);
+    Ok(BTree::open(bm, meta.root))
+}
+
+/// Formats a new database without a log: a blank meta page (written at the first flush) and
+/// an empty tree.
+async fn create_tree(bm: BufferManager) -> Result<BTree> {
+    bm.ensure_free(2).await?;
+    let g = bm.alloc_page(None)?;
+    assert_eq!(g.pid(), META_PID, "a new database starts at page 0");
+    g.write(|p| page::init(p, page::PageType::Meta));
+    drop(g);
+    BTree::create(bm).await
+}

@@ -1,0 +1,280 @@
+//! The B+tree over the buffer manager's pages (paper Sec. 3.3.2: cooperative tasks, no latches,
+//! traversals restart after a task was parked).
+//!
+//! Every operation is a synchronous *attempt* that pins pages only while it runs (no `await`
+//! inside) and either finishes or says what it needs: a page that is not resident, or free
+//! frames for a split. The async wrapper drops every pin, waits for that (the task parks, other
+//! tasks run and may change the tree), and restarts from the root. Since an attempt never
+//! yields, it sees and leaves the tree consistent; since it changes nothing before it knows it
+//! can finish, a restart never has to undo anything.
+//!
+//! Inner nodes: see `node.rs` (child `i` holds keys below separator `i`, the upper child holds
+//! the rest). Leaves are not linked; a range scan finds the next leaf through the smallest
+//! separator above the current one (its *fence*), one descent per leaf.
+//!
+//! # Where to look
+//! - this file: [`BTree`], the attempt loop (`run`), the descent and point lookups;
+//! - `insert.rs`: inserts and splits (up to a new root);
+//! - `remove.rs`: removes, merges and the root's collapse;
+//! - `scan.rs`: range scans, a leaf per attempt;
+//! - `invariants.rs`: what ties nodes together (levels, separators, fences), checked after
+//!   every structural change in debug builds.
+
+use crate::buffer::{BufferManager, PageGuard, PageId, Reservation};
+use crate::error::{DbError, Result};
+use crate::node::{self, NodeMut, NodeRef};
+use serde::Serialize;
+use std::cell::Cell;
+use std::ops::Bound;
+
+/// What an attempt needs before it can run to the end.
+enum Need {
+    Page(PageId),
+    Frames(usize),
+}
+
+type Attempt<T> = std::result::Result<T, Need>;
+
+/// Pins `pid` or returns from the attempt asking for it.
+macro_rules! fix {
+    ($tree:expr, $pid:expr) => {
+        match $tree.bm.try_fix($pid) {
+            Some(g) => g,
+            None => return Ok(Err(Need::Page($pid))),
+        }
+    };
+}
+
+// After the macro, so that they can use it.
+mod insert;
+mod invariants;
+mod remove;
+mod scan;
+
+/// What the tree counts.
+#[derive(Clone, Copy, Debug, Default, Serialize)]
+pub struct TreeStats {
+    /// Attempts abandoned to wait for a page or frames, then restarted from the root.
+    pub restarts: u64,
+    /// Nodes split (leaves and inner nodes).
+    pub splits: u64,
+    /// Nodes merged into a sibling.
+    pub merges: u64,
+}
+
+/// Where the tree starts (kept in the meta page).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TreeRoot {
+    /// The root node's page.
+    pub root: PageId,
+    /// 1 when the root is a leaf.
+    pub height: u32,
+}
+
+/// A B+tree over one buffer manager's pages (see the module documentation).
+pub struct BTree {
+    bm: BufferManager,
+    root: Cell<TreeRoot>,
+    stats: Cell<TreeStats>,
+    max_record: usize,
+}
+
+/// One step of a descent: the inner node's guard and the child index taken.
+struct PathStep {
+    guard: PageGuard,
+    index: usize,
+}
+
+impl BTree {
+    /// Creates an empty tree: one empty leaf as the root.
+    pub async fn create(bm: BufferManager) -> Result<BTree> {
+        bm.ensure_free(1).await?;
+        let g = bm.alloc_page(None)?;
+        g.write(NodeMut::init_leaf);
+        let root = TreeRoot {
+            root: g.pid(),
+            height: 1,
+        };
+        drop(g);
+        Ok(Self::open(bm, root))
+    }
+
+    /// A tree whose root is known (from the meta page).
+    pub fn open(bm: BufferManager, root: TreeRoot) -> BTree {
+        let max_record = node::max_record_size(bm.page_size());
+        BTree {
+            bm,
+            root: Cell::new(root),
+            stats: Cell::new(TreeStats::default()),
+            max_record,
+        }
+    }
+
+    /// Where the tree starts now.
+    pub fn root(&self) -> TreeRoot {
+        self.root.get()
+    }
+
+    /// The buffer manager holding the tree's pages.
+    pub fn buffer(&self) -> &BufferManager {
+        &self.bm
+    }
+
+    /// What the tree counted so far.
+    pub fn stats(&self) -> TreeStats {
+        self.stats.get()
+    }
+
+    /// The largest key + value this tree stores.
+    pub fn max_record(&self) -> usize {
+        self.max_record
+    }
+
+    fn bump(&self, f: impl FnOnce(&mut TreeStats)) {
+        let mut s = self.stats.get();
+        f(&mut s);
+        self.stats.set(s);
+    }
+
+    /// Runs `attempt` until it finishes, waiting for what it needs in between.
+    async fn run<T>(
+        &self,
+        mut attempt: impl FnMut(&Self, &mut Reservation) -> Result<Attempt<T>>,
+    ) -> Result<T> {
+        // The page the last wait brought in stays pinned until the next attempt starts; the
+        // frames reserved for a split stay this task's until it is done.
+        let mut loaded: Option<PageGuard> = None;
+        let mut res = self.bm.reservation();
+        loop {
+            // From here to the attempt's own pins nothing else runs: the pin can go now (and
+            // must, since the attempt may free that very page in a merge).
+            drop(loaded.take());
+            let r = attempt(self, &mut res)?;
+            match r {
+                Ok(v) => return Ok(v),
+                Err(need) => {
+                    self.bump(|s| s.restarts += 1);
+                    match need {
+                        Need::Page(pid) => {
+                            // Frames held while waiting for a page could be the ones the
+                            // page (or another task's) needs: give them back first.
+                            res = self.bm.reservation();
+                            loaded = self.bm.load(pid).await?;
+                        }
+                        Need::Frames(n) => self.bm.reserve(&mut res, n).await?,
+                    }
+                }
+            }
+        }
+    }
+
+    /// The value of `key`, if present.
+    pub async fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.run(|t, _| t.get_attempt(key)).await
+    }
+
+    /// Inserts or replaces; returns whether the key existed.
+    pub async fn insert(&self, key: &[u8], value: &[u8]) -> Result<bool> {
+        self.check_record(key, value)?;
+        self.run(|t, res| t.insert_attempt(key, value, res)).await
+    }
+
+    /// Removes; returns whether the key existed.
+    pub async fn remove(&self, key: &[u8]) -> Result<bool> {
+        self.run(|t, _| t.remove_attempt(key)).await
+    }
+
+    /// Up to `limit` pairs with keys in `range`, in key order.
+    pub async fn range(
+        &self,
+        start: Bound<&[u8]>,
+        end: Bound<&[u8]>,
+        limit: usize,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let mut out = Vec::new();
+        let mut from: Bound<Vec<u8>> = match start {
+            Bound::Included(k) => Bound::Included(k.to_vec()),
+            Bound::Excluded(k) => Bound::Excluded(k.to_vec()),
+            Bound::Unbounded => Bound::Unbounded,
+        };
+        while out.len() < limit {
+            let next = self
+                .run(|t, _| t.scan_leaf_attempt(&from, end, limit, &mut out))
+                .await?;
+            match next {
+                Some(fence) => from = Bound::Included(fence),
+                None => break,
+            }
+        }
+        Ok(out)
+    }
+
+    pub(crate) fn check_record(&self, key: &[u8], value: &[u8]) -> Result<()> {
+        if key.is_empty() {
+            return Err(DbError::InvalidArg("keys must not be empty".into()));
+        }
+        if key.len() + value.len() > self.max_record {
+            return Err(DbError::TooLarge {
+                key: key.len(),
+                value: value.len(),
+                max: self.max_record,
+                page_size: self.bm.page_size(),
+            });
+        }
+        Ok(())
+    }
+
+    fn corrupt(pid: PageId, e: impl std::fmt::Display) -> DbError {
+        DbError::Corrupt {
+            page: pid,
+            what: e.to_string(),
+        }
+    }
+
+    /// Reads the node in `g`: `Ok(None)` for a leaf, else the child index and page for `key`.
+    fn route(g: &PageGuard, key: &[u8]) -> Result<Option<(usize, PageId)>> {
+        g.read(|p| {
+            let n = NodeRef::new(p).map_err(|e| Self::corrupt(g.pid(), e))?;
+            if n.is_leaf() {
+                Ok(None)
+            } else {
+                let i = n.child_index(key);
+                Ok(Some((i, n.child_at(i))))
+            }
+        })
+    }
+
+    /// Descends from the root to the leaf for `key`, keeping the inner nodes pinned.
+    fn descend(&self, key: &[u8]) -> Result<Attempt<(Vec<PathStep>, PageGuard)>> {
+        let root = self.root.get();
+        let mut path = Vec::with_capacity(root.height as usize);
+        let mut g = fix!(self, root.root);
+        while let Some((index, child)) = Self::route(&g, key)? {
+            let c = fix!(self, child);
+            path.push(PathStep { guard: g, index });
+            g = c;
+        }
+        if path.len() + 1 != root.height as usize {
+            return Err(Self::corrupt(
+                g.pid(),
+                format!(
+                    "leaf at depth {} in a tree of height {}",
+                    path.len() + 1,
+                    root.height
+                ),
+            ));
+        }
+        Ok(Ok((path, g)))
+    }
+
+    fn get_attempt(&self, key: &[u8]) -> Result<Attempt<Option<Vec<u8>>>> {
+        let (_path, leaf) = match self.descend(key)? {
+            Ok(x) => x,
+            Err(n) => return Ok(Err(n)),
+        };
+        leaf.read(|p| {
+            let n = NodeRef::new(p).map_err(|e| Self::corrupt(leaf.pid(), e))?;
+            Ok(Ok(n.search(key).ok().map(|i| n.value(i).to_vec())))
+        })
+    }
+}
