@@ -59,6 +59,20 @@ pub enum IoError {
 
     #[error("{context}: {source}")]
     Os { context: String, source: io::Error },
+
+    /// The executor can make no progress: no task is ready and no I/O is in flight, while
+    /// `pending` (its main future, or its tasks) still waits.
+    #[error("executor stalled: {pending}, but no task is ready and no I/O is in flight ({parked_tasks} tasks parked, {waiting_for_room} requests waiting for ring room); a future waits for something only this thread could provide")]
+    Stalled {
+        pending: &'static str,
+        parked_tasks: usize,
+        waiting_for_room: usize,
+    },
+
+    /// The executor waited for a completion `waits` times in a row and got none, with
+    /// `in_flight` requests outstanding.
+    #[error("{in_flight} requests are in flight, but {waits} waits in a row returned no completion; the engine or the device does not complete them")]
+    NoCompletion { in_flight: usize, waits: u32 },
 }
 
 impl IoError {

@@ -38,47 +38,20 @@ pub struct Target {
 }
 
 impl Target {
-    /// Opens `path` as `opts` asks, with a typed refusal for a missing path, a directory, a
-    /// char device that is no NVMe namespace, or O_DIRECT the filesystem does not take.
+    /// Opens `path` as `opts` say, refusing what I/O on it would fail at mid-run: a missing
+    /// path that may not be created, a directory, O_DIRECT where it is not supported, a char
+    /// device that is not an NVMe namespace.
     pub fn open(path: &Path, opts: TargetOptions) -> Result<Target> {
-        let meta = std::fs::metadata(path);
-        let is_block_device = matches!(&meta, Ok(m) if m.file_type().is_block_device());
-        let is_char_device = matches!(&meta, Ok(m) if m.file_type().is_char_device());
-        // A missing path is created only as a regular file in an existing directory, never
-        // under /dev, where a typo in a device name must not turn into a file.
-        let creatable = opts.create
-            && !path.starts_with("/dev")
-            && path
-                .parent()
-                .is_none_or(|p| p.as_os_str().is_empty() || p.is_dir());
-        if meta.is_err() && !creatable {
-            return Err(IoError::NotFound {
-                path: path.to_path_buf(),
-            });
-        }
-        if let Ok(m) = &meta {
-            if m.is_dir() {
-                return Err(IoError::InvalidArg(format!(
-                    "{} is a directory; name a file or a block device",
-                    path.display()
-                )));
-            }
-        }
-        let mut oo = OpenOptions::new();
-        oo.read(true).write(opts.write);
-        if opts.create && !is_block_device && !is_char_device {
-            oo.create(true);
-        }
-        // A char device has no page cache to bypass (and open refuses O_DIRECT on it).
-        if opts.direct && !is_char_device {
-            oo.custom_flags(libc::O_DIRECT);
-        }
-        let file = oo.open(path).map_err(|e| open_error(path, opts, e))?;
-        let fd = file.as_raw_fd();
-        if is_char_device {
+        let kind = TargetKind::of(path, opts)?;
+        let file = kind
+            .open_options(opts)
+            .open(path)
+            .map_err(|e| open_error(path, opts, e))?;
+        if kind.is_char_device {
             return Self::nvme_namespace(file, path, opts);
         }
-        let (size, align) = if is_block_device {
+        let (size, align) = if kind.is_block_device {
+            let fd = file.as_raw_fd();
             (
                 crate::sysfs::block_device_size(fd)?,
                 crate::sysfs::logical_block_size_of_fd(fd)?,
@@ -88,12 +61,12 @@ impl Target {
                 .metadata()
                 .map_err(|e| IoError::os(format!("stat {}", path.display()), e))?
                 .len();
-            (len, dio_offset_align(fd).unwrap_or(512))
+            (len, dio_offset_align(file.as_raw_fd()).unwrap_or(512))
         };
         Ok(Target {
             file,
             path: path.to_path_buf(),
-            is_block_device,
+            is_block_device: kind.is_block_device,
             nvme: None,
             direct: opts.direct,
             size,
@@ -101,19 +74,18 @@ impl Target {
         })
     }
 
-    /// An open char device as a target: only an NVMe namespace's generic char device carries
-    /// block I/O (passthrough); any other is refused by [`crate::engine::nvme_geometry`].
+    /// An NVMe generic char device: only a namespace's carries block I/O (passthrough).
     fn nvme_namespace(file: File, path: &Path, opts: TargetOptions) -> Result<Target> {
-        let g = crate::engine::nvme_geometry(file.as_raw_fd())?;
+        let geometry = crate::engine::nvme_geometry(file.as_raw_fd())?;
         Ok(Target {
             file,
             path: path.to_path_buf(),
             is_block_device: true,
-            nvme: Some(g),
+            nvme: Some(geometry),
             direct: opts.direct,
-            size: g.capacity(),
+            size: geometry.capacity(),
             // NVMe commands address whole logical blocks, direct or not.
-            align: g.lba_size,
+            align: geometry.lba_size,
         })
     }
 
@@ -151,6 +123,59 @@ impl Target {
                 .len();
         }
         Ok(())
+    }
+}
+
+/// What a path names, as far as opening it goes.
+struct TargetKind {
+    is_block_device: bool,
+    is_char_device: bool,
+}
+
+impl TargetKind {
+    /// What `path` is; refuses a missing path that may not be created, and a directory.
+    fn of(path: &Path, opts: TargetOptions) -> Result<TargetKind> {
+        let meta = std::fs::metadata(path);
+        let is_block_device = matches!(&meta, Ok(m) if m.file_type().is_block_device());
+        let is_char_device = matches!(&meta, Ok(m) if m.file_type().is_char_device());
+        // A missing path is created only as a regular file in an existing directory, never
+        // under /dev, where a typo in a device name must not turn into a file.
+        let creatable = opts.create
+            && !path.starts_with("/dev")
+            && path
+                .parent()
+                .is_none_or(|p| p.as_os_str().is_empty() || p.is_dir());
+        if meta.is_err() && !creatable {
+            return Err(IoError::NotFound {
+                path: path.to_path_buf(),
+            });
+        }
+        if let Ok(m) = &meta {
+            if m.is_dir() {
+                return Err(IoError::InvalidArg(format!(
+                    "{} is a directory; name a file or a block device",
+                    path.display()
+                )));
+            }
+        }
+        Ok(TargetKind {
+            is_block_device,
+            is_char_device,
+        })
+    }
+
+    /// How to open it: devices are never created, and a char device has no page cache to
+    /// bypass (open refuses O_DIRECT on it).
+    fn open_options(&self, opts: TargetOptions) -> OpenOptions {
+        let mut options = OpenOptions::new();
+        options.read(true).write(opts.write);
+        if opts.create && !self.is_block_device && !self.is_char_device {
+            options.create(true);
+        }
+        if opts.direct && !self.is_char_device {
+            options.custom_flags(libc::O_DIRECT);
+        }
+        options
     }
 }
 

@@ -485,14 +485,9 @@ mod tests {
         done
     }
 
-    #[test]
-    fn libaio_write_read_back_64_blocks_qd16() {
-        let tmp = TempFile::new("rw");
-        let Some(mut eng) = engine(16, &[tmp.fd()]) else {
-            return;
-        };
-        let blocks = 64;
-        let mut wbufs: Vec<AlignedBuf> = (0..blocks)
+    /// `blocks` buffers of one block, each filled with its block's pattern.
+    fn patterned_blocks(blocks: usize) -> Vec<AlignedBuf> {
+        (0..blocks)
             .map(|b| {
                 let mut buf = AlignedBuf::new(BLOCK);
                 for (i, byte) in buf.as_mut_slice().iter_mut().enumerate() {
@@ -500,24 +495,58 @@ mod tests {
                 }
                 buf
             })
-            .collect();
-        let writes: Vec<IoRequest> = wbufs
-            .iter_mut()
+            .collect()
+    }
+
+    /// One request of `op` per buffer, buffer `b` at block `b` with user data
+    /// `first_user_data + b`.
+    fn block_requests(op: OpKind, bufs: &mut [AlignedBuf], first_user_data: u64) -> Vec<IoRequest> {
+        bufs.iter_mut()
             .enumerate()
             .map(|(b, buf)| {
                 let off = (b * BLOCK) as u64;
-                IoRequest::write(FileId(0), off, buf.as_mut_ptr(), BLOCK as u32, b as u64)
+                let request = IoRequest::read(
+                    FileId(0),
+                    off,
+                    buf.as_mut_ptr(),
+                    BLOCK as u32,
+                    first_user_data + b as u64,
+                );
+                IoRequest { op, ..request }
             })
-            .collect();
-        let mut done = run_all(&mut eng, &writes);
+            .collect()
+    }
+
+    /// Asserts that `done` holds one whole-block completion per user data from
+    /// `first_user_data`, in any order.
+    fn assert_whole_blocks(
+        what: &str,
+        mut done: Vec<IoCompletion>,
+        blocks: usize,
+        first_user_data: u64,
+    ) {
         done.sort_by_key(|c| c.user_data);
         let want: Vec<IoCompletion> = (0..blocks)
             .map(|b| IoCompletion {
-                user_data: b as u64,
+                user_data: first_user_data + b as u64,
                 result: BLOCK as i32,
             })
             .collect();
-        assert_eq!(done, want, "writes (O_DIRECT: {})", tmp.direct);
+        assert_eq!(done, want, "{what}");
+    }
+
+    #[test]
+    fn libaio_write_read_back_64_blocks_qd16() {
+        let tmp = TempFile::new("rw");
+        let Some(mut eng) = engine(16, &[tmp.fd()]) else {
+            return;
+        };
+        let blocks = 64;
+        let mut wbufs = patterned_blocks(blocks);
+        let writes = block_requests(OpKind::Write, &mut wbufs, 0);
+        let done = run_all(&mut eng, &writes);
+        let what = format!("writes (O_DIRECT: {})", tmp.direct);
+        assert_whole_blocks(&what, done, blocks, 0);
 
         let sync = run_all(
             &mut eng,
@@ -533,32 +562,10 @@ mod tests {
 
         let mut rbufs: Vec<AlignedBuf> = (0..blocks).map(|_| AlignedBuf::new(BLOCK)).collect();
         // Read in reverse order so that completions do not simply mirror the writes.
-        let reads: Vec<IoRequest> = rbufs
-            .iter_mut()
-            .enumerate()
-            .rev()
-            .map(|(b, buf)| {
-                let off = (b * BLOCK) as u64;
-                IoRequest::read(
-                    FileId(0),
-                    off,
-                    buf.as_mut_ptr(),
-                    BLOCK as u32,
-                    1000 + b as u64,
-                )
-            })
-            .collect();
-        let mut done = run_all(&mut eng, &reads);
-        done.sort_by_key(|c| c.user_data);
-        assert_eq!(done.len(), blocks);
-        for (b, c) in done.iter().enumerate() {
-            assert_eq!(
-                *c,
-                IoCompletion {
-                    user_data: 1000 + b as u64,
-                    result: BLOCK as i32
-                }
-            );
+        let mut reads = block_requests(OpKind::Read, &mut rbufs, 1000);
+        reads.reverse();
+        assert_whole_blocks("reads", run_all(&mut eng, &reads), blocks, 1000);
+        for b in 0..blocks {
             assert!(
                 rbufs[b].as_slice() == wbufs[b].as_slice(),
                 "block {b} read back differs from what was written"

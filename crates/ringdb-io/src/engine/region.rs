@@ -6,6 +6,11 @@
 //! offset is moved by the region's base and checked against the region's end, and a sync of
 //! any region is a sync of the device (on the passthrough engine, one NVMe Flush).
 //!
+//! The bounds are checked twice: a request's byte range against its region on the way in (a
+//! refusal), and the device request made from it on the way out (an assertion: it lies inside
+//! the region, which overlaps no other); a bounce's copy back is asserted to stay inside the
+//! bounce buffer and the caller's range when its completion is reaped.
+//!
 //! Raw devices take only whole logical blocks from aligned memory. Requests that are already
 //! aligned pass through untouched (registered buffers included); others are bounced through an
 //! aligned buffer this engine owns until the completion is reaped: a read covers the aligned
@@ -87,6 +92,109 @@ impl RegionEngine {
     pub fn bounced(&self) -> u64 {
         self.bounced
     }
+
+    /// The index and bounds of a read's or write's region, once its byte range is checked to
+    /// lie inside the region (on the way in).
+    fn region_of(&self, req: &IoRequest) -> Result<(usize, Region)> {
+        let index = req.file.0 as usize;
+        let region = *self
+            .regions
+            .get(index)
+            .ok_or_else(|| IoError::InvalidArg(format!("region engine: no region {index}")))?;
+        let end = req.offset.saturating_add(req.len as u64);
+        if end > region.len {
+            return Err(IoError::InvalidArg(format!(
+                "{} of {} bytes at {} is past the end of region {index} ({} bytes)",
+                req.op.name(),
+                req.len,
+                req.offset,
+                region.len
+            )));
+        }
+        Ok((index, region))
+    }
+
+    /// Whether the device takes the request as it is: offset, length and memory are all
+    /// multiples of the block size.
+    fn is_aligned(&self, req: &IoRequest) -> bool {
+        let block = self.block;
+        req.offset.is_multiple_of(block)
+            && (req.len as u64).is_multiple_of(block)
+            && (req.buf as usize).is_multiple_of(block as usize)
+    }
+
+    /// Pushes an unaligned read or write of region `index` through an aligned buffer that
+    /// covers the blocks around it.
+    ///
+    /// # Safety
+    /// The push contract: `req.buf` is valid for `req.len` bytes until the completion of
+    /// `req.user_data` is reaped.
+    unsafe fn push_bounced(&mut self, req: &IoRequest, index: usize, region: Region) -> Result<()> {
+        let block = self.block;
+        if req.op == OpKind::Write && !req.offset.is_multiple_of(block) {
+            return Err(IoError::InvalidArg(format!(
+                "region engine: a write at offset {} of region {index} is not aligned to \
+                 the device's {block}-byte blocks",
+                req.offset
+            )));
+        }
+        if self.bounces.contains_key(&req.user_data) {
+            return Err(IoError::InvalidArg(format!(
+                "region engine: user_data {} is already in flight",
+                req.user_data
+            )));
+        }
+        let len = req.len as usize;
+        let start = req.offset / block * block;
+        let stop = (req.offset + req.len as u64)
+            .next_multiple_of(block)
+            .min(region.len);
+        let span = (stop - start) as usize;
+        let skip = (req.offset - start) as usize;
+        assert!(skip + len <= span, "the bounce covers the caller's bytes");
+        let mut buf = AlignedBuf::new(span);
+        if req.op == OpKind::Write {
+            // SAFETY: the caller guarantees `req.buf` is valid for `req.len` bytes
+            // (the push contract); `buf` holds `skip + len <= span` bytes.
+            let src = unsafe { std::slice::from_raw_parts(req.buf, len) };
+            buf.as_mut_slice()[skip..skip + len].copy_from_slice(src);
+        }
+        let device_request = IoRequest {
+            file: FileId(0),
+            offset: region.base + start,
+            buf: buf.as_mut_ptr(),
+            len: u32::try_from(span).expect("a bounce spans less than 4 GiB"),
+            buf_index: None,
+            ..*req
+        };
+        assert_inside(&region, &device_request);
+        // SAFETY: `buf` lives in `self.bounces` until the completion for this user_data is
+        // reaped (or the inner engine is drained on drop).
+        unsafe { self.inner.push(&device_request)? };
+        self.bounced += 1;
+        let bounce = Bounce {
+            buf,
+            user: req.buf,
+            len,
+            skip,
+            read: req.op == OpKind::Read,
+        };
+        self.bounces.insert(req.user_data, bounce);
+        Ok(())
+    }
+}
+
+/// The mapping, checked on the way out: a device request made for `region` lies inside it
+/// (regions do not overlap, so it touches no other region).
+fn assert_inside(region: &Region, device_request: &IoRequest) {
+    let start = device_request.offset;
+    let end = start.checked_add(device_request.len as u64);
+    let region_end = region.base.checked_add(region.len);
+    assert!(
+        start >= region.base && end.zip(region_end).is_some_and(|(end, limit)| end <= limit),
+        "region engine: {} bytes at device offset {start} leave region {region:?}",
+        device_request.len
+    );
 }
 
 impl Engine for RegionEngine {
@@ -107,77 +215,28 @@ impl Engine for RegionEngine {
     }
 
     unsafe fn push(&mut self, req: &IoRequest) -> Result<()> {
-        let mut dev = *req;
-        dev.file = FileId(0);
-        if matches!(req.op, OpKind::Read | OpKind::Write) {
-            let idx = req.file.0 as usize;
-            let r = *self
-                .regions
-                .get(idx)
-                .ok_or_else(|| IoError::InvalidArg(format!("region engine: no region {idx}")))?;
-            let end = req.offset.saturating_add(req.len as u64);
-            if end > r.len {
-                return Err(IoError::InvalidArg(format!(
-                    "{} of {} bytes at {} is past the end of region {idx} ({} bytes)",
-                    req.op.name(),
-                    req.len,
-                    req.offset,
-                    r.len
-                )));
-            }
-            let b = self.block;
-            let aligned = req.offset.is_multiple_of(b)
-                && (req.len as u64).is_multiple_of(b)
-                && (req.buf as usize).is_multiple_of(b as usize);
-            dev.offset = r.base + req.offset;
-            if !aligned {
-                if req.op == OpKind::Write && !req.offset.is_multiple_of(b) {
-                    return Err(IoError::InvalidArg(format!(
-                        "region engine: a write at offset {} of region {idx} is not aligned to \
-                         the device's {b}-byte blocks",
-                        req.offset
-                    )));
-                }
-                if self.bounces.contains_key(&req.user_data) {
-                    return Err(IoError::InvalidArg(format!(
-                        "region engine: user_data {} is already in flight",
-                        req.user_data
-                    )));
-                }
-                let start = req.offset / b * b;
-                let stop = end.next_multiple_of(b).min(r.len);
-                let span = (stop - start) as usize;
-                let skip = (req.offset - start) as usize;
-                let mut buf = AlignedBuf::new(span);
-                if req.op == OpKind::Write {
-                    // SAFETY: the caller guarantees `req.buf` is valid for `req.len` bytes
-                    // (the push contract); `buf` holds `skip + len <= span` bytes.
-                    let src = unsafe { std::slice::from_raw_parts(req.buf, req.len as usize) };
-                    buf.as_mut_slice()[skip..skip + req.len as usize].copy_from_slice(src);
-                }
-                dev.offset = r.base + start;
-                dev.buf = buf.as_mut_ptr();
-                dev.len = span as u32;
-                dev.buf_index = None;
-                // SAFETY: `buf` lives in `self.bounces` until the completion for this
-                // user_data is reaped (or the inner engine is drained on drop).
-                unsafe { self.inner.push(&dev)? };
-                self.bounced += 1;
-                self.bounces.insert(
-                    req.user_data,
-                    Bounce {
-                        buf,
-                        user: req.buf,
-                        len: req.len as usize,
-                        skip,
-                        read: req.op == OpKind::Read,
-                    },
-                );
-                return Ok(());
-            }
+        if !matches!(req.op, OpKind::Read | OpKind::Write) {
+            // A sync of any region is a sync of the device; a nop goes as it is.
+            let device_request = IoRequest {
+                file: FileId(0),
+                ..*req
+            };
+            // SAFETY: the same request under the same contract the caller gave us.
+            return unsafe { self.inner.push(&device_request) };
         }
+        let (index, region) = self.region_of(req)?;
+        if !self.is_aligned(req) {
+            // SAFETY: the caller's push contract, passed on.
+            return unsafe { self.push_bounced(req, index, region) };
+        }
+        let device_request = IoRequest {
+            file: FileId(0),
+            offset: region.base + req.offset,
+            ..*req
+        };
+        assert_inside(&region, &device_request);
         // SAFETY: the same buffer under the same contract the caller gave us.
-        unsafe { self.inner.push(&dev) }
+        unsafe { self.inner.push(&device_request) }
     }
 
     fn submit(&mut self, wait_for: usize) -> Result<()> {
@@ -196,6 +255,14 @@ impl Engine for RegionEngine {
             }
             // Bytes of the caller's range the device moved.
             let got = (c.result as usize).saturating_sub(b.skip).min(b.len);
+            // The mapping, checked again on the way back: the copy stays inside the bounce
+            // buffer and inside the caller's `len` bytes.
+            assert!(
+                b.skip + got <= b.buf.len() && got <= b.len,
+                "region engine: {got} bytes at {} of a {}-byte bounce buffer",
+                b.skip,
+                b.buf.len()
+            );
             if b.read {
                 // SAFETY: the caller's buffer is valid for `len` bytes until this completion
                 // is returned (push contract), and `got <= len`.
