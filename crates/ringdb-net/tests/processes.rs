@@ -6,7 +6,9 @@
 //! `node_entry_*` functions; they read their role from `RDB_NET_NODE_SPEC`.
 
 use ringdb_net::shuffle::cluster::connect_mesh;
-use ringdb_net::shuffle::{reference_join, run_processes, serve_node, NodeCommand, ShuffleSpec};
+use ringdb_net::shuffle::{
+    reference_join, run_processes, serve_node, NodeCommand, ShuffleReport, ShuffleSpec,
+};
 use ringdb_net::{NetConfig, NetError};
 use std::io::{BufRead, Write};
 use std::net::{SocketAddr, TcpListener};
@@ -77,6 +79,12 @@ fn command() -> NodeCommand {
     }
 }
 
+/// One multi-process shuffle of this test binary's node entries, all on loopback.
+fn run_on_loopback(spec: &ShuffleSpec, cfg: &NetConfig) -> Result<ShuffleReport, NetError> {
+    let ip = |_: usize| "127.0.0.1".to_string();
+    run_processes(spec, cfg, &command(), &ip, Duration::from_secs(60), &|_| {})
+}
+
 #[test]
 fn processes_shuffle_and_clean_up() {
     if std::env::var(ENV).is_ok_and(|v| !v.starts_with(&format!("{}|", std::process::id()))) {
@@ -94,19 +102,10 @@ fn processes_shuffle_and_clean_up() {
     };
     let cfg: NetConfig = "uring+zc-send".parse().unwrap();
     let json = serde_json::to_string(&spec).unwrap();
-    let ip = |_: usize| "127.0.0.1".to_string();
 
     // A full run: the join the nodes report is the reference.
     std::env::set_var(ENV, format!("{me}|{json}|uring+zc-send|none"));
-    let r = run_processes(
-        &spec,
-        &cfg,
-        &command(),
-        &ip,
-        Duration::from_secs(60),
-        &|_| {},
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
+    let r = run_on_loopback(&spec, &cfg).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(r.join, reference_join(&spec));
     assert_eq!(r.nodes.len(), 3);
 
@@ -115,15 +114,7 @@ fn processes_shuffle_and_clean_up() {
         std::env::set_var(ENV, format!("{me}|{json}|{t}|1"));
         let cfg: NetConfig = t.parse().unwrap();
         let t0 = Instant::now();
-        let e = run_processes(
-            &spec,
-            &cfg,
-            &command(),
-            &ip,
-            Duration::from_secs(60),
-            &|_| {},
-        )
-        .expect_err("a dead node must fail the shuffle");
+        let e = run_on_loopback(&spec, &cfg).expect_err("a dead node must fail the shuffle");
         assert!(
             t0.elapsed() < Duration::from_secs(30),
             "{t}: {:?}",
@@ -136,8 +127,14 @@ fn processes_shuffle_and_clean_up() {
     }
     std::env::remove_var(ENV);
     // Every child was reaped by the guard: none of our children is left.
-    let me = me.to_string();
-    let left: Vec<String> = std::fs::read_dir("/proc")
+    let left = children_of(me);
+    assert!(left.is_empty(), "children left: {left:?}");
+}
+
+/// The `/proc/PID/stat` lines of the processes whose parent is `parent`.
+fn children_of(parent: u32) -> Vec<String> {
+    let parent = parent.to_string();
+    std::fs::read_dir("/proc")
         .unwrap()
         .filter_map(|d| d.ok())
         .filter_map(|d| std::fs::read_to_string(d.path().join("stat")).ok())
@@ -145,8 +142,7 @@ fn processes_shuffle_and_clean_up() {
             s.rsplit(')')
                 .next()
                 .and_then(|r| r.split_whitespace().nth(1))
-                == Some(&me)
+                == Some(&parent)
         })
-        .collect();
-    assert!(left.is_empty(), "children left: {left:?}");
+        .collect()
 }

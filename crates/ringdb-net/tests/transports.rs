@@ -51,25 +51,7 @@ fn stream(spec: &str, lens: &[usize], small: bool) -> (Vec<u8>, Vec<u8>, u64) {
     let (a, b) = pair(small);
     let total: usize = lens.iter().sum();
     let rcfg = cfg.clone();
-    let recv = std::thread::spawn(move || {
-        let mut t = transport::open(&rcfg, vec![Conn::tcp(b).unwrap()]).unwrap();
-        let mut got = Vec::new();
-        let mut closed = false;
-        let t0 = Instant::now();
-        while !closed {
-            t.poll(Some(Duration::from_millis(50)), &mut |ev| {
-                match ev {
-                    Event::Recv { data, .. } => got.extend_from_slice(data),
-                    Event::Closed { .. } => closed = true,
-                    Event::SendDone { .. } => {}
-                }
-                Ok(())
-            })
-            .unwrap();
-            assert!(t0.elapsed() < Duration::from_secs(30), "receiver stuck");
-        }
-        got
-    });
+    let recv = std::thread::spawn(move || receive_until_closed(&rcfg, b));
     let mut t = transport::open(&cfg, vec![Conn::tcp(a).unwrap()]).unwrap();
     let mut sent = Vec::with_capacity(total);
     let mut done = 0;
@@ -79,13 +61,7 @@ fn stream(spec: &str, lens: &[usize], small: bool) -> (Vec<u8>, Vec<u8>, u64) {
             if let Some(s) = t.alloc() {
                 break s;
             }
-            t.poll(Some(Duration::from_millis(50)), &mut |ev| {
-                if let Event::SendDone { .. } = ev {
-                    done += 1;
-                }
-                Ok(())
-            })
-            .unwrap();
+            done += poll_send_done(&mut *t);
             assert!(t0.elapsed() < Duration::from_secs(30), "sender stuck");
         };
         let m = message(i, len);
@@ -94,13 +70,7 @@ fn stream(spec: &str, lens: &[usize], small: bool) -> (Vec<u8>, Vec<u8>, u64) {
         t.send(0, slot, len).unwrap();
     }
     while t.pending_sends() > 0 {
-        t.poll(Some(Duration::from_millis(50)), &mut |ev| {
-            if let Event::SendDone { .. } = ev {
-                done += 1;
-            }
-            Ok(())
-        })
-        .unwrap();
+        done += poll_send_done(&mut *t);
         assert!(
             t0.elapsed() < Duration::from_secs(30),
             "sender stuck at the end"
@@ -112,6 +82,40 @@ fn stream(spec: &str, lens: &[usize], small: bool) -> (Vec<u8>, Vec<u8>, u64) {
     drop(t); // closes the socket: the receiver sees the end of stream
     let got = recv.join().unwrap();
     (sent, got, short)
+}
+
+/// The receiving end of [`stream`]: every byte until the peer closes.
+fn receive_until_closed(cfg: &NetConfig, socket: TcpStream) -> Vec<u8> {
+    let mut t = transport::open(cfg, vec![Conn::tcp(socket).unwrap()]).unwrap();
+    let mut got = Vec::new();
+    let mut closed = false;
+    let t0 = Instant::now();
+    while !closed {
+        t.poll(Some(Duration::from_millis(50)), &mut |ev| {
+            match ev {
+                Event::Recv { data, .. } => got.extend_from_slice(data),
+                Event::Closed { .. } => closed = true,
+                Event::SendDone { .. } => {}
+            }
+            Ok(())
+        })
+        .unwrap();
+        assert!(t0.elapsed() < Duration::from_secs(30), "receiver stuck");
+    }
+    got
+}
+
+/// Polls the sending end once; returns the sends it reported done.
+fn poll_send_done(t: &mut dyn transport::Transport) -> usize {
+    let mut done = 0;
+    t.poll(Some(Duration::from_millis(50)), &mut |ev| {
+        if let Event::SendDone { .. } = ev {
+            done += 1;
+        }
+        Ok(())
+    })
+    .unwrap();
+    done
 }
 
 #[test]

@@ -328,32 +328,62 @@ pub async fn read_dw(
     if head.len() < page_size {
         return Ok(None);
     }
+    let Some(total) = dw_len(&head, len, page_size) else {
+        return Ok(None);
+    };
+    let all = crate::chunked::read(io, file, 0, total).await?;
+    Ok(decode_dw(&all, page_size))
+}
+
+/// The bytes of the double-write file whose first page is `head`, when its header is one of
+/// a file of `len` bytes with `page_size`-byte pages (the CRC is not checked here).
+fn dw_len(head: &[u8], len: u64, page_size: usize) -> Option<usize> {
+    if !page::valid_page_size(page_size) || head.len() < page_size {
+        return None;
+    }
     let rd64 = |b: &[u8], at: usize| u64::from_le_bytes(b[at..at + 8].try_into().expect("8"));
     let rd32 = |b: &[u8], at: usize| u32::from_le_bytes(b[at..at + 4].try_into().expect("4"));
-    if rd64(&head, 8) != DW_MAGIC || rd32(&head, 32) as usize != page_size {
-        return Ok(None);
+    if rd64(head, 8) != DW_MAGIC || rd32(head, 32) as usize != page_size {
+        return None;
     }
-    let n = rd64(&head, 24) as usize;
-    let h = rd32(&head, 36) as usize;
-    if n == 0 || h != header_pages(n, page_size) || ((h + n) * page_size) as u64 > len {
-        return Ok(None);
+    // Every image is a page of the file, so a count the file cannot hold is refused before
+    // any arithmetic on it can overflow.
+    let n = rd64(head, 24);
+    if n == 0 || n > len / page_size as u64 {
+        return None;
     }
-    let total = (h + n) * page_size;
-    let all = crate::chunked::read(io, file, 0, total).await?;
-    if all.len() < total || crc32c::crc32c(&all[4..]) != rd32(&all, 0) {
-        return Ok(None);
+    let n = n as usize;
+    let h = rd32(head, 36) as usize;
+    if h != header_pages(n, page_size) || ((h + n) * page_size) as u64 > len {
+        return None;
     }
+    Some((h + n) * page_size)
+}
+
+/// Decodes a whole double-write file read into `all` (the file's first bytes, at least as
+/// many as its header names); `None` when it is not an intact double-write file of
+/// `page_size`-byte pages. Public for the fuzz tests only: recovery calls [`read_dw`].
+#[doc(hidden)]
+pub fn decode_dw(all: &[u8], page_size: usize) -> Option<DoubleWrite> {
+    let total = dw_len(all, all.len() as u64, page_size)?;
+    let rd64 = |b: &[u8], at: usize| u64::from_le_bytes(b[at..at + 8].try_into().expect("8"));
+    let rd32 = |b: &[u8], at: usize| u32::from_le_bytes(b[at..at + 4].try_into().expect("4"));
+    if crc32c::crc32c(&all[4..total]) != rd32(all, 0) {
+        return None;
+    }
+    let n = rd64(all, 24) as usize;
+    let h = header_pages(n, page_size);
     let pages = (0..n)
         .map(|i| {
-            let pid = rd64(&all, DW_FIXED + 8 * i);
+            let pid = rd64(all, DW_FIXED + 8 * i);
             let at = (h + i) * page_size;
             (pid, all[at..at + page_size].to_vec())
         })
         .collect();
-    Ok(Some(DoubleWrite {
-        epoch: rd64(&all, 16),
+    Some(DoubleWrite {
+        epoch: rd64(all, 16),
         pages,
-    }))
+    })
 }
 
 /// Writes every page of `dw` in place and makes the data file durable (recovery of a

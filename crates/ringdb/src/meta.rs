@@ -82,6 +82,14 @@ impl Meta {
     /// Parses a meta page read from disk (already checksum-verified), refusing one that does
     /// not describe a ringdb tree of this page size.
     pub fn read_from(p: &[u8]) -> Result<Meta> {
+        // Whatever its bytes say, a buffer that is no page has no meta record to read.
+        if !page::valid_page_size(p.len()) {
+            return Err(page::PageError::BadSize {
+                page: META_PID,
+                len: p.len(),
+            }
+            .into());
+        }
         let b = body(p);
         let bad = |what: String| DbError::Corrupt {
             page: META_PID,

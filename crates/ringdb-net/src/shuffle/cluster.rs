@@ -11,8 +11,8 @@ use serde::{Deserialize, Serialize};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::PathBuf;
-use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::mpsc;
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
 const HELLO_MAGIC: u32 = 0x4c4c_4548;
@@ -276,68 +276,139 @@ pub fn run_processes(
     progress: &dyn Fn(usize),
 ) -> Result<ShuffleReport> {
     spec.validate()?;
-    let mut kids = Children { kids: Vec::new() };
-    let mut stdins: Vec<ChildStdin> = Vec::new();
-    let (tx, rx) = mpsc::channel::<Msg>();
-    let mut errs: Vec<std::sync::Arc<std::sync::Mutex<String>>> = Vec::new();
-    for i in 0..spec.nodes {
-        let mut c = match &cmd.netns {
-            Some(ns) => {
-                let mut c = Command::new("ip");
-                c.args(["netns", "exec", &ns(i)]).arg(&cmd.program);
-                c
-            }
-            None => Command::new(&cmd.program),
-        };
-        c.args((cmd.args)(i))
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        let mut child = c.spawn().map_err(|e| NetError::Child {
-            what: format!("node {i} ({})", cmd.program.display()),
-            reason: format!("cannot start: {e}"),
-        })?;
-        let out = child.stdout.take().expect("piped stdout");
-        let err = child.stderr.take().expect("piped stderr");
-        stdins.push(child.stdin.take().expect("piped stdin"));
-        kids.kids.push(child);
-        let tx2 = tx.clone();
-        std::thread::spawn(move || {
-            for line in BufReader::new(out).lines() {
-                match line {
-                    Ok(l) => {
-                        if tx2.send(Msg::Line(i, l)).is_err() {
-                            return;
-                        }
-                    }
-                    Err(_) => break,
-                }
-            }
-            let _ = tx2.send(Msg::Eof(i));
-        });
-        let buf = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
-        errs.push(buf.clone());
-        std::thread::spawn(move || {
-            let mut s = String::new();
-            let _ = BufReader::new(err).read_to_string(&mut s);
-            if let Ok(mut b) = buf.lock() {
-                *b = s;
-            }
+    let mut procs = NodeProcesses::spawn(spec.nodes, cmd)?;
+    let reports = procs.collect_reports(node_ip, overall, progress)?;
+    procs.wait_all()?;
+    let nodes: Vec<NodeReport> = reports.into_iter().flatten().collect();
+    if nodes.len() != spec.nodes {
+        return Err(NetError::Child {
+            what: "nodes".into(),
+            reason: "not every node reported".into(),
         });
     }
-    drop(tx);
-    let deadline = Instant::now() + overall;
-    let child_error = |kids: &mut Children, i: usize, what: &str| -> NetError {
+    ShuffleReport::new(spec, cfg, nodes)
+}
+
+/// The node processes of one run and the pipes to them. (Fields drop in this order: the
+/// children are killed and reaped last, after their stdin closed.)
+struct NodeProcesses {
+    /// What each node printed on stderr (complete once it exited).
+    stderrs: Vec<Arc<Mutex<String>>>,
+    /// Every line the nodes print on stdout, and the end of each stdout.
+    lines: mpsc::Receiver<Msg>,
+    stdins: Vec<ChildStdin>,
+    kids: Children,
+}
+
+impl NodeProcesses {
+    /// Starts the `nodes` processes of `cmd`, with a thread per pipe that reads it.
+    fn spawn(nodes: usize, cmd: &NodeCommand) -> Result<NodeProcesses> {
+        let (tx, lines) = mpsc::channel::<Msg>();
+        let mut procs = NodeProcesses {
+            stderrs: Vec::new(),
+            lines,
+            stdins: Vec::new(),
+            kids: Children { kids: Vec::new() },
+        };
+        for i in 0..nodes {
+            let mut child = node_command(cmd, i).spawn().map_err(|e| NetError::Child {
+                what: format!("node {i} ({})", cmd.program.display()),
+                reason: format!("cannot start: {e}"),
+            })?;
+            let out = child.stdout.take().expect("piped stdout");
+            let err = child.stderr.take().expect("piped stderr");
+            procs.stdins.push(child.stdin.take().expect("piped stdin"));
+            procs.kids.kids.push(child);
+            let tx = tx.clone();
+            std::thread::spawn(move || forward_lines(i, out, tx));
+            let buf = Arc::new(Mutex::new(String::new()));
+            procs.stderrs.push(buf.clone());
+            std::thread::spawn(move || {
+                let mut s = String::new();
+                let _ = BufReader::new(err).read_to_string(&mut s);
+                if let Ok(mut b) = buf.lock() {
+                    *b = s;
+                }
+            });
+        }
+        Ok(procs)
+    }
+
+    /// Relays the listening ports as the peer list, and gathers every node's report, until
+    /// all reported or `overall` passed.
+    fn collect_reports(
+        &mut self,
+        node_ip: &dyn Fn(usize) -> String,
+        overall: Duration,
+        progress: &dyn Fn(usize),
+    ) -> Result<Vec<Option<NodeReport>>> {
+        let nodes = self.stdins.len();
+        let deadline = Instant::now() + overall;
+        let mut ports = vec![None; nodes];
+        let mut reports: Vec<Option<NodeReport>> = vec![None; nodes];
+        let mut sent_peers = false;
+        while !reports.iter().all(|r| r.is_some()) {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(NetError::Timeout {
+                    what: "the node processes to finish".into(),
+                    after: overall,
+                });
+            }
+            match self.lines.recv_timeout(left) {
+                Ok(Msg::Line(i, l)) => {
+                    if read_node_line(i, &l, &mut ports, &mut reports)? {
+                        progress(reports.iter().filter(|r| r.is_some()).count());
+                    }
+                    if !sent_peers && ports.iter().all(|p| p.is_some()) {
+                        self.send_peers(&ports, node_ip)?;
+                        sent_peers = true;
+                    }
+                }
+                Ok(Msg::Eof(i)) => {
+                    if reports[i].is_none() {
+                        return Err(self.child_error(i, "exited without a report"));
+                    }
+                }
+                Err(mpsc::RecvTimeoutError::Timeout) => continue,
+                Err(mpsc::RecvTimeoutError::Disconnected) => break,
+            }
+        }
+        Ok(reports)
+    }
+
+    /// Tells every node where all nodes listen.
+    fn send_peers(
+        &mut self,
+        ports: &[Option<u16>],
+        node_ip: &dyn Fn(usize) -> String,
+    ) -> Result<()> {
+        let list: Vec<String> = ports
+            .iter()
+            .enumerate()
+            .map(|(n, p)| format!("{}:{}", node_ip(n), p.expect("all ports known")))
+            .collect();
+        let line = format!("PEERS {}\n", list.join(" "));
+        for s in &mut self.stdins {
+            s.write_all(line.as_bytes())
+                .and_then(|_| s.flush())
+                .map_err(|e| NetError::io("sending the peer list", e))?;
+        }
+        Ok(())
+    }
+
+    /// Node `i` failed (`what`): the error, with what the node printed on stderr.
+    fn child_error(&mut self, i: usize, what: &str) -> NetError {
         // Give the child a moment to exit so its stderr is complete.
         let t0 = Instant::now();
         while t0.elapsed() < Duration::from_millis(500) {
-            if let Ok(Some(_)) = kids.kids[i].try_wait() {
+            if let Ok(Some(_)) = self.kids.kids[i].try_wait() {
                 break;
             }
             std::thread::sleep(Duration::from_millis(10));
         }
         std::thread::sleep(Duration::from_millis(20));
-        let msg = errs[i]
+        let msg = self.stderrs[i]
             .lock()
             .map(|s| s.trim().to_string())
             .unwrap_or_default();
@@ -355,77 +426,77 @@ pub fn run_processes(
                 format!("{what}: {msg}")
             },
         }
+    }
+
+    /// Waits for every node to exit; fails on the first that did not exit successfully.
+    fn wait_all(&mut self) -> Result<()> {
+        for (i, c) in self.kids.kids.iter_mut().enumerate() {
+            let st = c.wait().map_err(|e| NetError::io("wait for node", e))?;
+            if !st.success() {
+                return Err(NetError::Child {
+                    what: format!("node {i}"),
+                    reason: format!("exited with {st}"),
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The command that starts node `i` (inside its network namespace, if any), its standard
+/// streams piped.
+fn node_command(cmd: &NodeCommand, i: usize) -> Command {
+    let mut c = match &cmd.netns {
+        Some(ns) => {
+            let mut c = Command::new("ip");
+            c.args(["netns", "exec", &ns(i)]).arg(&cmd.program);
+            c
+        }
+        None => Command::new(&cmd.program),
     };
-    let mut ports = vec![None; spec.nodes];
-    let mut reports: Vec<Option<NodeReport>> = vec![None; spec.nodes];
-    let mut sent_peers = false;
-    loop {
-        if reports.iter().all(|r| r.is_some()) {
-            break;
-        }
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return Err(NetError::Timeout {
-                what: "the node processes to finish".into(),
-                after: overall,
-            });
-        }
-        match rx.recv_timeout(left) {
-            Ok(Msg::Line(i, l)) => {
-                // (Matched anywhere in the line: a test harness may print before it.)
-                if let Some(p) = l.find("LISTEN ").map(|k| &l[k + 7..]) {
-                    let port: u16 = p.trim().parse().map_err(|_| NetError::Child {
-                        what: format!("node {i}"),
-                        reason: format!("bad LISTEN line {l:?}"),
-                    })?;
-                    ports[i] = Some(port);
-                } else if let Some(j) = l.find("RESULT ").map(|k| &l[k + 7..]) {
-                    let r: NodeReport = serde_json::from_str(j).map_err(|e| NetError::Child {
-                        what: format!("node {i}"),
-                        reason: format!("unreadable report: {e}"),
-                    })?;
-                    reports[i] = Some(r);
-                    progress(reports.iter().filter(|r| r.is_some()).count());
-                }
-                if !sent_peers && ports.iter().all(|p| p.is_some()) {
-                    let list: Vec<String> = ports
-                        .iter()
-                        .enumerate()
-                        .map(|(n, p)| format!("{}:{}", node_ip(n), p.expect("all ports known")))
-                        .collect();
-                    let line = format!("PEERS {}\n", list.join(" "));
-                    for s in &mut stdins {
-                        s.write_all(line.as_bytes())
-                            .and_then(|_| s.flush())
-                            .map_err(|e| NetError::io("sending the peer list", e))?;
-                    }
-                    sent_peers = true;
+    c.args((cmd.args)(i))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    c
+}
+
+/// Sends node `i`'s stdout lines to `tx`, then its end.
+fn forward_lines(i: usize, out: ChildStdout, tx: mpsc::Sender<Msg>) {
+    for line in BufReader::new(out).lines() {
+        match line {
+            Ok(l) => {
+                if tx.send(Msg::Line(i, l)).is_err() {
+                    return;
                 }
             }
-            Ok(Msg::Eof(i)) => {
-                if reports[i].is_none() {
-                    return Err(child_error(&mut kids, i, "exited without a report"));
-                }
-            }
-            Err(mpsc::RecvTimeoutError::Timeout) => continue,
-            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+            Err(_) => break,
         }
     }
-    for (i, c) in kids.kids.iter_mut().enumerate() {
-        let st = c.wait().map_err(|e| NetError::io("wait for node", e))?;
-        if !st.success() {
-            return Err(NetError::Child {
-                what: format!("node {i}"),
-                reason: format!("exited with {st}"),
-            });
-        }
+    let _ = tx.send(Msg::Eof(i));
+}
+
+/// Reads one stdout line of node `i`: its listening port, or its report (then returns true).
+/// (Matched anywhere in the line: a test harness may print before it.)
+fn read_node_line(
+    i: usize,
+    l: &str,
+    ports: &mut [Option<u16>],
+    reports: &mut [Option<NodeReport>],
+) -> Result<bool> {
+    if let Some(p) = l.find("LISTEN ").map(|k| &l[k + 7..]) {
+        let port: u16 = p.trim().parse().map_err(|_| NetError::Child {
+            what: format!("node {i}"),
+            reason: format!("bad LISTEN line {l:?}"),
+        })?;
+        ports[i] = Some(port);
+    } else if let Some(j) = l.find("RESULT ").map(|k| &l[k + 7..]) {
+        let r: NodeReport = serde_json::from_str(j).map_err(|e| NetError::Child {
+            what: format!("node {i}"),
+            reason: format!("unreadable report: {e}"),
+        })?;
+        reports[i] = Some(r);
+        return Ok(true);
     }
-    let nodes: Vec<NodeReport> = reports.into_iter().flatten().collect();
-    if nodes.len() != spec.nodes {
-        return Err(NetError::Child {
-            what: "nodes".into(),
-            reason: "not every node reported".into(),
-        });
-    }
-    ShuffleReport::new(spec, cfg, nodes)
+    Ok(false)
 }

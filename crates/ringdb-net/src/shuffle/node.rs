@@ -144,193 +144,304 @@ pub fn peers_of(nodes: usize, node: usize) -> Vec<usize> {
     (0..nodes).filter(|&n| n != node).collect()
 }
 
-fn worker(sh: &Shared, cfg: &NetConfig, conns: Vec<Conn>) -> Result<WorkerOut> {
-    let spec = &sh.spec;
-    let peers = peers_of(spec.nodes, sh.node);
-    let names: Vec<String> = conns.iter().map(|c| c.peer.clone()).collect();
-    let mut t: Box<dyn Transport> = transport::open(cfg, conns)?;
-    let ts = spec.tuple_size;
-    let cap = spec.chunk_payload();
-    let mut conn_of = vec![usize::MAX; spec.nodes];
-    for (j, &p) in peers.iter().enumerate() {
-        conn_of[p] = j;
+/// The error of a worker that stops because another worker of its node failed.
+fn aborted(node: usize) -> NetError {
+    NetError::Node {
+        node,
+        reason: "aborted: another worker failed".into(),
     }
-    let mut tables: Vec<ProbeTable> = (0..peers.len()).map(|_| ProbeTable::new(ts)).collect();
-    let mut table = ProbeTable::new(ts);
-    let mut decoders: Vec<FrameDecoder> = names
-        .iter()
-        .map(|n| FrameDecoder::new(n.clone(), (cap + 64) as u32))
-        .collect();
-    let mut cur: Vec<Option<(u32, usize)>> = vec![None; peers.len()];
-    let mut starts = vec![0usize; peers.len()];
-    let (mut wait_slot_secs, mut wait_end_secs) = (0.0f64, 0.0f64);
-    let mut local = 0u64;
-    let mut last_progress = Instant::now();
-    let tick = Duration::from_millis(50).min(cfg.io_timeout);
+}
 
-    // Everything the receive path does, as one handler.
-    macro_rules! handler {
-        () => {
-            &mut |ev: Event<'_>| -> Result<()> {
-                match ev {
-                    Event::Recv { conn, data } => {
-                        let mut sink = Sink {
-                            table: &mut tables[conn],
-                            spec,
-                            peer_node: peers[conn],
-                            peer: &names[conn],
-                            start: &mut starts[conn],
-                        };
-                        decoders[conn].feed(data, &mut sink)
-                    }
-                    Event::Closed { conn } => {
-                        if decoders[conn].finished() {
-                            Ok(())
-                        } else {
-                            Err(NetError::PeerClosed {
-                                peer: format!("node {} ({})", peers[conn], names[conn]),
-                                when: "mid-shuffle, before its end-of-stream frame".into(),
-                            })
-                        }
-                    }
-                    Event::SendDone { .. } => Ok(()),
-                }
-            }
-        };
+/// Whether `e` is only the follow-up of another worker's failure ([`aborted`]).
+fn is_abort_follow_up(e: &NetError) -> bool {
+    matches!(e, NetError::Node { reason, .. } if reason.starts_with("aborted"))
+}
+
+/// The receive side of one worker: per peer connection, a frame decoder and the probe table
+/// its frames fill.
+struct Receiver<'a> {
+    spec: &'a ShuffleSpec,
+    /// The node id and the address of each peer connection.
+    peers: Vec<usize>,
+    names: Vec<String>,
+    decoders: Vec<FrameDecoder>,
+    tables: Vec<ProbeTable>,
+    /// Where the current frame's payload starts in each table's arena.
+    starts: Vec<usize>,
+}
+
+impl<'a> Receiver<'a> {
+    fn new(spec: &'a ShuffleSpec, peers: Vec<usize>, names: Vec<String>) -> Self {
+        assert_eq!(peers.len(), names.len(), "one name per peer connection");
+        let max_len = (spec.chunk_payload() + 64) as u32;
+        Receiver {
+            decoders: names
+                .iter()
+                .map(|n| FrameDecoder::new(n.clone(), max_len))
+                .collect(),
+            tables: (0..peers.len())
+                .map(|_| ProbeTable::new(spec.tuple_size))
+                .collect(),
+            starts: vec![0; peers.len()],
+            spec,
+            peers,
+            names,
+        }
     }
 
-    // Waits (receiving meanwhile) until a send slot is free.
-    macro_rules! alloc_slot {
-        () => {{
-            loop {
-                if let Some(s) = t.alloc() {
-                    break s;
-                }
-                if sh.abort.load(Ordering::Relaxed) {
-                    return Err(NetError::Node {
-                        node: sh.node,
-                        reason: "aborted: another worker failed".into(),
-                    });
-                }
-                let w0 = Instant::now();
-                let n = t.poll(Some(tick), handler!())?;
-                wait_slot_secs += w0.elapsed().as_secs_f64();
-                if n > 0 {
-                    last_progress = Instant::now();
-                } else if last_progress.elapsed() > cfg.io_timeout {
-                    return Err(NetError::Timeout {
-                        what: "a free send buffer (peers stopped reading)".into(),
-                        after: cfg.io_timeout,
-                    });
+    /// Everything the receive path does with one transport event.
+    fn handle(&mut self, event: Event<'_>) -> Result<()> {
+        match event {
+            Event::Recv { conn, data } => {
+                let mut sink = Sink {
+                    table: &mut self.tables[conn],
+                    spec: self.spec,
+                    peer_node: self.peers[conn],
+                    peer: &self.names[conn],
+                    start: &mut self.starts[conn],
+                };
+                self.decoders[conn].feed(data, &mut sink)
+            }
+            Event::Closed { conn } => {
+                if self.decoders[conn].finished() {
+                    Ok(())
+                } else {
+                    Err(NetError::PeerClosed {
+                        peer: format!("node {} ({})", self.peers[conn], self.names[conn]),
+                        when: "mid-shuffle, before its end-of-stream frame".into(),
+                    })
                 }
             }
-        }};
+            Event::SendDone { .. } => Ok(()),
+        }
     }
 
-    let send_chunk = |t: &mut Box<dyn Transport>, j: usize, slot: u32, fill: usize| {
-        let buf = t.slot_mut(slot);
-        let sum = checksum(&buf[HEADER_LEN..HEADER_LEN + fill]);
-        Header {
-            sender: sh.node as u16,
-            flags: 0,
-            len: fill as u32,
-            tuple_size: ts as u32,
-            checksum: sum,
-        }
-        .encode(&mut buf[..HEADER_LEN]);
-        t.send(j, slot, HEADER_LEN + fill)
-    };
+    /// Peers whose end-of-stream frame arrived.
+    fn finished(&self) -> usize {
+        self.decoders.iter().filter(|d| d.finished()).count()
+    }
+}
 
-    // Scan and shuffle.
-    loop {
-        let start = sh.cursor.fetch_add(spec.morsel, Ordering::Relaxed);
-        if start >= spec.rows_per_node {
-            break;
+/// One worker while it scans, shuffles and receives: its transport, the chunk it fills per
+/// peer, and the probe tables it builds.
+struct Worker<'a> {
+    shared: &'a Shared,
+    cfg: &'a NetConfig,
+    transport: Box<dyn Transport>,
+    receiver: Receiver<'a>,
+    /// The connection index of each destination node (`usize::MAX` for this node).
+    conn_of: Vec<usize>,
+    /// Per peer connection: the send slot being filled and the payload bytes in it.
+    filling: Vec<Option<(u32, usize)>>,
+    /// The tuples whose key partitions to this node.
+    local_table: ProbeTable,
+    local_tuples: u64,
+    wait_slot_secs: f64,
+    wait_end_secs: f64,
+    /// The last time an event arrived: waits fail after `cfg.io_timeout` without one.
+    last_progress: Instant,
+    /// The longest single wait, so that an abort is seen quickly.
+    tick: Duration,
+    /// Payload bytes of a chunk (whole tuples).
+    chunk_capacity: usize,
+}
+
+impl<'a> Worker<'a> {
+    fn open(shared: &'a Shared, cfg: &'a NetConfig, conns: Vec<Conn>) -> Result<Self> {
+        let spec = &shared.spec;
+        let peers = peers_of(spec.nodes, shared.node);
+        let names: Vec<String> = conns.iter().map(|c| c.peer.clone()).collect();
+        let transport = transport::open(cfg, conns)?;
+        let mut conn_of = vec![usize::MAX; spec.nodes];
+        for (j, &p) in peers.iter().enumerate() {
+            conn_of[p] = j;
         }
-        let end = (start + spec.morsel).min(spec.rows_per_node);
-        for row in start..end {
-            let tuple = &sh.table[row * ts..(row + 1) * ts];
-            let dest = partition(key_of(tuple), spec.nodes);
-            if dest == sh.node {
-                table.insert_copy(tuple);
-                local += 1;
-                continue;
-            }
-            let j = conn_of[dest];
-            let (slot, fill) = match cur[j] {
-                Some(c) => c,
-                None => (alloc_slot!(), 0),
-            };
-            t.slot_mut(slot)[HEADER_LEN + fill..HEADER_LEN + fill + ts].copy_from_slice(tuple);
-            let fill = fill + ts;
-            if fill + ts > cap {
-                send_chunk(&mut t, j, slot, fill)?;
-                cur[j] = None;
-            } else {
-                cur[j] = Some((slot, fill));
-            }
-        }
-        if sh.abort.load(Ordering::Relaxed) {
-            return Err(NetError::Node {
-                node: sh.node,
-                reason: "aborted: another worker failed".into(),
-            });
-        }
-        if t.poll(Some(Duration::ZERO), handler!())? > 0 {
-            last_progress = Instant::now();
-        }
+        Ok(Worker {
+            shared,
+            cfg,
+            transport,
+            filling: vec![None; peers.len()],
+            receiver: Receiver::new(spec, peers, names),
+            conn_of,
+            local_table: ProbeTable::new(spec.tuple_size),
+            local_tuples: 0,
+            wait_slot_secs: 0.0,
+            wait_end_secs: 0.0,
+            last_progress: Instant::now(),
+            tick: Duration::from_millis(50).min(cfg.io_timeout),
+            chunk_capacity: spec.chunk_payload(),
+        })
     }
-    // Flush partial chunks, then end every stream.
-    let partial: Vec<Option<(u32, usize)>> = cur.iter_mut().map(Option::take).collect();
-    for (j, part) in partial.into_iter().enumerate() {
-        if let Some((slot, fill)) = part {
-            send_chunk(&mut t, j, slot, fill)?;
+
+    /// Fails when another worker of this node failed.
+    fn check_abort(&self) -> Result<()> {
+        if self.shared.abort.load(Ordering::Relaxed) {
+            return Err(aborted(self.shared.node));
         }
-        let slot = alloc_slot!();
-        Header {
-            sender: sh.node as u16,
-            flags: FLAG_EOS,
-            len: 0,
-            tuple_size: ts as u32,
-            checksum: 0,
-        }
-        .encode(&mut t.slot_mut(slot)[..HEADER_LEN]);
-        t.send(j, slot, HEADER_LEN)?;
+        Ok(())
     }
-    last_progress = Instant::now();
-    // Receive until every peer ended its stream and our sends are done.
-    while !(decoders.iter().all(|d| d.finished()) && t.pending_sends() == 0) {
-        if sh.abort.load(Ordering::Relaxed) {
-            return Err(NetError::Node {
-                node: sh.node,
-                reason: "aborted: another worker failed".into(),
-            });
-        }
-        let w0 = Instant::now();
-        let n = t.poll(Some(tick), handler!())?;
-        wait_end_secs += w0.elapsed().as_secs_f64();
-        if n > 0 {
-            last_progress = Instant::now();
-        } else if last_progress.elapsed() > cfg.io_timeout {
-            let done = decoders.iter().filter(|d| d.finished()).count();
+
+    /// Polls the transport, handing every event to the receive path.
+    fn poll(&mut self, timeout: Duration) -> Result<usize> {
+        let receiver = &mut self.receiver;
+        self.transport
+            .poll(Some(timeout), &mut |event| receiver.handle(event))
+    }
+
+    /// One bounded wait (receiving meanwhile): fails when another worker failed, or when
+    /// nothing has happened for the I/O timeout (`waiting_for` names what was awaited).
+    /// Returns the seconds waited.
+    fn wait_step(&mut self, waiting_for: impl FnOnce(&Self) -> String) -> Result<f64> {
+        self.check_abort()?;
+        let started = Instant::now();
+        let events = self.poll(self.tick)?;
+        let waited_secs = started.elapsed().as_secs_f64();
+        if events > 0 {
+            self.last_progress = Instant::now();
+        } else if self.last_progress.elapsed() > self.cfg.io_timeout {
             return Err(NetError::Timeout {
-                what: format!(
-                    "the rest of the shuffle ({done} of {} peers finished, {} sends pending)",
-                    decoders.len(),
-                    t.pending_sends()
-                ),
-                after: cfg.io_timeout,
+                what: waiting_for(self),
+                after: self.cfg.io_timeout,
             });
         }
+        Ok(waited_secs)
     }
-    tables.push(table);
-    Ok(WorkerOut {
-        wait_slot_secs,
-        wait_end_secs,
-        tables,
-        stats: t.stats(),
-        local,
-    })
+
+    /// A free send slot, waiting (receiving meanwhile) until one is.
+    fn alloc_slot(&mut self) -> Result<u32> {
+        loop {
+            if let Some(slot) = self.transport.alloc() {
+                return Ok(slot);
+            }
+            self.wait_slot_secs +=
+                self.wait_step(|_| "a free send buffer (peers stopped reading)".into())?;
+        }
+    }
+
+    /// A header from this node.
+    fn header(&self, flags: u16, len: usize, checksum: u64) -> Header {
+        Header {
+            sender: self.shared.node as u16,
+            flags,
+            len: len as u32,
+            tuple_size: self.shared.spec.tuple_size as u32,
+            checksum,
+        }
+    }
+
+    /// Seals the chunk in `slot` (`fill` payload bytes) with its header and sends it to peer
+    /// connection `conn`.
+    fn send_chunk(&mut self, conn: usize, slot: u32, fill: usize) -> Result<()> {
+        let sum = checksum(&self.transport.slot_mut(slot)[HEADER_LEN..HEADER_LEN + fill]);
+        let header = self.header(0, fill, sum);
+        header.encode(&mut self.transport.slot_mut(slot)[..HEADER_LEN]);
+        self.transport.send(conn, slot, HEADER_LEN + fill)
+    }
+
+    /// Scans morsels of this node's table until none is left, sending every tuple to the node
+    /// its key partitions to.
+    fn scan(&mut self) -> Result<()> {
+        let shared = self.shared;
+        let spec = &shared.spec;
+        loop {
+            let start = shared.cursor.fetch_add(spec.morsel, Ordering::Relaxed);
+            if start >= spec.rows_per_node {
+                return Ok(());
+            }
+            let end = (start + spec.morsel).min(spec.rows_per_node);
+            for row in start..end {
+                self.shuffle_tuple(row)?;
+            }
+            self.check_abort()?;
+            if self.poll(Duration::ZERO)? > 0 {
+                self.last_progress = Instant::now();
+            }
+        }
+    }
+
+    /// Keeps tuple `row` here or appends it to the chunk of its destination, sending the chunk
+    /// when the next tuple would not fit.
+    fn shuffle_tuple(&mut self, row: usize) -> Result<()> {
+        let shared = self.shared;
+        let tuple_size = shared.spec.tuple_size;
+        let tuple = &shared.table[row * tuple_size..(row + 1) * tuple_size];
+        let dest = partition(key_of(tuple), shared.spec.nodes);
+        if dest == shared.node {
+            self.local_table.insert_copy(tuple);
+            self.local_tuples += 1;
+            return Ok(());
+        }
+        let conn = self.conn_of[dest];
+        let (slot, fill) = match self.filling[conn] {
+            Some(filling) => filling,
+            None => (self.alloc_slot()?, 0),
+        };
+        let at = HEADER_LEN + fill;
+        self.transport.slot_mut(slot)[at..at + tuple_size].copy_from_slice(tuple);
+        let fill = fill + tuple_size;
+        if fill + tuple_size > self.chunk_capacity {
+            self.send_chunk(conn, slot, fill)?;
+            self.filling[conn] = None;
+        } else {
+            self.filling[conn] = Some((slot, fill));
+        }
+        Ok(())
+    }
+
+    /// Sends the partly filled chunks, then ends every stream with an end-of-stream frame.
+    fn end_streams(&mut self) -> Result<()> {
+        let partial: Vec<Option<(u32, usize)>> =
+            self.filling.iter_mut().map(Option::take).collect();
+        for (conn, part) in partial.into_iter().enumerate() {
+            if let Some((slot, fill)) = part {
+                self.send_chunk(conn, slot, fill)?;
+            }
+            let slot = self.alloc_slot()?;
+            let eos = self.header(FLAG_EOS, 0, 0);
+            eos.encode(&mut self.transport.slot_mut(slot)[..HEADER_LEN]);
+            self.transport.send(conn, slot, HEADER_LEN)?;
+        }
+        Ok(())
+    }
+
+    /// Receives until every peer ended its stream and this worker's sends are done.
+    fn drain(&mut self) -> Result<()> {
+        self.last_progress = Instant::now();
+        while !(self.receiver.finished() == self.receiver.decoders.len()
+            && self.transport.pending_sends() == 0)
+        {
+            self.wait_end_secs += self.wait_step(|w| {
+                format!(
+                    "the rest of the shuffle ({} of {} peers finished, {} sends pending)",
+                    w.receiver.finished(),
+                    w.receiver.decoders.len(),
+                    w.transport.pending_sends()
+                )
+            })?;
+        }
+        Ok(())
+    }
+
+    fn finish(self) -> WorkerOut {
+        let mut tables = self.receiver.tables;
+        tables.push(self.local_table);
+        WorkerOut {
+            wait_slot_secs: self.wait_slot_secs,
+            wait_end_secs: self.wait_end_secs,
+            tables,
+            stats: self.transport.stats(),
+            local: self.local_tuples,
+        }
+    }
+}
+
+/// One worker's whole shuffle: scan and send, end the streams, receive the rest.
+fn worker(shared: &Shared, cfg: &NetConfig, conns: Vec<Conn>) -> Result<WorkerOut> {
+    let mut worker = Worker::open(shared, cfg, conns)?;
+    worker.scan()?;
+    worker.end_streams()?;
+    worker.drain()?;
+    Ok(worker.finish())
 }
 
 /// Runs node `node` of `spec` over `conns[w][j]` (worker w, j-th peer in [`peers_of`] order).
@@ -345,14 +456,8 @@ pub fn run_node(
     if conns.len() != spec.workers {
         return Err(NetError::invalid("connections", "one set per worker"));
     }
-    let npeers = spec.nodes - 1;
-    let mut cfg = cfg.clone();
-    cfg.send_buf_size = HEADER_LEN + spec.chunk_payload();
-    // Per peer: one chunk filling, two in flight (or waiting for their zc notification).
-    cfg.send_bufs = (npeers * 3).max(2);
-    cfg.recv_buf_size = cfg.recv_buf_size.clamp(64 * 1024, 1 << 20);
-    cfg.validate()?;
-    let sh = Arc::new(Shared {
+    let cfg = node_config(spec, cfg)?;
+    let shared = Arc::new(Shared {
         spec: spec.clone(),
         node,
         table: super::data::generate_table(spec, node),
@@ -361,24 +466,56 @@ pub fn run_node(
     });
     let cpu0 = process_cpu_secs();
     let t0 = Instant::now();
-    let handles: Vec<_> = conns
+    let handles = spawn_workers(&shared, &cfg, conns)?;
+    let outs = join_workers(handles, node)?;
+    let shuffle_secs = t0.elapsed().as_secs_f64();
+    let cpu_secs = process_cpu_secs() - cpu0;
+    Ok(node_report(spec, node, &cfg, &outs, shuffle_secs, cpu_secs))
+}
+
+/// `cfg` with the send and receive buffers a node of `spec` uses.
+fn node_config(spec: &ShuffleSpec, cfg: &NetConfig) -> Result<NetConfig> {
+    let npeers = spec.nodes - 1;
+    let mut cfg = cfg.clone();
+    cfg.send_buf_size = HEADER_LEN + spec.chunk_payload();
+    // Per peer: one chunk filling, two in flight (or waiting for their zc notification).
+    cfg.send_bufs = (npeers * 3).max(2);
+    cfg.recv_buf_size = cfg.recv_buf_size.clamp(64 * 1024, 1 << 20);
+    cfg.validate()?;
+    Ok(cfg)
+}
+
+type WorkerHandle = std::thread::JoinHandle<Result<WorkerOut>>;
+
+/// Starts one thread per worker; a worker that fails tells the others to abort.
+fn spawn_workers(
+    shared: &Arc<Shared>,
+    cfg: &NetConfig,
+    conns: Vec<Vec<Conn>>,
+) -> Result<Vec<WorkerHandle>> {
+    let node = shared.node;
+    conns
         .into_iter()
         .enumerate()
         .map(|(w, c)| {
-            let sh = sh.clone();
+            let shared = shared.clone();
             let cfg = cfg.clone();
             std::thread::Builder::new()
                 .name(format!("shuffle-n{node}w{w}"))
                 .spawn(move || {
-                    let r = worker(&sh, &cfg, c);
+                    let r = worker(&shared, &cfg, c);
                     if r.is_err() {
-                        sh.abort.store(true, Ordering::Relaxed);
+                        shared.abort.store(true, Ordering::Relaxed);
                     }
                     r
                 })
                 .map_err(|e| NetError::io("spawn worker thread", e))
         })
-        .collect::<Result<_>>()?;
+        .collect()
+}
+
+/// Waits for every worker; the first root cause wins over "aborted" follow-ups.
+fn join_workers(handles: Vec<WorkerHandle>, node: usize) -> Result<Vec<WorkerOut>> {
     let mut outs = Vec::new();
     let mut first_err: Option<NetError> = None;
     for h in handles {
@@ -386,12 +523,11 @@ pub fn run_node(
             Ok(Ok(o)) => outs.push(o),
             Ok(Err(e)) => {
                 // Prefer the root cause over "aborted" follow-ups.
-                let follow_up =
-                    matches!(&e, NetError::Node { reason, .. } if reason.starts_with("aborted"));
-                if first_err.is_none()
-                    || (!follow_up
-                        && matches!(&first_err, Some(NetError::Node { reason, .. }) if reason.starts_with("aborted")))
-                {
+                let replaces = match &first_err {
+                    None => true,
+                    Some(first) => !is_abort_follow_up(&e) && is_abort_follow_up(first),
+                };
+                if replaces {
                     first_err = Some(e);
                 }
             }
@@ -403,17 +539,27 @@ pub fn run_node(
             }
         }
     }
-    if let Some(e) = first_err {
-        return Err(e);
+    match first_err {
+        Some(e) => Err(e),
+        None => Ok(outs),
     }
-    let shuffle_secs = t0.elapsed().as_secs_f64();
-    let cpu_secs = process_cpu_secs() - cpu0;
+}
+
+/// The node's report from its workers' results (the join runs here, and is timed).
+fn node_report(
+    spec: &ShuffleSpec,
+    node: usize,
+    cfg: &NetConfig,
+    outs: &[WorkerOut],
+    shuffle_secs: f64,
+    cpu_secs: f64,
+) -> NodeReport {
     let j0 = Instant::now();
     let mut join = JoinResult::default();
     let mut stats = TransportStats::default();
     let mut local = 0;
     let (mut wsb, mut we) = (0.0, 0.0);
-    for o in &outs {
+    for o in outs {
         wsb += o.wait_slot_secs;
         we += o.wait_end_secs;
         for t in &o.tables {
@@ -422,7 +568,7 @@ pub fn run_node(
         stats.add(&o.stats);
         local += o.local;
     }
-    Ok(NodeReport {
+    NodeReport {
         node,
         transport: cfg.spec(),
         bytes_sent: stats.bytes_sent,
@@ -440,5 +586,5 @@ pub fn run_node(
         multishot_rearms: stats.multishot_rearms,
         wait_send_buf_secs: wsb,
         wait_end_secs: we,
-    })
+    }
 }

@@ -1,0 +1,253 @@
+//! The AFL++ targets' bodies, one function per decoder, and their seeds. Each takes the raw
+//! input: a decoder's parameters (page size, expected page id, LSN, read sizes) come from its
+//! first bytes, the rest is what the decoder reads. A target panics only when a decoder did
+//! (or broke what it promised), and AFL++ records that as a crash.
+
+use ringdb::checkpoint;
+use ringdb::meta::{Meta, META_PID};
+use ringdb::node::{self, NodeMut, NodeRef};
+use ringdb::page::{self, PageType};
+use ringdb::wal::{self, Op};
+use ringdb::TreeRoot;
+use ringdb_net::frame::{checksum, FrameDecoder, FrameSink, Header, FLAG_EOS, HEADER_LEN};
+
+/// The targets, as their binaries are named.
+pub const TARGETS: [&str; 6] = [
+    "node_check",
+    "page_verify",
+    "meta",
+    "wal_record",
+    "dw_header",
+    "frame",
+];
+
+const PAGE_SIZES: [usize; 5] = [1024, 2048, 4096, 8192, 65536];
+
+/// The first 8 bytes as a number, and the rest.
+fn split_u64(data: &[u8]) -> (u64, &[u8]) {
+    if data.len() < 8 {
+        return (0, data);
+    }
+    let (head, rest) = data.split_at(8);
+    (u64::from_le_bytes(head.try_into().expect("8 bytes")), rest)
+}
+
+/// `node::check`; a node that passes can be read whole.
+pub fn node_check(data: &[u8]) {
+    if node::check(data).is_err() {
+        return;
+    }
+    let node = NodeRef::new(data).expect("check passed, so the header is valid");
+    let mut previous: Option<&[u8]> = None;
+    for (key, value) in node.iter() {
+        assert!(previous.is_none_or(|p| p < key), "keys out of order");
+        assert!(
+            !node.is_inner() || value.len() == 8,
+            "inner value not a child id"
+        );
+        previous = Some(key);
+    }
+    if node.is_inner() {
+        let _ = node.child_for(b"k");
+    }
+    assert!(node.used_space() <= node.capacity());
+}
+
+/// `page::verify` against the expected id in the first 8 bytes.
+pub fn page_verify(data: &[u8]) {
+    let (expected_id, page_bytes) = split_u64(data);
+    if page::verify(page_bytes, expected_id).is_ok() {
+        assert!(page::check_header(page_bytes, expected_id).is_ok());
+        assert_eq!(page::page_id(page_bytes), expected_id);
+    }
+}
+
+/// The meta page as recovery reads it: `verify`, then `Meta::read_from` (which must not
+/// panic on its own either).
+pub fn meta(data: &[u8]) {
+    let _ = page::verify(data, META_PID);
+    if let Ok(meta) = Meta::read_from(data) {
+        assert!(meta.root.root < meta.next_pid);
+        assert!(meta.free_pages.len() <= Meta::free_capacity(data.len()));
+    }
+}
+
+/// WAL records from the LSN in the first 8 bytes, walked like recovery walks the log.
+pub fn wal_record(data: &[u8]) {
+    let (lsn, log) = split_u64(data);
+    let mut at = 0;
+    while let Some((len, _)) = wal::decode_record(&log[at..], lsn.wrapping_add(at as u64)) {
+        assert!(len >= wal::RECORD_HEADER && len <= log.len() - at);
+        at += len;
+    }
+}
+
+/// The double-write file of the page size the first byte selects.
+pub fn dw_header(data: &[u8]) {
+    let Some((&select, file)) = data.split_first() else {
+        return;
+    };
+    let page_size = PAGE_SIZES[select as usize % PAGE_SIZES.len()];
+    if let Some(dw) = checkpoint::decode_dw(file, page_size) {
+        assert!(!dw.pages.is_empty() && (dw.pages.len() + 1) * page_size <= file.len());
+    }
+}
+
+/// Counts what a frame decoder hands its sink, and checks the order of the calls.
+#[derive(Default, PartialEq, Eq, Debug)]
+struct Counter {
+    frames: u64,
+    payload_bytes: u64,
+    open: Option<(Header, u64)>,
+}
+
+impl FrameSink for Counter {
+    fn begin(&mut self, h: &Header) -> ringdb_net::Result<()> {
+        assert!(self.open.is_none(), "begin mid-frame");
+        self.open = Some((*h, 0));
+        Ok(())
+    }
+    fn payload(&mut self, data: &[u8]) -> ringdb_net::Result<()> {
+        let (h, got) = self.open.as_mut().expect("payload outside a frame");
+        *got += data.len() as u64;
+        assert!(*got <= u64::from(h.len), "payload overran its header");
+        self.payload_bytes += data.len() as u64;
+        Ok(())
+    }
+    fn end(&mut self, h: &Header) -> ringdb_net::Result<()> {
+        let (open, got) = self.open.take().expect("end outside a frame");
+        assert!(
+            open == *h && got == u64::from(h.len),
+            "end before the whole payload"
+        );
+        assert!(h.flags & !FLAG_EOS == 0);
+        self.frames += 1;
+        Ok(())
+    }
+}
+
+/// Feeds `stream` in pieces of `piece` bytes (0: whole); the counts and whether it failed.
+fn feed(stream: &[u8], piece: usize) -> (Counter, bool) {
+    let mut decoder = FrameDecoder::new("afl", 4096);
+    let mut sink = Counter::default();
+    let pieces: Vec<&[u8]> = if piece == 0 {
+        vec![stream]
+    } else {
+        stream.chunks(piece).collect()
+    };
+    let failed = pieces.iter().any(|p| decoder.feed(p, &mut sink).is_err());
+    (sink, failed)
+}
+
+/// The shuffle's frame decoding: the stream after the first byte, fed whole and in pieces of
+/// the size the first byte names; both must agree.
+pub fn frame(data: &[u8]) {
+    let Some((&piece, stream)) = data.split_first() else {
+        return;
+    };
+    let whole = feed(stream, 0);
+    let split = feed(stream, usize::from(piece % 64) + 1);
+    assert_eq!(whole, split, "the split changed the result");
+}
+
+/// Runs target `name` on `data`.
+pub fn run(name: &str, data: &[u8]) {
+    match name {
+        "node_check" => node_check(data),
+        "page_verify" => page_verify(data),
+        "meta" => meta(data),
+        "wal_record" => wal_record(data),
+        "dw_header" => dw_header(data),
+        "frame" => frame(data),
+        other => panic!("no target {other}"),
+    }
+}
+
+/// Valid inputs to start each target from (name, file name, bytes).
+pub fn seeds() -> Vec<(&'static str, String, Vec<u8>)> {
+    let mut seeds = Vec::new();
+    for (i, size) in [1024usize, 4096].into_iter().enumerate() {
+        let mut leaf = vec![0u8; size];
+        NodeMut::init_leaf(&mut leaf);
+        let mut node = NodeMut::new(&mut leaf);
+        for k in 0..8u8 {
+            let _ = node.insert(&[b'k', k], &[k; 5]);
+        }
+        page::seal(&mut leaf, 7);
+        seeds.push(("node_check", format!("leaf-{i}"), leaf.clone()));
+        let mut with_id = 7u64.to_le_bytes().to_vec();
+        with_id.extend_from_slice(&leaf);
+        seeds.push(("page_verify", format!("leaf-{i}"), with_id));
+        let meta = Meta {
+            page_size: size as u32,
+            root: TreeRoot { root: 1, height: 1 },
+            next_pid: 9,
+            free_pages: vec![2, 3],
+            logged: true,
+            epoch: 4,
+            redo_lsn: 64,
+            wal_bytes: 1 << 20,
+        };
+        let image = checkpoint::meta_page(&meta, size);
+        seeds.push(("meta", format!("meta-{i}"), image.as_slice().to_vec()));
+    }
+    seeds.extend(more_seeds());
+    seeds
+}
+
+fn more_seeds() -> Vec<(&'static str, String, Vec<u8>)> {
+    let mut log = 4096u64.to_le_bytes().to_vec();
+    let mut records = Vec::new();
+    let put = |k: &[u8]| Op::Put {
+        key: k.to_vec(),
+        value: b"value".to_vec(),
+    };
+    wal::encode_record(
+        &mut records,
+        4096,
+        &[put(b"a"), Op::Delete { key: b"b".to_vec() }],
+    );
+    let next = 4096 + records.len() as u64;
+    wal::encode_record(&mut records, next, &[put(b"c")]);
+    log.extend_from_slice(&records);
+    let mut stream = vec![3u8];
+    for (flags, payload) in [(0u16, vec![9u8; 64]), (FLAG_EOS, Vec::new())] {
+        let mut header = [0u8; HEADER_LEN];
+        Header {
+            sender: 1,
+            flags,
+            len: payload.len() as u32,
+            tuple_size: 8,
+            checksum: checksum(&payload),
+        }
+        .encode(&mut header);
+        stream.extend_from_slice(&header);
+        stream.extend_from_slice(&payload);
+    }
+    vec![
+        ("wal_record", "two-records".into(), log),
+        ("dw_header", "one-page".into(), dw_seed()),
+        ("frame", "two-frames".into(), stream),
+    ]
+}
+
+/// A double-write file of one 1 KiB page (page size selector 0), as `checkpoint.rs` lays it out.
+fn dw_seed() -> Vec<u8> {
+    let page_size = 1024;
+    let mut image = vec![0u8; page_size];
+    page::init(&mut image, PageType::Leaf);
+    page::seal(&mut image, 5);
+    let mut file = vec![0u8; 2 * page_size];
+    file[8..16].copy_from_slice(b"RINGDBDW");
+    file[16..24].copy_from_slice(&1u64.to_le_bytes());
+    file[24..32].copy_from_slice(&1u64.to_le_bytes());
+    file[32..36].copy_from_slice(&(page_size as u32).to_le_bytes());
+    file[36..40].copy_from_slice(&1u32.to_le_bytes());
+    file[40..48].copy_from_slice(&5u64.to_le_bytes());
+    file[page_size..].copy_from_slice(&image);
+    let crc = crc32c::crc32c(&file[4..]);
+    file[..4].copy_from_slice(&crc.to_le_bytes());
+    let mut input = vec![0u8];
+    input.extend_from_slice(&file);
+    input
+}
