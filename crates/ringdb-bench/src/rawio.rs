@@ -168,8 +168,8 @@ impl IoSpec {
         }
         if self.io.iopoll && !self.direct {
             return Err(IoError::Unsupported {
-                switch: "--iopoll",
-                reason: "polled completions need O_DIRECT; use --direct 1".into(),
+                switch: ringdb_io::Switch::Iopoll,
+                reason: "polled completions need O_DIRECT".into(),
             }
             .into());
         }

@@ -1,5 +1,6 @@
 //! `ringdb`: the command line of the ringdb storage engine and I/O lab.
 
+mod hints;
 mod io_cmd;
 mod kv_cmd;
 mod ladder_cmd;
@@ -74,6 +75,9 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("ringdb: error: {e}");
+            if let Some(hint) = hints::hint(e.as_ref()) {
+                eprintln!("ringdb: hint: {hint}");
+            }
             ExitCode::from(2)
         }
     }

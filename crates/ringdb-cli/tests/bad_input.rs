@@ -1,5 +1,9 @@
-//! Bad input gives a one-line error naming the cause and the fix, exit code 2, and no panic.
+//! Bad input gives a one-line error naming the cause and the fix (plus, where the CLI has one,
+//! a hint line in flag words), exit code 2, and no panic.
 
+mod common;
+
+use common::assert_refused;
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
@@ -18,18 +22,6 @@ fn is_root() -> bool {
                 .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"))
         })
         .unwrap_or(false)
-}
-
-/// Asserts exit code 2, a single `ringdb: error:` line containing `needle`, and no panic.
-#[track_caller]
-fn assert_refused(out: &Output, needle: &str) {
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "stderr: {err}");
-    assert!(!err.contains("panicked"), "panic: {err}");
-    let lines: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty()).collect();
-    assert_eq!(lines.len(), 1, "expected one line, got: {err}");
-    assert!(lines[0].starts_with("ringdb: error:"), "{err}");
-    assert!(lines[0].contains(needle), "expected {needle:?} in: {err}");
 }
 
 fn io(args: &[&str]) -> Output {

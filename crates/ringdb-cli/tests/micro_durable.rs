@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{ringdb, tmp};
+use common::{assert_refused, ringdb, tmp};
 use serde_json::Value;
 use std::path::PathBuf;
 
@@ -104,18 +104,6 @@ fn every_method_has_a_row_and_nvme_flush_says_why_not() {
     let s = std::fs::read_to_string(&svg).expect("plot written");
     let _ = std::fs::remove_file(&svg);
     assert!(s.contains("<svg"));
-}
-
-/// Asserts exit code 2 and one `ringdb: error:` line containing `needle`, no panic.
-#[track_caller]
-fn assert_refused(out: &std::process::Output, needle: &str) {
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "stderr: {err}");
-    assert!(!err.contains("panicked"), "panic: {err}");
-    let lines: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty()).collect();
-    assert_eq!(lines.len(), 1, "expected one line, got: {err}");
-    assert!(lines[0].starts_with("ringdb: error:"), "{err}");
-    assert!(lines[0].contains(needle), "expected {needle:?} in: {err}");
 }
 
 #[test]

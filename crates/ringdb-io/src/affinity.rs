@@ -3,12 +3,17 @@
 //! On a VM, a wake-up that crosses vCPUs can cost tens of microseconds (an IPI to a halted
 //! vCPU); a ring whose io-wq workers share its core avoids that (docs/results/fio-compare.md).
 
-use crate::error::{IoError, Result};
+use crate::error::{IoError, Result, Setting};
 
 /// A `cpu_set_t` holding just `cpu`.
 pub fn cpu_set(cpu: u32) -> Result<libc::cpu_set_t> {
     if cpu as usize >= libc::CPU_SETSIZE as usize {
-        return Err(IoError::InvalidArg(format!("CPU {cpu} is out of range")));
+        return Err(IoError::OutOfRange {
+            setting: Setting::Cpu,
+            value: cpu as u64,
+            min: 0,
+            max: libc::CPU_SETSIZE as u64 - 1,
+        });
     }
     // SAFETY: cpu_set_t is a plain bit array; all zeroes is the empty set.
     let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
@@ -24,11 +29,11 @@ pub fn pin_current_thread(cpu: u32) -> Result<()> {
     let ret = unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) };
     if ret != 0 {
         let e = std::io::Error::last_os_error();
-        return Err(IoError::InvalidArg(format!(
-            "cannot pin to CPU {cpu} ({e}); this machine has {} online CPUs (0..{})",
-            online_cpus(),
-            online_cpus().saturating_sub(1)
-        )));
+        return Err(IoError::CannotPin {
+            cpu,
+            online: online_cpus(),
+            source: e,
+        });
     }
     Ok(())
 }
@@ -40,7 +45,11 @@ pub fn online_cpus() -> usize {
 
 /// Parses a CPU list such as `0`, `0,2`, `0-3` or `0-1,4`.
 pub fn parse_cpu_list(s: &str) -> Result<Vec<u32>> {
-    let bad = || IoError::InvalidArg(format!("bad CPU list {s:?}; use e.g. 0, 0,2 or 0-3"));
+    let bad = || IoError::Unparsable {
+        what: "CPU list",
+        value: s.to_string(),
+        expected: "a list such as 0, 0,2 or 0-3",
+    };
     let mut cpus = Vec::new();
     for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
         match part.split_once('-') {

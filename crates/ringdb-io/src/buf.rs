@@ -4,6 +4,7 @@
 //! engine's contract (see [`crate::engine::Engine::push`]) keeps the memory alive until the
 //! completion is reaped.
 
+use crate::error::Setting;
 use std::alloc::{self, Layout};
 use std::ptr::NonNull;
 
@@ -86,24 +87,39 @@ impl FixedBufferPool {
     pub fn new(count: usize, buf_len: usize) -> crate::Result<Self> {
         let buf_len = buf_len.max(1).div_ceil(BUF_ALIGN) * BUF_ALIGN;
         if count == 0 {
-            return Err(crate::IoError::InvalidArg(
-                "a buffer pool needs at least one buffer".into(),
-            ));
+            return Err(crate::IoError::OutOfRange {
+                setting: Setting::BufferCount,
+                value: 0,
+                min: 1,
+                max: u32::MAX as u64,
+            });
         }
         if buf_len > MAX_FIXED_BUFFER_BYTES {
-            return Err(crate::IoError::InvalidArg(format!(
-                "a fixed buffer holds at most 1 GiB, asked for {buf_len} bytes"
-            )));
+            return Err(crate::IoError::OutOfRange {
+                setting: Setting::BufferSize,
+                value: buf_len as u64,
+                min: 1,
+                max: MAX_FIXED_BUFFER_BYTES as u64,
+            });
         }
         let per_entry = count.div_ceil(MAX_FIXED_BUFFERS);
         if per_entry * buf_len > MAX_FIXED_BUFFER_BYTES {
-            return Err(crate::IoError::InvalidArg(format!(
-                "{count} buffers of {buf_len} bytes do not fit io_uring's 16384 x 1 GiB registration limit"
-            )));
+            // io_uring registers at most 16384 buffers of at most 1 GiB each.
+            return Err(crate::IoError::OutOfRange {
+                setting: Setting::BufferCount,
+                value: count as u64,
+                min: 1,
+                max: (MAX_FIXED_BUFFERS * (MAX_FIXED_BUFFER_BYTES / buf_len)) as u64,
+            });
         }
         let total = count
             .checked_mul(buf_len)
-            .ok_or_else(|| crate::IoError::InvalidArg("buffer pool size overflows".into()))?;
+            .ok_or(crate::IoError::OutOfRange {
+                setting: Setting::BufferCount,
+                value: count as u64,
+                min: 1,
+                max: (usize::MAX / buf_len) as u64,
+            })?;
         Ok(FixedBufferPool {
             mem: AlignedBuf::new(total),
             buf_len,

@@ -1,6 +1,6 @@
 //! `IoConfig`: one engine plus every io_uring switch of the paper, each usable alone.
 
-use crate::error::{IoError, Result};
+use crate::error::{IoError, Result, Setting, Switch};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::str::FromStr;
@@ -68,9 +68,11 @@ impl FromStr for EngineKind {
             "uring-sync" => Ok(EngineKind::UringSync),
             "uring" | "io_uring" => Ok(EngineKind::Uring),
             "uring-passthrough" | "io_uring_cmd" => Ok(EngineKind::UringPassthrough),
-            _ => Err(IoError::InvalidArg(format!(
-                "unknown engine {s:?}; expected posix, libaio, uring-sync, uring or uring-passthrough"
-            ))),
+            _ => Err(IoError::Unparsable {
+                what: "engine",
+                value: s.to_string(),
+                expected: "posix, libaio, uring-sync, uring or uring-passthrough",
+            }),
         }
     }
 }
@@ -105,9 +107,11 @@ impl FromStr for SetupMode {
             "default" => Ok(SetupMode::Default),
             "coop" => Ok(SetupMode::Coop),
             "defer" => Ok(SetupMode::Defer),
-            _ => Err(IoError::InvalidArg(format!(
-                "unknown setup mode {s:?}; expected default, coop or defer"
-            ))),
+            _ => Err(IoError::Unparsable {
+                what: "setup mode",
+                value: s.to_string(),
+                expected: "default, coop or defer",
+            }),
         }
     }
 }
@@ -148,10 +152,10 @@ impl fmt::Display for Batching {
 impl FromStr for Batching {
     type Err = IoError;
     fn from_str(s: &str) -> Result<Self> {
-        let bad = || {
-            IoError::InvalidArg(format!(
-                "unknown batching policy {s:?}; expected each, adaptive or fixed(N) (also fixed:N)"
-            ))
+        let bad = || IoError::Unparsable {
+            what: "batching policy",
+            value: s.to_string(),
+            expected: "each, adaptive or fixed(N) (also fixed:N)",
         };
         match s {
             "each" => Ok(Batching::Each),
@@ -165,9 +169,12 @@ impl FromStr for Batching {
                     .ok_or_else(bad)?;
                 let n: u32 = n.parse().map_err(|_| bad())?;
                 if n == 0 || n > MAX_QUEUE_DEPTH {
-                    return Err(IoError::InvalidArg(format!(
-                        "fixed batch size must be in 1..={MAX_QUEUE_DEPTH}, got {n}"
-                    )));
+                    return Err(IoError::OutOfRange {
+                        setting: Setting::BatchSize,
+                        value: n as u64,
+                        min: 1,
+                        max: MAX_QUEUE_DEPTH as u64,
+                    });
                 }
                 Ok(Batching::Fixed(n))
             }
@@ -264,41 +271,46 @@ impl IoConfig {
     /// Rejects combinations that cannot mean anything, before any resource is created.
     pub fn validate(&self) -> Result<()> {
         if self.queue_depth == 0 || self.queue_depth > MAX_QUEUE_DEPTH {
-            return Err(IoError::InvalidArg(format!(
-                "queue depth must be in 1..={MAX_QUEUE_DEPTH}, got {}",
-                self.queue_depth
-            )));
+            return Err(IoError::OutOfRange {
+                setting: Setting::QueueDepth,
+                value: self.queue_depth as u64,
+                min: 1,
+                max: MAX_QUEUE_DEPTH as u64,
+            });
         }
         if let Some(cq) = self.cq_size {
             if cq < self.queue_depth || cq > 4 * MAX_QUEUE_DEPTH {
-                return Err(IoError::InvalidArg(format!(
-                    "CQ size {cq} must be at least the queue depth {} and at most {}",
-                    self.queue_depth,
-                    4 * MAX_QUEUE_DEPTH
-                )));
+                return Err(IoError::OutOfRange {
+                    setting: Setting::CompletionQueueSize,
+                    value: cq as u64,
+                    min: self.queue_depth as u64,
+                    max: 4 * MAX_QUEUE_DEPTH as u64,
+                });
             }
         }
         if !self.engine.is_uring() {
             let uring_only = [
-                ("--setup", self.setup != SetupMode::Default),
-                ("--sqpoll", self.sqpoll.is_some()),
-                ("--register-ring-fd", self.register_ring_fd),
-                ("--register-files", self.register_files),
-                ("--fixedbufs", self.fixed_buffers),
-                ("--iopoll", self.iopoll),
-                ("--force-async", self.force_async),
+                (Switch::SetupMode, self.setup != SetupMode::Default),
+                (Switch::Sqpoll, self.sqpoll.is_some()),
+                (Switch::RegisteredRingFd, self.register_ring_fd),
+                (Switch::RegisteredFiles, self.register_files),
+                (Switch::FixedBuffers, self.fixed_buffers),
+                (Switch::Iopoll, self.iopoll),
+                (Switch::ForceAsync, self.force_async),
             ];
-            if let Some((flag, _)) = uring_only.iter().find(|(_, on)| *on) {
-                return Err(IoError::InvalidArg(format!(
-                    "{flag} is an io_uring switch; use it with --engine uring or uring-sync, not {}",
-                    self.engine
-                )));
+            if let Some((switch, _)) = uring_only.iter().find(|(_, on)| *on) {
+                return Err(IoError::SwitchNeedsUring {
+                    switch: *switch,
+                    engine: self.engine,
+                });
             }
         }
         if self.sqpoll.is_some() && self.setup == SetupMode::Defer {
-            return Err(IoError::InvalidArg(
-                "--sqpoll and --setup defer exclude each other (DEFER_TASKRUN needs the submitting task to run completions); pick one".into(),
-            ));
+            return Err(IoError::Conflict {
+                first: Switch::Sqpoll,
+                second: Switch::SetupMode,
+                reason: "DEFER_TASKRUN needs the submitting task to run completions, which the SQ polling thread is not",
+            });
         }
         Ok(())
     }
@@ -369,8 +381,18 @@ mod tests {
     fn uring_switch_on_posix_is_refused() {
         let mut c = IoConfig::new(EngineKind::Posix);
         c.fixed_buffers = true;
-        let e = c.validate().unwrap_err().to_string();
-        assert!(e.contains("--fixedbufs"), "{e}");
+        let e = c.validate().unwrap_err();
+        assert!(
+            matches!(
+                e,
+                IoError::SwitchNeedsUring {
+                    switch: Switch::FixedBuffers,
+                    engine: EngineKind::Posix
+                }
+            ),
+            "{e}"
+        );
+        assert!(!e.to_string().contains("--"), "{e}");
     }
 
     #[test]

@@ -26,5 +26,5 @@ pub use buf::{AlignedBuf, FixedBufferPool};
 pub use config::{Batching, EngineKind, IoConfig, SetupMode, SqPoll};
 pub use engine::{open_engine, Engine, EngineStats, FileId, IoCompletion, IoRequest, OpKind};
 pub use engine::{SimDisk, SimFault, SimStats, SimTear};
-pub use error::{IoError, Result};
+pub use error::{IoError, Result, Setting, SetupRefusal, Switch};
 pub use ring::{Ring, RingAddress, RingMessage, RingSetup, RingStats};

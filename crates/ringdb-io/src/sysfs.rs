@@ -131,10 +131,12 @@ pub fn logical_block_size_of_fd(fd: RawFd) -> Result<u32> {
             io::Error::last_os_error(),
         ));
     }
-    u32::try_from(bs)
-        .ok()
-        .filter(|v| *v > 0)
-        .ok_or_else(|| IoError::InvalidArg(format!("BLKSSZGET returned block size {bs}")))
+    u32::try_from(bs).ok().filter(|v| *v > 0).ok_or_else(|| {
+        IoError::os(
+            "ioctl(BLKSSZGET) on the block device",
+            io::Error::other(format!("it reported a block size of {bs}")),
+        )
+    })
 }
 
 /// `_IOC_READ` in an ioctl number: the direction bits differ on powerpc, mips and sparc.

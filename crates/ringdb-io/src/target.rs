@@ -2,7 +2,7 @@
 //! `uring-passthrough`) that I/O goes to, with the checks O_DIRECT needs and a clear refusal
 //! for each way it can go wrong.
 
-use crate::error::{IoError, Result};
+use crate::error::{IoError, Result, Switch};
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
@@ -152,10 +152,9 @@ impl TargetKind {
         }
         if let Ok(m) = &meta {
             if m.is_dir() {
-                return Err(IoError::InvalidArg(format!(
-                    "{} is a directory; name a file or a block device",
-                    path.display()
-                )));
+                return Err(IoError::IsDirectory {
+                    path: path.to_path_buf(),
+                });
             }
         }
         Ok(TargetKind {
@@ -179,7 +178,7 @@ impl TargetKind {
     }
 }
 
-/// Refuses `--iopoll` up front for a target whose device has no poll queues: the kernel would
+/// Refuses IOPOLL up front for a target whose device has no poll queues: the kernel would
 /// otherwise fail every request with EOPNOTSUPP mid-run.
 pub fn check_iopoll(path: &Path) -> Result<()> {
     if let Some(block) = nvme_block_device_of_char(path) {
@@ -188,9 +187,9 @@ pub fn check_iopoll(path: &Path) -> Result<()> {
             return Ok(());
         }
         return Err(IoError::Unsupported {
-            switch: "--iopoll",
+            switch: Switch::Iopoll,
             reason: format!(
-                "{} is namespace {block}, which has no poll queues (queue/io_poll = 0); boot with nvme.poll_queues=N, or drop --iopoll",
+                "{} is namespace {block}, which has no poll queues (queue/io_poll = 0); boot with nvme.poll_queues=N",
                 path.display()
             ),
         });
@@ -198,17 +197,17 @@ pub fn check_iopoll(path: &Path) -> Result<()> {
     match crate::sysfs::BlockDevice::for_path(path)? {
         Some(d) if d.io_poll() => Ok(()),
         Some(d) => Err(IoError::Unsupported {
-            switch: "--iopoll",
+            switch: Switch::Iopoll,
             reason: format!(
-                "{} is on {}, which has no poll queues (queue/io_poll = 0); use an NVMe device whose driver has poll queues (nvme.poll_queues=N), or drop --iopoll",
+                "{} is on {}, which has no poll queues (queue/io_poll = 0); use an NVMe device whose driver has poll queues (nvme.poll_queues=N)",
                 path.display(),
                 d.name()
             ),
         }),
         None => Err(IoError::Unsupported {
-            switch: "--iopoll",
+            switch: Switch::Iopoll,
             reason: format!(
-                "{} is not on a block device, so it has no poll queues; drop --iopoll",
+                "{} is not on a block device, so it has no poll queues",
                 path.display()
             ),
         }),

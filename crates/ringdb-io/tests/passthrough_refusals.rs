@@ -86,7 +86,7 @@ fn iopoll_without_poll_queues_is_refused() {
             matches!(
                 e,
                 IoError::Unsupported {
-                    switch: "--iopoll",
+                    switch: ringdb_io::Switch::Iopoll,
                     ..
                 }
             ),
@@ -250,7 +250,7 @@ fn fsync_on_an_iopoll_ring_is_refused_before_it_is_queued() {
             matches!(
                 e,
                 IoError::Unsupported {
-                    switch: "--iopoll",
+                    switch: ringdb_io::Switch::Iopoll,
                     ..
                 }
             ),

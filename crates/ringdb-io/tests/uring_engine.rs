@@ -108,7 +108,7 @@ fn fsync_on_an_iopoll_ring_is_refused_clearly() {
         matches!(
             err,
             IoError::Unsupported {
-                switch: "--iopoll",
+                switch: ringdb_io::Switch::Iopoll,
                 ..
             }
         ),

@@ -525,7 +525,7 @@ fn measure(plan: &Plan, method: Method) -> Result<Measured> {
 fn nvme_point(plan: &Plan) -> Result<Point> {
     let outcome = match measure(plan, Method::NvmeFlush) {
         Ok(m) => Ok(m),
-        Err(BenchError::Io(IoError::InvalidArg(e))) if e.contains("unknown engine") => Err(
+        Err(BenchError::Io(IoError::Unparsable { what: "engine", .. })) => Err(
             "nvme-flush: not wired into micro durable yet (this build has no uring-passthrough engine)"
                 .to_string(),
         ),

@@ -1,4 +1,6 @@
-//! Helpers shared by the CLI's integration tests.
+//! Helpers shared by the CLI's integration tests. Each test file compiles this module on its
+//! own and uses some of it.
+#![allow(dead_code)]
 
 use std::path::PathBuf;
 use std::process::{Command, Output};
@@ -26,4 +28,24 @@ pub fn ringdb(args: &[&str]) -> Output {
         .args(args)
         .output()
         .expect("run ringdb")
+}
+
+/// Asserts a refusal: exit code 2, no panic, one `ringdb: error:` line, optionally followed by
+/// one `ringdb: hint:` line (the CLI's words for the library's typed error), and `needle` in
+/// one of the two.
+#[track_caller]
+pub fn assert_refused(out: &Output, needle: &str) {
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "stderr: {err}");
+    assert!(!err.contains("panicked"), "panic: {err}");
+    let lines: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert!(
+        lines.len() == 1 || (lines.len() == 2 && lines[1].starts_with("ringdb: hint:")),
+        "expected an error line and at most a hint line, got: {err}"
+    );
+    assert!(lines[0].starts_with("ringdb: error:"), "{err}");
+    assert!(
+        lines.iter().any(|l| l.contains(needle)),
+        "expected {needle:?} in: {err}"
+    );
 }

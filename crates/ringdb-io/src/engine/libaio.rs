@@ -12,7 +12,7 @@
 
 use super::{Engine, EngineStats, IoCompletion, IoRequest, OpKind};
 use crate::config::{EngineKind, MAX_QUEUE_DEPTH};
-use crate::error::{IoError, Result};
+use crate::error::{IoError, Result, Setting, Switch};
 use std::cell::UnsafeCell;
 use std::collections::VecDeque;
 use std::io;
@@ -102,9 +102,12 @@ impl LibaioEngine {
     /// Creates an AIO context for `depth` requests in flight over `files`.
     pub fn new(depth: usize, files: &[RawFd]) -> Result<Self> {
         if depth == 0 || depth > MAX_QUEUE_DEPTH as usize {
-            return Err(IoError::InvalidArg(format!(
-                "libaio queue depth must be in 1..={MAX_QUEUE_DEPTH}, got {depth}"
-            )));
+            return Err(IoError::OutOfRange {
+                setting: Setting::QueueDepth,
+                value: depth as u64,
+                min: 1,
+                max: MAX_QUEUE_DEPTH as u64,
+            });
         }
         let mut ctx: AioContext = 0;
         // SAFETY: io_setup writes one aio_context_t through the pointer, which is valid, and
@@ -120,14 +123,14 @@ impl LibaioEngine {
             let err = io::Error::last_os_error();
             return Err(match err.raw_os_error() {
                 Some(libc::EAGAIN) => IoError::Unsupported {
-                    switch: "libaio",
+                    switch: Switch::Libaio,
                     reason: aio_limit_reason(depth),
                 },
                 Some(libc::ENOSYS) => IoError::Unsupported {
-                    switch: "libaio",
+                    switch: Switch::Libaio,
                     reason: "io_setup is not available (kernel built without CONFIG_AIO, or the \
-                             syscall is blocked by a seccomp filter); use --engine posix or \
-                             --engine uring"
+                             syscall is blocked by a seccomp filter); use the posix or uring \
+                             engine"
                         .into(),
                 },
                 _ => IoError::os(format!("io_setup({depth}) for the libaio engine"), err),
@@ -151,12 +154,11 @@ impl LibaioEngine {
     }
 
     fn fd(&self, req: &IoRequest) -> Result<RawFd> {
-        self.files.get(req.file.0 as usize).copied().ok_or_else(|| {
-            IoError::InvalidArg(format!(
-                "file index {} out of {}",
-                req.file.0,
-                self.files.len()
-            ))
+        self.files.get(req.file.0 as usize).copied().ok_or({
+            IoError::NoSuchFile {
+                index: req.file.0,
+                files: self.files.len(),
+            }
         })
     }
 
@@ -318,10 +320,11 @@ impl Engine for LibaioEngine {
 
     unsafe fn push(&mut self, req: &IoRequest) -> Result<()> {
         if self.in_flight() >= self.depth() {
-            return Err(IoError::InvalidArg(format!(
-                "libaio engine: {} requests already in flight (the queue depth); reap completions before pushing more",
-                self.depth()
-            )));
+            return Err(IoError::QueueFull {
+                engine: EngineKind::Libaio,
+                in_flight: self.in_flight(),
+                depth: self.depth(),
+            });
         }
         let (opcode, fd) = match req.op {
             OpKind::Read => (IOCB_CMD_PREAD, self.fd(req)?),
@@ -332,9 +335,11 @@ impl Engine for LibaioEngine {
         };
         let Some(slot) = self.free.pop() else {
             // Unreachable: every used slot is pending or in the kernel, both counted above.
-            return Err(IoError::InvalidArg(
-                "libaio engine: no free iocb slot; reap completions before pushing more".into(),
-            ));
+            return Err(IoError::QueueFull {
+                engine: EngineKind::Libaio,
+                in_flight: self.in_flight(),
+                depth: self.depth(),
+            });
         };
         let rw = matches!(req.op, OpKind::Read | OpKind::Write);
         let iocb = Iocb {
@@ -659,7 +664,10 @@ mod tests {
                 0,
             ))
         };
-        assert!(matches!(oob, Err(IoError::InvalidArg(_))), "{oob:?}");
+        assert!(
+            matches!(oob, Err(IoError::NoSuchFile { index: 7, .. })),
+            "{oob:?}"
+        );
         assert_eq!(eng.in_flight(), 0);
         for i in 0..4 {
             // SAFETY: nops carry no buffer.
@@ -677,7 +685,11 @@ mod tests {
             ))
         };
         match full {
-            Err(IoError::InvalidArg(msg)) => assert!(msg.contains("in flight"), "{msg}"),
+            Err(IoError::QueueFull {
+                in_flight: 4,
+                depth: 4,
+                ..
+            }) => {}
             other => panic!("push beyond depth: {other:?}"),
         }
         assert_eq!(eng.in_flight(), 4);

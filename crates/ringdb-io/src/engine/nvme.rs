@@ -81,12 +81,10 @@ fn fd_path(fd: RawFd) -> PathBuf {
     std::fs::read_link(format!("/proc/self/fd/{fd}")).unwrap_or_else(|_| format!("fd {fd}").into())
 }
 
-fn not_nvme_char(what: String) -> IoError {
-    IoError::Unsupported {
-        switch: "--engine uring-passthrough",
-        reason: format!(
-            "{what}; NVMe passthrough needs an NVMe generic char device: use /dev/ngXnY"
-        ),
+fn not_nvme_char(path: &std::path::Path, what: String) -> IoError {
+    IoError::NotNvmeNamespace {
+        path: path.to_path_buf(),
+        what,
     }
 }
 
@@ -106,22 +104,21 @@ pub fn nvme_geometry(fd: RawFd) -> Result<NvmeGeometry> {
     // SAFETY: fstat succeeded and filled the struct (zeroed before in any case).
     let mode = unsafe { st.assume_init() }.st_mode & libc::S_IFMT;
     if mode == libc::S_IFBLK {
-        return Err(not_nvme_char(format!(
-            "{} is a block device, not a char device",
-            path.display()
-        )));
+        return Err(not_nvme_char(
+            &path,
+            "a block device, not a char device".into(),
+        ));
     }
     if mode != libc::S_IFCHR {
-        return Err(not_nvme_char(format!("{} is not a device", path.display())));
+        return Err(not_nvme_char(&path, "not a device".into()));
     }
     // SAFETY: NVME_IOCTL_ID takes no argument; other drivers answer ENOTTY or EINVAL.
     let nsid = unsafe { libc::ioctl(fd, NVME_IOCTL_ID as _) };
     if nsid <= 0 {
-        return Err(not_nvme_char(format!(
-            "{} is not an NVMe namespace ({})",
-            path.display(),
-            io::Error::last_os_error()
-        )));
+        return Err(not_nvme_char(
+            &path,
+            format!("not an NVMe namespace ({})", io::Error::last_os_error()),
+        ));
     }
     let nsid = nsid as u32;
     let mut id = crate::buf::AlignedBuf::new(4096);
@@ -147,11 +144,9 @@ pub fn nvme_geometry(fd: RawFd) -> Result<NvmeGeometry> {
             io::Error::other(why),
         ));
     }
-    parse_identify_ns(nsid, id.as_slice()).ok_or_else(|| {
-        IoError::InvalidArg(format!(
-            "{}: identify namespace {nsid} reports no usable LBA format",
-            path.display()
-        ))
+    parse_identify_ns(nsid, id.as_slice()).ok_or_else(|| IoError::NotNvmeNamespace {
+        path: path.clone(),
+        what: format!("identify namespace {nsid} reports no usable LBA format"),
     })
 }
 

@@ -111,14 +111,16 @@ impl NvmeCommands {
         let start_block = request.offset / lba;
         let blocks = request.len as u64 / lba;
         if blocks > MAX_BLOCKS_PER_CMD || start_block + blocks > geometry.lba_count {
-            return Err(IoError::InvalidArg(format!(
-                "{} of {} bytes at offset {} is beyond the namespace ({} blocks of {}) or longer than 65536 blocks",
-                request.op.name(),
-                request.len,
-                request.offset,
-                geometry.lba_count,
-                geometry.lba_size
-            )));
+            return Err(IoError::PastEnd {
+                op: request.op.name(),
+                len: request.len as u64,
+                offset: request.offset,
+                target: format!(
+                    "namespace {} (or the 65536 blocks one command moves)",
+                    geometry.nsid
+                ),
+                limit: geometry.capacity(),
+            });
         }
         Ok(NvmeCmd {
             opcode: if request.op == OpKind::Read {
@@ -142,10 +144,10 @@ impl NvmeCommands {
         let (fd, geometry) = match (self.files.get(index), self.geometry.get(index)) {
             (Some(fd), Some(geometry)) => (*fd, *geometry),
             _ => {
-                return Err(IoError::InvalidArg(format!(
-                    "file index {index} out of {}",
-                    self.files.len()
-                )))
+                return Err(IoError::NoSuchFile {
+                    index: request.file.0,
+                    files: self.files.len(),
+                })
             }
         };
         let (command, bytes, buf_index) = match request.op {
@@ -190,11 +192,11 @@ impl RingCommands for NvmeCommands {
 
     fn prepare(&mut self, request: &IoRequest) -> Result<(squeue::Entry128, u64)> {
         let Some(&slot) = self.free.last() else {
-            return Err(IoError::InvalidArg(format!(
-                "ring full: {} requests in flight (depth {}); reap first",
-                self.slots.len(),
-                self.slots.len()
-            )));
+            return Err(IoError::QueueFull {
+                engine: EngineKind::UringPassthrough,
+                in_flight: self.slots.len(),
+                depth: self.slots.len(),
+            });
         };
         let (entry, bytes) = if request.op == OpKind::Nop {
             let flags = self.entry_flags - squeue::Flags::FIXED_FILE;

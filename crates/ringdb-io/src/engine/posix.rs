@@ -23,12 +23,11 @@ impl PosixEngine {
     }
 
     fn fd(&self, req: &IoRequest) -> Result<RawFd> {
-        self.files.get(req.file.0 as usize).copied().ok_or_else(|| {
-            IoError::InvalidArg(format!(
-                "file index {} out of {}",
-                req.file.0,
-                self.files.len()
-            ))
+        self.files.get(req.file.0 as usize).copied().ok_or({
+            IoError::NoSuchFile {
+                index: req.file.0,
+                files: self.files.len(),
+            }
         })
     }
 }
@@ -62,9 +61,11 @@ impl Engine for PosixEngine {
 
     unsafe fn push(&mut self, req: &IoRequest) -> Result<()> {
         if !self.ready.is_empty() {
-            return Err(IoError::InvalidArg(
-                "posix engine: reap the previous completion first".into(),
-            ));
+            return Err(IoError::QueueFull {
+                engine: EngineKind::Posix,
+                in_flight: 1,
+                depth: 1,
+            });
         }
         let result = match req.op {
             OpKind::Nop => 0,

@@ -59,23 +59,23 @@ impl RegionEngine {
     /// most [`BUF_ALIGN`] bytes.
     pub fn new(inner: Box<dyn Engine>, regions: Vec<Region>, block: u64) -> Result<RegionEngine> {
         if !block.is_power_of_two() || block > BUF_ALIGN as u64 {
-            return Err(IoError::InvalidArg(format!(
-                "region engine: block size {block} is not a power of two up to {BUF_ALIGN}"
-            )));
+            return Err(IoError::BadRegions {
+                reason: format!("block size {block} is not a power of two up to {BUF_ALIGN}"),
+            });
         }
         let mut sorted = regions.clone();
         sorted.sort_by_key(|r| r.base);
         for (i, r) in sorted.iter().enumerate() {
             if !r.base.is_multiple_of(block) || !r.len.is_multiple_of(block) || r.len == 0 {
-                return Err(IoError::InvalidArg(format!(
-                    "region engine: region {r:?} is empty or not aligned to {block} bytes"
-                )));
+                return Err(IoError::BadRegions {
+                    reason: format!("region {r:?} is empty or not aligned to {block} bytes"),
+                });
             }
             if let Some(next) = sorted.get(i + 1) {
                 if r.base + r.len > next.base {
-                    return Err(IoError::InvalidArg(format!(
-                        "region engine: regions {r:?} and {next:?} overlap"
-                    )));
+                    return Err(IoError::BadRegions {
+                        reason: format!("regions {r:?} and {next:?} overlap"),
+                    });
                 }
             }
         }
@@ -93,25 +93,25 @@ impl RegionEngine {
         self.bounced
     }
 
-    /// The index and bounds of a read's or write's region, once its byte range is checked to
-    /// lie inside the region (on the way in).
-    fn region_of(&self, req: &IoRequest) -> Result<(usize, Region)> {
+    /// The bounds of a read's or write's region, once its byte range is checked to lie inside
+    /// the region (on the way in).
+    fn region_of(&self, req: &IoRequest) -> Result<Region> {
         let index = req.file.0 as usize;
-        let region = *self
-            .regions
-            .get(index)
-            .ok_or_else(|| IoError::InvalidArg(format!("region engine: no region {index}")))?;
+        let region = *self.regions.get(index).ok_or(IoError::NoSuchFile {
+            index: req.file.0,
+            files: self.regions.len(),
+        })?;
         let end = req.offset.saturating_add(req.len as u64);
         if end > region.len {
-            return Err(IoError::InvalidArg(format!(
-                "{} of {} bytes at {} is past the end of region {index} ({} bytes)",
-                req.op.name(),
-                req.len,
-                req.offset,
-                region.len
-            )));
+            return Err(IoError::PastEnd {
+                op: req.op.name(),
+                len: req.len as u64,
+                offset: req.offset,
+                target: format!("region {index}"),
+                limit: region.len,
+            });
         }
-        Ok((index, region))
+        Ok(region)
     }
 
     /// Whether the device takes the request as it is: offset, length and memory are all
@@ -129,20 +129,19 @@ impl RegionEngine {
     /// # Safety
     /// The push contract: `req.buf` is valid for `req.len` bytes until the completion of
     /// `req.user_data` is reaped.
-    unsafe fn push_bounced(&mut self, req: &IoRequest, index: usize, region: Region) -> Result<()> {
+    unsafe fn push_bounced(&mut self, req: &IoRequest, region: Region) -> Result<()> {
         let block = self.block;
         if req.op == OpKind::Write && !req.offset.is_multiple_of(block) {
-            return Err(IoError::InvalidArg(format!(
-                "region engine: a write at offset {} of region {index} is not aligned to \
-                 the device's {block}-byte blocks",
-                req.offset
-            )));
+            return Err(IoError::Misaligned {
+                what: "region write offset",
+                value: req.offset,
+                block: u32::try_from(block).unwrap_or(u32::MAX),
+            });
         }
         if self.bounces.contains_key(&req.user_data) {
-            return Err(IoError::InvalidArg(format!(
-                "region engine: user_data {} is already in flight",
-                req.user_data
-            )));
+            return Err(IoError::DuplicateUserData {
+                user_data: req.user_data,
+            });
         }
         let len = req.len as usize;
         let start = req.offset / block * block;
@@ -224,10 +223,10 @@ impl Engine for RegionEngine {
             // SAFETY: the same request under the same contract the caller gave us.
             return unsafe { self.inner.push(&device_request) };
         }
-        let (index, region) = self.region_of(req)?;
+        let region = self.region_of(req)?;
         if !self.is_aligned(req) {
             // SAFETY: the caller's push contract, passed on.
-            return unsafe { self.push_bounced(req, index, region) };
+            return unsafe { self.push_bounced(req, region) };
         }
         let device_request = IoRequest {
             file: FileId(0),

@@ -57,9 +57,7 @@ impl<Commands: RingCommands> RingEngine<Commands> {
             ring.register_files(files)?;
         }
         if config.fixed_buffers {
-            let buffers = buffers.ok_or_else(|| {
-                IoError::InvalidArg("--fixedbufs needs a registered buffer pool".into())
-            })?;
+            let buffers = buffers.ok_or(IoError::NoBufferPool)?;
             // SAFETY: the caller owns the memory behind `buffers` and keeps it alive (and does
             // not free it) for the engine's whole lifetime, as `open_engine` documents.
             unsafe { ring.register_buffers(buffers) }?;
@@ -106,10 +104,11 @@ impl<Commands: RingCommands> Engine for RingEngine<Commands> {
 
     unsafe fn push(&mut self, request: &IoRequest) -> Result<()> {
         if self.in_flight >= self.depth {
-            return Err(IoError::InvalidArg(format!(
-                "ring full: {} requests in flight (depth {}); reap first",
-                self.in_flight, self.depth
-            )));
+            return Err(IoError::QueueFull {
+                engine: self.kind,
+                in_flight: self.in_flight,
+                depth: self.depth,
+            });
         }
         let (entry, tag) = self.commands.prepare(request)?;
         // SAFETY: the push contract makes the caller keep the buffer valid until the

@@ -642,17 +642,17 @@ impl Engine for SimEngine {
 
     unsafe fn push(&mut self, req: &IoRequest) -> Result<()> {
         if self.in_flight() >= self.depth {
-            return Err(IoError::InvalidArg(format!(
-                "sim engine: {} requests in flight fill the queue (depth {}); reap first",
-                self.in_flight(),
-                self.depth
-            )));
+            return Err(IoError::QueueFull {
+                engine: self.kind(),
+                in_flight: self.in_flight(),
+                depth: self.depth,
+            });
         }
         if req.op != OpKind::Nop && req.file.0 as usize >= self.files {
-            return Err(IoError::InvalidArg(format!(
-                "file index {} out of {}",
-                req.file.0, self.files
-            )));
+            return Err(IoError::NoSuchFile {
+                index: req.file.0,
+                files: self.files,
+            });
         }
         let mut d = self.disk.lock();
         let fault = if d.epoch == self.epoch {

@@ -5,7 +5,7 @@
 use super::ring_engine::{RingCommands, RingEngine};
 use super::{IoCompletion, IoRequest, OpKind};
 use crate::config::IoConfig;
-use crate::error::{IoError, Result};
+use crate::error::{IoError, Result, Switch};
 use io_uring::{cqueue, opcode, squeue, types};
 use std::os::fd::RawFd;
 
@@ -51,8 +51,8 @@ impl FileCommands {
     fn sync_entry(&self, request: &IoRequest, index: usize, fd: RawFd) -> Result<squeue::Entry> {
         if self.iopoll {
             return Err(IoError::Unsupported {
-                switch: "--iopoll",
-                reason: "fsync/fdatasync cannot run on an IOPOLL ring; issue durability syncs on a second ring without --iopoll".into(),
+                switch: Switch::Iopoll,
+                reason: "fsync/fdatasync cannot run on an IOPOLL ring; issue durability syncs on a second ring without IOPOLL".into(),
             });
         }
         let flags = if request.op == OpKind::Fdatasync {
@@ -114,8 +114,11 @@ impl RingCommands for FileCommands {
             return Ok((opcode::Nop::new().build().flags(flags).user_data(tag), tag));
         }
         let index = request.file.0 as usize;
-        let fd = *self.files.get(index).ok_or_else(|| {
-            IoError::InvalidArg(format!("file index {index} out of {}", self.files.len()))
+        let fd = *self.files.get(index).ok_or({
+            IoError::NoSuchFile {
+                index: request.file.0,
+                files: self.files.len(),
+            }
         })?;
         let entry = match request.op {
             OpKind::Fsync | OpKind::Fdatasync => self.sync_entry(request, index, fd)?,

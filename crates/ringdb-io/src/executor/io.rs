@@ -10,7 +10,7 @@ use super::shared::Inner;
 use super::submit_together::SubmitTogether;
 use crate::buf::AlignedBuf;
 use crate::engine::{FileId, IoRequest, OpKind};
-use crate::error::{IoError, Result};
+use crate::error::{IoError, Result, Setting};
 use std::future::Future;
 use std::rc::Rc;
 
@@ -49,11 +49,12 @@ impl Io {
     ) -> (Result<usize>, B) {
         let Ok(len) = u32::try_from(buf.bytes_len()) else {
             return (
-                Err(IoError::InvalidArg(format!(
-                    "one {} moves less than 4 GiB, got a {}-byte buffer",
-                    op.name(),
-                    buf.bytes_len()
-                ))),
+                Err(IoError::OutOfRange {
+                    setting: Setting::BufferSize,
+                    value: buf.bytes_len() as u64,
+                    min: 0,
+                    max: u32::MAX as u64,
+                }),
                 buf,
             );
         };
@@ -109,11 +110,7 @@ impl Io {
     /// A buffer of the runtime's pool, waiting (FIFO) for one to be returned if all are
     /// leased. Fails at once when the runtime has no pool.
     pub async fn lease(&self) -> Result<PoolBuf> {
-        let shared = self.inner.pool.clone().ok_or_else(|| {
-            IoError::InvalidArg(
-                "this runtime has no buffer pool; pass one to Runtime::from_config".into(),
-            )
-        })?;
+        let shared = self.inner.pool.clone().ok_or(IoError::NoBufferPool)?;
         Ok(shared.lease().await)
     }
 

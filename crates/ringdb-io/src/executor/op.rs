@@ -76,9 +76,7 @@ impl<B: IoBuf> OpFuture<B> {
             if let OpState::Parked(ticket) = self.state {
                 self.inner.depth_waiters.cancel(ticket);
             }
-            return self.finish(Err(IoError::InvalidArg(
-                "the runtime was dropped; no more I/O on its handles".into(),
-            )));
+            return self.finish(Err(IoError::RuntimeGone));
         }
         if !self.take_turn(waker) {
             return Poll::Pending;

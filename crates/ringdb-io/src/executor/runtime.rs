@@ -62,10 +62,7 @@ impl Runtime {
     ) -> Result<Runtime> {
         let iov = pool.as_ref().map(FixedBufferPool::iovecs);
         if cfg.fixed_buffers && iov.is_none() {
-            return Err(IoError::InvalidArg(
-                "fixed buffers need a buffer pool to register; pass one to Runtime::from_config"
-                    .into(),
-            ));
+            return Err(IoError::NoBufferPool);
         }
         let registered = cfg.fixed_buffers && cfg.engine.is_uring();
         let engine = open_engine(cfg, files, if registered { iov.as_deref() } else { None })?;

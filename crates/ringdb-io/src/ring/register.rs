@@ -4,7 +4,7 @@
 
 use super::enter::{EnterTarget, ENTER_REGISTERED_RING};
 use super::Ring;
-use crate::error::{IoError, Result};
+use crate::error::{IoError, Result, Switch};
 use io_uring::{cqueue, squeue, IoUring};
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
@@ -41,7 +41,7 @@ pub(super) fn register_ring_fd<S: squeue::EntryMarker, C: cqueue::EntryMarker>(
     };
     if ret < 0 {
         return Err(IoError::Unsupported {
-            switch: "--register-ring-fd",
+            switch: Switch::RegisteredRingFd,
             reason: format!(
                 "IORING_REGISTER_RING_FDS failed: {}",
                 io::Error::last_os_error()
@@ -60,7 +60,7 @@ impl<S: squeue::EntryMarker, C: cqueue::EntryMarker> Ring<S, C> {
         self.uring
             .submitter()
             .register_files(files)
-            .map_err(|e| IoError::os("registering files with the ring (--register-files)", e))
+            .map_err(|e| IoError::os("registering files with the ring", e))
     }
 
     /// Registers fixed buffers (`READ_FIXED`/`WRITE_FIXED`). A locked-memory refusal is
@@ -94,8 +94,5 @@ fn register_buffers_error(buffers: &[libc::iovec], error: io::Error) -> IoError 
         };
         return IoError::Memlock { bytes, limit };
     }
-    IoError::os(
-        format!("registering {bytes} bytes of fixed buffers (--fixedbufs)"),
-        error,
-    )
+    IoError::os(format!("registering {bytes} bytes of fixed buffers"), error)
 }

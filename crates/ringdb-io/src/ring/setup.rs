@@ -2,7 +2,7 @@
 //! typed refusal when the kernel will not build it.
 
 use crate::config::{IoConfig, SetupMode, SqPoll};
-use crate::error::{IoError, Result};
+use crate::error::{IoError, Result, SetupRefusal, Switch};
 use io_uring::{cqueue, squeue, IoUring};
 use std::io;
 
@@ -121,34 +121,28 @@ impl RingSetup {
         }
         if error.raw_os_error() == Some(libc::ENOSYS) {
             return IoError::Unsupported {
-                switch: "io_uring",
-                reason: "this kernel has no io_uring (ENOSYS); use --engine posix or libaio".into(),
+                switch: Switch::IoUring,
+                reason:
+                    "this kernel has no io_uring (ENOSYS); use an engine without it (posix, libaio)"
+                        .into(),
             };
         }
         let big_entries = features.first() == Some(&"SQE128|CQE32");
-        let hint = match (big_entries, self.sqpoll.is_some(), error.raw_os_error()) {
-            (true, _, Some(libc::EINVAL)) => {
-                "NVMe passthrough needs SQE128/CQE32 rings (Linux 5.19+); run `ringdb probe` to see which setup flags work, or use --engine uring on /dev/nvmeXnY"
-            }
-            (false, true, Some(libc::EINVAL)) => {
-                "check the --sqpoll-cpu value (an online CPU) or drop --sqpoll"
-            }
-            (false, false, Some(libc::EINVAL)) => {
-                "this kernel does not support that setup flag; run `ringdb probe` to see which work"
-            }
-            (_, _, Some(libc::ENOMEM)) => {
-                "the ring does not fit the locked-memory limit; raise `ulimit -l` or lower --iodepth"
-            }
-            _ => "run `ringdb probe` to see which io_uring features work here",
+        let refusal = match (big_entries, self.sqpoll.is_some(), error.raw_os_error()) {
+            (true, _, Some(libc::EINVAL)) => SetupRefusal::LargeEntriesUnsupported,
+            (false, true, Some(libc::EINVAL)) => SetupRefusal::SqpollCpu,
+            (false, false, Some(libc::EINVAL)) => SetupRefusal::FlagUnsupported,
+            (_, _, Some(libc::ENOMEM)) => SetupRefusal::LockedMemory,
+            _ => SetupRefusal::Other,
         };
-        let feature = if features.is_empty() {
+        let features = if features.is_empty() {
             format!("{} entries", self.submission_entries)
         } else {
             features.join("+")
         };
         IoError::SetupRefused {
-            feature,
-            hint,
+            features,
+            refusal,
             source: error,
         }
     }
@@ -165,7 +159,16 @@ mod tests {
             &["SQE128|CQE32"],
             io::Error::from_raw_os_error(libc::EINVAL),
         );
-        assert!(matches!(e, IoError::SetupRefused { .. }), "{e}");
+        assert!(
+            matches!(
+                e,
+                IoError::SetupRefused {
+                    refusal: SetupRefusal::LargeEntriesUnsupported,
+                    ..
+                }
+            ),
+            "{e}"
+        );
         let msg = e.to_string();
         assert!(msg.contains("SQE128") && msg.contains("5.19"), "{msg}");
         assert!(!msg.contains('\n'));

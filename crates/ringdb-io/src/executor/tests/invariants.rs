@@ -67,8 +67,9 @@ impl Engine for ScriptedEngine {
             result: req.len as i32,
         });
         if self.pushes == 1 {
-            return Err(IoError::InvalidArg(
-                "scripted failure after queueing".into(),
+            return Err(IoError::os(
+                "scripted failure after queueing",
+                std::io::Error::from_raw_os_error(libc::EIO),
             ));
         }
         Ok(())
