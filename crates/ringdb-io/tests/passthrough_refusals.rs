@@ -25,8 +25,8 @@ fn refused(r: ringdb_io::Result<Box<dyn ringdb_io::Engine>>) -> IoError {
 
 fn assert_names_ng(e: &IoError) {
     let msg = e.to_string();
-    assert!(matches!(e, IoError::Unsupported { .. }), "{msg}");
-    assert!(msg.contains("use /dev/ngXnY"), "{msg}");
+    assert!(matches!(e, IoError::NotNvmeNamespace { .. }), "{msg}");
+    assert!(msg.contains("(/dev/ngXnY)"), "{msg}");
     assert!(!msg.contains('\n'), "{msg}");
 }
 

@@ -95,13 +95,20 @@ fn out_of_region_and_unaligned_writes_are_refused() {
     let ptr = buf.as_mut_ptr();
     let err = one(&mut e, IoRequest::write(FileId(1), 6 * 1024, ptr, 4096, 1)).unwrap_err();
     assert!(
-        err.to_string().contains("past the end of region 1"),
+        matches!(&err, ringdb_io::IoError::PastEnd { target, .. } if target == "region 1"),
         "{err}"
     );
+    assert!(err.to_string().contains("past the end of region 1"), "{err}");
     let err = one(&mut e, IoRequest::write(FileId(0), 100, ptr, 512, 2)).unwrap_err();
-    assert!(err.to_string().contains("not aligned"), "{err}");
+    assert!(
+        matches!(err, ringdb_io::IoError::Misaligned { value: 100, .. }),
+        "{err}"
+    );
     let err = one(&mut e, IoRequest::read(FileId(7), 0, ptr, 512, 3)).unwrap_err();
-    assert!(err.to_string().contains("no region 7"), "{err}");
+    assert!(
+        matches!(err, ringdb_io::IoError::NoSuchFile { index: 7, .. }),
+        "{err}"
+    );
     // Overlapping or unaligned regions are refused up front.
     let inner = Box::new(PosixEngine::new(&[f.as_raw_fd()]));
     let overlap = vec![

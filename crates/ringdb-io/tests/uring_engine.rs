@@ -87,7 +87,18 @@ fn pushing_past_the_depth_is_an_error_not_an_overflow() {
     }
     // SAFETY: as above.
     let err = unsafe { e.push(&IoRequest::nop(99)) }.unwrap_err();
-    assert!(err.to_string().contains("reap first"), "{err}");
+    assert!(
+        matches!(
+            err,
+            IoError::QueueFull {
+                in_flight: 4,
+                depth: 4,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert!(err.to_string().contains("reap completions first"), "{err}");
     e.drain().unwrap();
     assert_eq!(e.in_flight(), 0);
 }
