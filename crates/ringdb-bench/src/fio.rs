@@ -4,7 +4,7 @@
 use crate::error::{BenchError, Result};
 use crate::rawio::{IoReport, IoSpec, RwMode};
 use crate::units::fio_size;
-use ringdb_io::{EngineKind, SetupMode};
+use ringdb_io::{EngineKind, IoConfig, SetupMode};
 use ringdb_lab::counters::{tsc_hz, CpuTime, LatencySummary};
 use serde_json::Value;
 use std::process::Command;
@@ -20,16 +20,46 @@ pub fn fio_version() -> Option<String> {
 /// fio's command line for `spec`. Switches fio cannot express (setup mode, registered ring fd,
 /// batching policy) are left to fio's defaults; the label says what fio ran.
 pub fn fio_args(spec: &IoSpec) -> (Vec<String>, String) {
-    let io = &spec.io;
-    let (engine, depth) = match io.engine {
+    let (engine, depth) = fio_engine(&spec.io);
+    let mut label = engine.to_string();
+    let mut a = common_args(spec, engine, depth);
+    if spec.rw == RwMode::RandRw {
+        a.push(format!("--rwmixread={}", spec.rwmixread));
+    }
+    if let Some(rt) = spec.runtime {
+        a.push(format!("--runtime={}ms", rt.as_millis().max(1)));
+        a.push("--time_based".into());
+    }
+    if !spec.cpus.is_empty() {
+        let cpus = crate::rawio::cpu_list(&spec.cpus);
+        a.push(format!("--cpus_allowed={cpus}"));
+        a.push("--cpus_allowed_policy=split".into());
+        label.push_str(&format!("@cpus{cpus}"));
+    }
+    if let Some(n) = spec.ios {
+        a.push(format!("--number_ios={n}"));
+    }
+    if spec.io.engine.is_uring() {
+        push_uring_switches(&spec.io, &mut a, &mut label);
+    }
+    (a, label)
+}
+
+/// fio's engine for ours, and the iodepth it runs at (1 for the synchronous ones).
+fn fio_engine(io: &IoConfig) -> (&'static str, u32) {
+    match io.engine {
         EngineKind::Posix => ("psync", 1),
         EngineKind::Libaio => ("libaio", io.queue_depth),
         EngineKind::UringSync => ("io_uring", 1),
         EngineKind::Uring => ("io_uring", io.queue_depth),
         EngineKind::UringPassthrough => ("io_uring_cmd", io.queue_depth),
-    };
-    let mut label = engine.to_string();
-    let mut a: Vec<String> = vec![
+    }
+}
+
+/// The arguments every comparison passes: the job, the target, the access pattern, and the
+/// JSON report with the percentiles ringdb reports.
+fn common_args(spec: &IoSpec, engine: &str, depth: u32) -> Vec<String> {
+    vec![
         "--name=ringdb-compare".into(),
         format!("--filename={}", spec.path.display()),
         format!("--rw={}", spec.rw.name()),
@@ -46,56 +76,30 @@ pub fn fio_args(spec: &IoSpec) -> (Vec<String>, String) {
         // ringdb draws offsets uniformly with replacement; so does fio without its random map.
         "--norandommap".into(),
         "--randrepeat=0".into(),
-    ];
-    if spec.rw == RwMode::RandRw {
-        a.push(format!("--rwmixread={}", spec.rwmixread));
+    ]
+}
+
+/// fio's names for the io_uring switches `io` turns on, added to its arguments and label.
+fn push_uring_switches(io: &IoConfig, a: &mut Vec<String>, label: &mut String) {
+    let mut switch = |on: bool, arg: &str, suffix: &str| {
+        if on {
+            a.push(arg.to_string());
+            label.push_str(suffix);
+        }
+    };
+    switch(io.fixed_buffers, "--fixedbufs", "+fixedbufs");
+    switch(io.register_files, "--registerfiles", "+regfiles");
+    switch(io.sqpoll.is_some(), "--sqthread_poll=1", "+sqpoll");
+    if let Some(cpu) = io.sqpoll.and_then(|sq| sq.cpu) {
+        switch(true, &format!("--sqthread_poll_cpu={cpu}"), "");
     }
-    if let Some(rt) = spec.runtime {
-        a.push(format!("--runtime={}ms", rt.as_millis().max(1)));
-        a.push("--time_based".into());
+    switch(io.iopoll, "--hipri", "+iopoll");
+    switch(io.force_async, "--force_async=1", "+async");
+    // fio 3.33 sets up its rings with DEFER_TASKRUN | SINGLE_ISSUER (falling back to
+    // COOP_TASKRUN), whatever ringdb's --setup says.
+    if io.setup != SetupMode::Defer {
+        label.push_str("(defer)");
     }
-    if !spec.cpus.is_empty() {
-        a.push(format!(
-            "--cpus_allowed={}",
-            crate::rawio::cpu_list(&spec.cpus)
-        ));
-        a.push("--cpus_allowed_policy=split".into());
-        label.push_str(&format!("@cpus{}", crate::rawio::cpu_list(&spec.cpus)));
-    }
-    if let Some(n) = spec.ios {
-        a.push(format!("--number_ios={n}"));
-    }
-    if io.engine.is_uring() {
-        if io.fixed_buffers {
-            a.push("--fixedbufs".into());
-            label.push_str("+fixedbufs");
-        }
-        if io.register_files {
-            a.push("--registerfiles".into());
-            label.push_str("+regfiles");
-        }
-        if let Some(sq) = io.sqpoll {
-            a.push("--sqthread_poll=1".into());
-            if let Some(cpu) = sq.cpu {
-                a.push(format!("--sqthread_poll_cpu={cpu}"));
-            }
-            label.push_str("+sqpoll");
-        }
-        if io.iopoll {
-            a.push("--hipri".into());
-            label.push_str("+iopoll");
-        }
-        if io.force_async {
-            a.push("--force_async=1".into());
-            label.push_str("+async");
-        }
-        // fio 3.33 sets up its rings with DEFER_TASKRUN | SINGLE_ISSUER (falling back to
-        // COOP_TASKRUN), whatever ringdb's --setup says.
-        if io.setup != SetupMode::Defer {
-            label.push_str("(defer)");
-        }
-    }
-    (a, label)
 }
 
 /// Runs fio for `spec` and reads its JSON into an [`IoReport`].
@@ -139,40 +143,17 @@ pub fn run_fio(spec: &IoSpec) -> Result<IoReport> {
 
 /// Parses fio's `--output-format=json` output (one group-reported job).
 pub fn parse_fio_json(text: &str, spec: &IoSpec, label: String) -> Result<IoReport> {
-    // fio may print notes before the JSON object.
-    let start = text
-        .find('{')
-        .ok_or_else(|| BenchError::Fio("no JSON in fio's output".into()))?;
-    let v: Value = serde_json::from_str(&text[start..])
-        .map_err(|e| BenchError::Fio(format!("unreadable JSON from fio: {e}")))?;
-    let job = v["jobs"]
-        .get(0)
-        .ok_or_else(|| BenchError::Fio("fio's JSON has no job".into()))?;
-    let f = |x: &Value| x.as_f64().unwrap_or(0.0);
+    let job = first_job(text)?;
     let dirs = [&job["read"], &job["write"]];
-    let ios: f64 = dirs.iter().map(|d| f(&d["total_ios"])).sum();
-    let bytes: f64 = dirs.iter().map(|d| f(&d["io_bytes"])).sum();
-    let runtime_ms = dirs.iter().map(|d| f(&d["runtime"])).fold(0.0, f64::max);
-    let iops: f64 = dirs.iter().map(|d| f(&d["iops"])).sum();
-    let bw_kib: f64 = dirs.iter().map(|d| f(&d["bw"])).sum();
-    // Latency: submission to completion (lat_ns), of the direction with most I/Os.
-    let main = dirs
+    let sum = |key: &str| dirs.iter().map(|d| number(&d[key])).sum::<f64>();
+    let ios = sum("total_ios");
+    let runtime_ms = dirs
         .iter()
-        .max_by(|a, b| f(&a["total_ios"]).total_cmp(&f(&b["total_ios"])))
-        .expect("two directions");
-    let lat = &main["lat_ns"];
-    let pct = |k: &str| f(&lat["percentile"][k]) / 1000.0;
-    let mean_ns: f64 = if ios > 0.0 {
-        dirs.iter()
-            .map(|d| f(&d["lat_ns"]["mean"]) * f(&d["total_ios"]))
-            .sum::<f64>()
-            / ios
-    } else {
-        0.0
-    };
-    let usr = f(&job["usr_cpu"]);
-    let sys = f(&job["sys_cpu"]);
-    let job_runtime_s = f(&job["job_runtime"]).max(runtime_ms) / 1000.0;
+        .map(|d| number(&d["runtime"]))
+        .fold(0.0, f64::max);
+    let usr = number(&job["usr_cpu"]);
+    let sys = number(&job["sys_cpu"]);
+    let job_runtime_s = number(&job["job_runtime"]).max(runtime_ms) / 1000.0;
     let cpu_s = (usr + sys) / 100.0 * job_runtime_s;
     let cycles = if ios > 0.0 {
         cpu_s * tsc_hz() / ios
@@ -189,18 +170,11 @@ pub fn parse_fio_json(text: &str, spec: &IoSpec, label: String) -> Result<IoRepo
         target: spec.path.display().to_string(),
         direct: spec.direct,
         ios: ios as u64,
-        bytes: bytes as u64,
+        bytes: sum("io_bytes") as u64,
         runtime_s: runtime_ms / 1000.0,
-        iops,
-        mib_s: bw_kib / 1024.0,
-        lat_us: LatencySummary {
-            avg: mean_ns / 1000.0,
-            p50: pct("50.000000"),
-            p95: pct("95.000000"),
-            p99: pct("99.000000"),
-            p999: pct("99.900000"),
-            max: f(&lat["max"]) / 1000.0,
-        },
+        iops: sum("iops"),
+        mib_s: sum("bw") / 1024.0,
+        lat_us: latency(&dirs, ios),
         // Until run_fio replaces them with the whole tree's figures, the job thread's.
         cpu_pct: usr + sys,
         cpu_user_pct: usr,
@@ -213,6 +187,52 @@ pub fn parse_fio_json(text: &str, spec: &IoSpec, label: String) -> Result<IoRepo
         iowq_workers: None,
         verified_blocks: None,
     })
+}
+
+/// The first job of fio's JSON report (fio may print notes before the JSON object).
+fn first_job(text: &str) -> Result<Value> {
+    let start = text
+        .find('{')
+        .ok_or_else(|| BenchError::Fio("no JSON in fio's output".into()))?;
+    let v: Value = serde_json::from_str(&text[start..])
+        .map_err(|e| BenchError::Fio(format!("unreadable JSON from fio: {e}")))?;
+    v["jobs"]
+        .get(0)
+        .cloned()
+        .ok_or_else(|| BenchError::Fio("fio's JSON has no job".into()))
+}
+
+/// A JSON number, 0 when absent.
+fn number(x: &Value) -> f64 {
+    x.as_f64().unwrap_or(0.0)
+}
+
+/// Latency from submission to completion (`lat_ns`), in microseconds: the mean over both
+/// directions (`dirs`, read and write, `ios` in all), the percentiles and the maximum of the
+/// direction with most I/Os.
+fn latency(dirs: &[&Value; 2], ios: f64) -> LatencySummary {
+    let main = dirs
+        .iter()
+        .max_by(|a, b| number(&a["total_ios"]).total_cmp(&number(&b["total_ios"])))
+        .expect("two directions");
+    let lat = &main["lat_ns"];
+    let pct = |k: &str| number(&lat["percentile"][k]) / 1000.0;
+    let mean_ns: f64 = if ios > 0.0 {
+        dirs.iter()
+            .map(|d| number(&d["lat_ns"]["mean"]) * number(&d["total_ios"]))
+            .sum::<f64>()
+            / ios
+    } else {
+        0.0
+    };
+    LatencySummary {
+        avg: mean_ns / 1000.0,
+        p50: pct("50.000000"),
+        p95: pct("95.000000"),
+        p99: pct("99.000000"),
+        p999: pct("99.900000"),
+        max: number(&lat["max"]) / 1000.0,
+    }
 }
 
 #[cfg(test)]

@@ -445,6 +445,29 @@ fn fill_error(path: &Path, e: std::io::Error) -> BenchError {
     }
 }
 
+/// What a job has completed so far.
+struct Completed {
+    hist: LatencyHist,
+    ios: u64,
+    bytes: u64,
+    /// Reads checked against the pattern.
+    verified: u64,
+    /// Nanoseconds per TSC tick, for the latencies.
+    ns_per_tick: f64,
+}
+
+impl Completed {
+    fn new() -> Completed {
+        Completed {
+            hist: LatencyHist::new(),
+            ios: 0,
+            bytes: 0,
+            verified: 0,
+            ns_per_tick: 1e9 / tsc_hz(),
+        }
+    }
+}
+
 /// What one slot of the job is doing.
 #[derive(Clone, Copy, Default)]
 struct Slot {
@@ -463,6 +486,20 @@ struct Job<'a> {
 }
 
 impl Job<'_> {
+    /// Job number `job` of `spec`: its own random stream, and its own start in the file for
+    /// sequential access (the jobs split the file evenly).
+    fn new(spec: &IoSpec, job: u32) -> Job<'_> {
+        Job {
+            spec,
+            rng: Rng::new(spec.seed ^ (job as u64).wrapping_mul(0x9E37_79B9)),
+            blocks: spec.size / spec.bs,
+            next_seq: (job as u64 * (spec.size / spec.bs)) / spec.numjobs as u64,
+            issued: 0,
+            write_pattern: spec.verify.is_some(),
+        }
+    }
+
+    /// The next request's offset, and whether it reads.
     fn next(&mut self) -> (u64, bool) {
         let spec = self.spec;
         let block = if spec.rw.random() {
@@ -541,6 +578,8 @@ impl JobSetup {
         })
     }
 
+    /// Runs the job's closed loop: `iodepth` requests in flight until the runtime or the
+    /// I/O count is reached (or another job failed), then drains what is in flight.
     fn run(
         &mut self,
         spec: &IoSpec,
@@ -550,25 +589,17 @@ impl JobSetup {
     ) -> Result<JobResult> {
         let depth = self.engine.depth();
         let cpu0 = CpuTime::thread_now();
-        let ns_per_tick = 1e9 / tsc_hz();
+        let mut done = Completed::new();
         let t0 = Instant::now();
         let start_tick = rdtsc();
         let deadline = spec
             .runtime
             .map(|rt| start_tick + (rt.as_secs_f64() * tsc_hz()) as u64);
         let max_ios = spec.ios.unwrap_or(u64::MAX);
-        let mut job_state = Job {
-            spec,
-            rng: Rng::new(spec.seed ^ (job as u64).wrapping_mul(0x9E37_79B9)),
-            blocks: spec.size / spec.bs,
-            next_seq: (job as u64 * (spec.size / spec.bs)) / spec.numjobs as u64,
-            issued: 0,
-            write_pattern: spec.verify.is_some(),
-        };
+        let mut job_state = Job::new(spec, job);
         let mut slots = vec![Slot::default(); depth];
-        let mut hist = LatencyHist::new();
         let mut comps: Vec<IoCompletion> = Vec::with_capacity(depth);
-        let (mut ios, mut bytes, mut verified, mut unreported) = (0u64, 0u64, 0u64, 0u64);
+        let mut unreported = 0u64;
         let mut stopping = false;
 
         let initial = depth.min(max_ios as usize);
@@ -585,30 +616,7 @@ impl JobSetup {
             }
             for (i, c) in comps.iter().enumerate() {
                 let slot = c.user_data as usize;
-                let s = slots[slot];
-                let op = if s.read { "read" } else { "write" };
-                if c.result < 0 {
-                    return Err(IoError::from_completion(op, s.offset, c.result).into());
-                }
-                if c.result as u64 != spec.bs {
-                    return Err(BenchError::InvalidArg(format!(
-                        "short {op} at offset {}: {} of {} bytes (is the target shorter than --size?)",
-                        s.offset, c.result, spec.bs
-                    )));
-                }
-                hist.record_ns((now.saturating_sub(s.start) as f64 * ns_per_tick) as u64);
-                ios += 1;
-                bytes += spec.bs;
-                if let (Some(seed), true) = (spec.verify, s.read) {
-                    if !pattern::check(self.pool.slice(slot), s.offset, seed) {
-                        return Err(BenchError::Verify {
-                            mismatches: 1,
-                            checked: verified + 1,
-                            first_offset: s.offset,
-                        });
-                    }
-                    verified += 1;
-                }
+                self.complete(spec, slot, slots[slot], c.result, now, &mut done)?;
                 if !stopping && job_state.issued < max_ios {
                     self.issue(&mut job_state, &mut slots, slot, i + 1 < comps.len())?;
                 }
@@ -622,13 +630,52 @@ impl JobSetup {
         done_ios.fetch_add(unreported, Ordering::Relaxed);
         Ok(JobResult {
             thread_cpu: CpuTime::thread_now().since(cpu0).total(),
-            ios,
-            bytes,
-            hist,
+            ios: done.ios,
+            bytes: done.bytes,
+            hist: done.hist,
             stats: self.engine.stats(),
-            verified,
+            verified: done.verified,
             elapsed: t0.elapsed(),
         })
+    }
+
+    /// Accounts for the completion of request `s` in `slot` with `result`, reaped at tick
+    /// `now`: a failed or short transfer ends the job, a read is checked against the pattern
+    /// under `verify`.
+    fn complete(
+        &self,
+        spec: &IoSpec,
+        slot: usize,
+        s: Slot,
+        result: i32,
+        now: u64,
+        done: &mut Completed,
+    ) -> Result<()> {
+        let op = if s.read { "read" } else { "write" };
+        if result < 0 {
+            return Err(IoError::from_completion(op, s.offset, result).into());
+        }
+        if result as u64 != spec.bs {
+            return Err(BenchError::InvalidArg(format!(
+                "short {op} at offset {}: {} of {} bytes (is the target shorter than --size?)",
+                s.offset, result, spec.bs
+            )));
+        }
+        done.hist
+            .record_ns((now.saturating_sub(s.start) as f64 * done.ns_per_tick) as u64);
+        done.ios += 1;
+        done.bytes += spec.bs;
+        if let (Some(seed), true) = (spec.verify, s.read) {
+            if !pattern::check(self.pool.slice(slot), s.offset, seed) {
+                return Err(BenchError::Verify {
+                    mismatches: 1,
+                    checked: done.verified + 1,
+                    first_offset: s.offset,
+                });
+            }
+            done.verified += 1;
+        }
+        Ok(())
     }
 
     /// Prepares and queues the next request in `slot`. `more_coming` says whether other

@@ -168,6 +168,7 @@ pub fn run(
     r
 }
 
+/// What the tasks of a phase share: the counters they add to, and the stop flag.
 struct Shared {
     ops: Cell<u64>,
     misses: Cell<u64>,
@@ -176,6 +177,53 @@ struct Shared {
     first_error: RefCell<Option<ringdb::DbError>>,
     stop: Cell<bool>,
     iowq: RefCell<IowqTracker>,
+}
+
+impl Shared {
+    fn new() -> Shared {
+        Shared {
+            ops: Cell::new(0),
+            misses: Cell::new(0),
+            per_second: RefCell::new(Vec::new()),
+            hist: RefCell::new(LatencyHist::new()),
+            first_error: RefCell::new(None),
+            stop: Cell::new(false),
+            iowq: RefCell::new(IowqTracker::default()),
+        }
+    }
+
+    /// Counts one finished operation that took `ns`, in the second of the phase (begun at
+    /// `start`) it finished in; the first operation of each second also samples the io-wq
+    /// workers. Returns the operations so far and the time since `start`.
+    fn record_op(&self, ns: u64, start: Instant) -> (u64, Duration) {
+        self.hist.borrow_mut().record_ns(ns);
+        let n = self.ops.get() + 1;
+        self.ops.set(n);
+        let elapsed = start.elapsed();
+        let sec = elapsed.as_secs() as usize;
+        let mut per_second = self.per_second.borrow_mut();
+        if per_second.len() <= sec {
+            per_second.resize(sec + 1, 0);
+            // Once per second: which io-wq workers exist now.
+            self.iowq.borrow_mut().sample();
+        }
+        per_second[sec] += 1;
+        (n, elapsed)
+    }
+
+    /// Keeps the phase's first error and stops every task.
+    fn fail(&self, e: ringdb::DbError) {
+        self.first_error.borrow_mut().get_or_insert(e);
+        self.stop.set(true);
+    }
+}
+
+/// When a phase's tasks stop, and what they write.
+#[derive(Clone, Copy)]
+struct TaskLimits {
+    value_size: usize,
+    duration: Duration,
+    max_ops: Option<u64>,
 }
 
 fn phase(
@@ -187,77 +235,25 @@ fn phase(
     let before: DbStats = db.stats();
     let cpu0 = CpuTime::now();
     let start = Instant::now();
-    let shared = Rc::new(Shared {
-        ops: Cell::new(0),
-        misses: Cell::new(0),
-        per_second: RefCell::new(Vec::new()),
-        hist: RefCell::new(LatencyHist::new()),
-        first_error: RefCell::new(None),
-        stop: Cell::new(false),
-        iowq: RefCell::new(IowqTracker::default()),
-    });
+    let shared = Rc::new(Shared::new());
     let next_op = Rc::new(RefCell::new(next_op));
+    let limits = TaskLimits {
+        value_size: spec.value_size,
+        duration: spec.duration,
+        max_ops: spec.max_ops,
+    };
     let handles: Vec<_> = (0..spec.tasks.max(1))
         .map(|t| {
-            let h = db.handle();
-            let sh = shared.clone();
-            let next_op = next_op.clone();
-            let (value_size, duration, max_ops) = (spec.value_size, spec.duration, spec.max_ops);
-            let pb = pb.clone();
-            db.runtime().spawn(async move {
-                let mut value = Vec::with_capacity(value_size);
-                let mut version = t as u64;
-                while !sh.stop.get() {
-                    let Some(op) = (next_op.borrow_mut())(t) else {
-                        break;
-                    };
-                    let t0 = rdtsc();
-
-                    version += 1 << 20;
-                    let r = exec(&h, op, version, value_size, &mut value).await;
-                    match r {
-                        Ok(found) => {
-                            if !found {
-                                sh.misses.set(sh.misses.get() + 1);
-                            }
-                        }
-                        Err(e) => {
-                            sh.first_error.borrow_mut().get_or_insert(e);
-                            sh.stop.set(true);
-                            break;
-                        }
-                    }
-                    let ns = ticks_to_ns(rdtsc().saturating_sub(t0));
-                    sh.hist.borrow_mut().record_ns(ns);
-                    let n = sh.ops.get() + 1;
-                    sh.ops.set(n);
-                    let elapsed = start.elapsed();
-                    let sec = elapsed.as_secs() as usize;
-                    {
-                        let mut ps = sh.per_second.borrow_mut();
-                        if ps.len() <= sec {
-                            ps.resize(sec + 1, 0);
-                            // Once per second: which io-wq workers exist now.
-                            sh.iowq.borrow_mut().sample();
-                        }
-                        ps[sec] += 1;
-                    }
-                    if let Some(b) = &pb {
-                        if max_ops.is_some() {
-                            b.set_position(n);
-                        } else if n.is_multiple_of(256) {
-                            b.set_position(elapsed.as_millis() as u64);
-                        }
-                    }
-                    if elapsed >= duration || max_ops.is_some_and(|m| n >= m) {
-                        sh.stop.set(true);
-                    }
-                    // A transaction boundary: let the others run. An operation that finds all
-                    // its pages resident never parks, and a task that never parks would keep
-                    // the thread (and the completions other tasks wait for) to itself.
-                    ringdb_io::executor::yield_now().await;
-                }
-            })
+            let task = run_task(
+                db.handle(),
+                t,
+                shared.clone(),
+                next_op.clone(),
+                limits,
+                start,
+                pb.clone(),
+            );
+            db.runtime().spawn(task)
         })
         .collect();
     db.runtime().block_on(async move {
@@ -273,6 +269,68 @@ fn phase(
         return Err(e.into());
     }
     let after = db.stats();
+    Ok(summarise(&shared, &before, &after, secs, cpu, iowq_workers))
+}
+
+/// One task of a phase: runs operations from `next_op` until it has none, the phase's time or
+/// operations are up, or a task failed.
+async fn run_task<F: FnMut(usize) -> Option<Op>>(
+    h: ringdb::DbHandle,
+    t: usize,
+    sh: Rc<Shared>,
+    next_op: Rc<RefCell<F>>,
+    limits: TaskLimits,
+    start: Instant,
+    pb: Option<indicatif::ProgressBar>,
+) {
+    let mut value = Vec::with_capacity(limits.value_size);
+    let mut version = t as u64;
+    while !sh.stop.get() {
+        let Some(op) = (next_op.borrow_mut())(t) else {
+            break;
+        };
+        let t0 = rdtsc();
+
+        version += 1 << 20;
+        match exec(&h, op, version, limits.value_size, &mut value).await {
+            Ok(found) => {
+                if !found {
+                    sh.misses.set(sh.misses.get() + 1);
+                }
+            }
+            Err(e) => {
+                sh.fail(e);
+                break;
+            }
+        }
+        let (n, elapsed) = sh.record_op(ticks_to_ns(rdtsc().saturating_sub(t0)), start);
+        if let Some(b) = &pb {
+            if limits.max_ops.is_some() {
+                b.set_position(n);
+            } else if n.is_multiple_of(256) {
+                b.set_position(elapsed.as_millis() as u64);
+            }
+        }
+        if elapsed >= limits.duration || limits.max_ops.is_some_and(|m| n >= m) {
+            sh.stop.set(true);
+        }
+        // A transaction boundary: let the others run. An operation that finds all its pages
+        // resident never parks, and a task that never parks would keep the thread (and the
+        // completions other tasks wait for) to itself.
+        ringdb_io::executor::yield_now().await;
+    }
+}
+
+/// The phase's report from what its tasks counted and the database's counters `before` and
+/// `after` it.
+fn summarise(
+    shared: &Shared,
+    before: &DbStats,
+    after: &DbStats,
+    secs: f64,
+    cpu: f64,
+    iowq_workers: usize,
+) -> PhaseReport {
     let ops = shared.ops.get();
     let per = |x: u64| if ops == 0 { 0.0 } else { x as f64 / ops as f64 };
     let mut per_second = shared.per_second.borrow().clone();
@@ -280,13 +338,12 @@ fn phase(
     if secs.fract() > 0.0 && per_second.len() > secs as usize {
         per_second.truncate(secs as usize);
     }
-    let lat_us = shared.hist.borrow().summary();
-    Ok(PhaseReport {
+    PhaseReport {
         ops,
         secs,
         ops_per_s: ops as f64 / secs.max(1e-9),
         per_second,
-        lat_us,
+        lat_us: shared.hist.borrow().summary(),
         reads_per_op: per(after.pool.reads - before.pool.reads),
         writes_per_op: per(after.pool.writes - before.pool.writes),
         restarts_per_op: per(after.tree.restarts - before.tree.restarts),
@@ -299,7 +356,7 @@ fn phase(
         cpu_pct: 100.0 * cpu / secs.max(1e-9),
         misses: shared.misses.get(),
         iowq_workers,
-    })
+    }
 }
 
 /// Executes one operation; `Ok(false)` when a read found nothing.

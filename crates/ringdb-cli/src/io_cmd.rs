@@ -169,84 +169,107 @@ pub fn run(a: IoArgs) -> Result<(), Box<dyn std::error::Error>> {
     if a.repeat > 1 && !a.compare_fio {
         return Err("--repeat needs --compare-fio".into());
     }
-    let mut our_runs = Vec::new();
-    let mut fio_runs = Vec::new();
+    let runs = alternating_runs(&a, &spec)?;
+    let ours = median_run(&runs.ours);
+    let theirs = (!runs.fio.is_empty()).then(|| median_run(&runs.fio));
+    let json = match &theirs {
+        Some(f) => comparison_json(&runs, &ours, f, a.repeat),
+        None => serde_json::to_value(&ours)?,
+    };
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&json)?);
+    } else {
+        print_table(&runs, &ours, theirs.as_ref(), a.repeat);
+    }
+    if let Some(path) = &a.output {
+        write_output(path, &json, &ours, theirs.as_ref())?;
+    }
+    Ok(())
+}
+
+/// Every run of each tool, in the order they ran (fio's empty without --compare-fio).
+struct Runs {
+    ours: Vec<IoReport>,
+    fio: Vec<IoReport>,
+}
+
+impl Runs {
+    /// `figure` of each of our runs over the same of the fio run beside it.
+    fn ratio_per_pair(&self, figure: fn(&IoReport) -> f64) -> Vec<f64> {
+        self.ours
+            .iter()
+            .zip(&self.fio)
+            .map(|(o, t)| ratio(figure(o), figure(t)))
+            .collect()
+    }
+}
+
+/// Runs ringdb, and fio after it with --compare-fio, `--repeat` times.
+fn alternating_runs(a: &IoArgs, spec: &IoSpec) -> Result<Runs, BenchError> {
+    let mut runs = Runs {
+        ours: Vec::new(),
+        fio: Vec::new(),
+    };
     for i in 0..a.repeat {
-        our_runs.push(rawio::run(&spec)?);
+        runs.ours.push(rawio::run(spec)?);
         if a.compare_fio {
-            fio_runs.push(fio::run_fio(&spec)?);
+            runs.fio.push(fio::run_fio(spec)?);
         }
         if a.repeat > 1 {
             eprintln!(
                 "run {}/{}: ringdb {:.0} IOPS, fio {:.0} IOPS",
                 i + 1,
                 a.repeat,
-                our_runs[i as usize].iops,
-                fio_runs[i as usize].iops
+                runs.ours[i as usize].iops,
+                runs.fio[i as usize].iops
             );
         }
     }
-    let ours = median_run(&our_runs);
-    let theirs = (!fio_runs.is_empty()).then(|| median_run(&fio_runs));
-    let json = match &theirs {
-        Some(f) => {
-            let pair = |m: fn(&IoReport) -> f64| -> Vec<f64> {
-                our_runs
-                    .iter()
-                    .zip(&fio_runs)
-                    .map(|(o, t)| ratio(m(o), m(t)))
-                    .collect()
-            };
-            serde_json::json!({
-                "ringdb": ours,
-                "fio": f,
-                "ratio_iops": ratio(ours.iops, f.iops),
-                "ratio_cycles_per_io": ratio(ours.cycles_per_io, f.cycles_per_io),
-                "ratio_p50": ratio(ours.lat_us.p50, f.lat_us.p50),
-                "repeat": a.repeat,
-                "ratio_iops_per_pair": pair(|r| r.iops),
-                "ratio_cycles_per_io_per_pair": pair(|r| r.cycles_per_io),
-                "ringdb_iops_runs": our_runs.iter().map(|r| r.iops).collect::<Vec<_>>(),
-                "fio_iops_runs": fio_runs.iter().map(|r| r.iops).collect::<Vec<_>>(),
-                "fio_version": fio::fio_version(),
-            })
+    Ok(runs)
+}
+
+/// Both tools' median runs side by side, with the ratios and every run's IOPS.
+fn comparison_json(runs: &Runs, ours: &IoReport, f: &IoReport, repeat: u32) -> serde_json::Value {
+    serde_json::json!({
+        "ringdb": ours,
+        "fio": f,
+        "ratio_iops": ratio(ours.iops, f.iops),
+        "ratio_cycles_per_io": ratio(ours.cycles_per_io, f.cycles_per_io),
+        "ratio_p50": ratio(ours.lat_us.p50, f.lat_us.p50),
+        "repeat": repeat,
+        "ratio_iops_per_pair": runs.ratio_per_pair(|r| r.iops),
+        "ratio_cycles_per_io_per_pair": runs.ratio_per_pair(|r| r.cycles_per_io),
+        "ringdb_iops_runs": runs.ours.iter().map(|r| r.iops).collect::<Vec<_>>(),
+        "fio_iops_runs": runs.fio.iter().map(|r| r.iops).collect::<Vec<_>>(),
+        "fio_version": fio::fio_version(),
+    })
+}
+
+/// The median runs as table rows; with fio, the spread of the alternating pairs and the
+/// ratios.
+fn print_table(runs: &Runs, ours: &IoReport, theirs: Option<&IoReport>, repeat: u32) {
+    println!("{TABLE_HEADER}");
+    println!("{}", report_row(ours));
+    if let Some(f) = theirs {
+        println!("{}", report_row(f));
+        if repeat > 1 {
+            let (lo, hi) = runs
+                .ratio_per_pair(|r| r.iops)
+                .iter()
+                .fold((f64::MAX, f64::MIN), |(l, h), &x| (l.min(x), h.max(x)));
+            println!("median of {repeat} alternating runs each; per-pair IOPS ratio range {lo:.3}..{hi:.3}");
         }
-        None => serde_json::to_value(&ours)?,
-    };
-    if a.json {
-        println!("{}", serde_json::to_string_pretty(&json)?);
-    } else {
-        println!("{TABLE_HEADER}");
-        println!("{}", report_row(&ours));
-        if let Some(f) = &theirs {
-            println!("{}", report_row(f));
-            if a.repeat > 1 {
-                let r: Vec<f64> = our_runs
-                    .iter()
-                    .zip(&fio_runs)
-                    .map(|(o, t)| ratio(o.iops, t.iops))
-                    .collect();
-                let (lo, hi) = r
-                    .iter()
-                    .fold((f64::MAX, f64::MIN), |(l, h), &x| (l.min(x), h.max(x)));
-                println!("median of {} alternating runs each; per-pair IOPS ratio range {lo:.3}..{hi:.3}", a.repeat);
-            }
-            println!(
-                "ratio ringdb/fio: IOPS {:.3}  cycles/IO {:.3}  p50 {:.3}  p99 {:.3}",
-                ratio(ours.iops, f.iops),
-                ratio(ours.cycles_per_io, f.cycles_per_io),
-                ratio(ours.lat_us.p50, f.lat_us.p50),
-                ratio(ours.lat_us.p99, f.lat_us.p99),
-            );
-        }
-        if let Some(v) = ours.verified_blocks {
-            println!("verified: {v} blocks read back bit-exact");
-        }
+        println!(
+            "ratio ringdb/fio: IOPS {:.3}  cycles/IO {:.3}  p50 {:.3}  p99 {:.3}",
+            ratio(ours.iops, f.iops),
+            ratio(ours.cycles_per_io, f.cycles_per_io),
+            ratio(ours.lat_us.p50, f.lat_us.p50),
+            ratio(ours.lat_us.p99, f.lat_us.p99),
+        );
     }
-    if let Some(path) = &a.output {
-        write_output(path, &json, &ours, theirs.as_ref())?;
+    if let Some(v) = ours.verified_blocks {
+        println!("verified: {v} blocks read back bit-exact");
     }
-    Ok(())
 }
 
 /// The run with the median IOPS (a whole run, so its figures stay consistent with each other).

@@ -3,8 +3,9 @@
 
 use clap::Args;
 use ringdb::db::WriteBatch;
-use ringdb::{Db, Durability, Options};
+use ringdb::{Db, DbHandle, Durability, Options};
 use ringdb_bench::units::parse_size;
+use std::cell::{Cell, RefCell};
 use std::io::Write;
 use std::ops::Bound;
 use std::path::PathBuf;
@@ -96,47 +97,23 @@ pub fn put_many(a: PutManyArgs) -> Result<(), Box<dyn std::error::Error>> {
         None => None,
     };
     let commits = a.count.div_ceil(a.batch);
-    let next = Rc::new(std::cell::Cell::new(0u64));
-    let failed: Rc<std::cell::RefCell<Option<String>>> = Rc::default();
+    let next = Rc::new(Cell::new(0u64));
+    let failed: Rc<RefCell<Option<String>>> = Rc::default();
     let t0 = std::time::Instant::now();
     let h = db.handle();
     let rt = db.runtime();
     for _ in 0..a.tasks.min(commits) {
-        let (h, next, ack, failed) = (h.clone(), next.clone(), ack.clone(), failed.clone());
-        let (start, count, batch) = (a.start, a.count, a.batch);
-        rt.spawn(async move {
-            loop {
-                if failed.borrow().is_some() {
-                    return;
-                }
-                let c = next.get();
-                if c >= commits {
-                    return;
-                }
-                next.set(c + 1);
-                let first = start + c * batch;
-                let last = (first + batch).min(start + count);
-                let mut wb = WriteBatch::new();
-                for i in first..last {
-                    wb.put(format!("k{i}").as_bytes(), value_of(i).as_bytes());
-                }
-                if let Err(e) = h.write(&wb).await {
-                    failed.borrow_mut().get_or_insert(e.to_string());
-                    return;
-                }
-                if let Some(f) = &ack {
-                    let mut line = String::new();
-                    for i in first..last {
-                        line.push_str(&format!("{i}\n"));
-                    }
-                    // One write per commit: whole lines, flushed to the kernel at once.
-                    if let Err(e) = (&**f).write_all(line.as_bytes()) {
-                        failed.borrow_mut().get_or_insert(format!("ack log: {e}"));
-                        return;
-                    }
-                }
-            }
-        });
+        let committer = Committer {
+            h: h.clone(),
+            next: next.clone(),
+            ack: ack.clone(),
+            failed: failed.clone(),
+            start: a.start,
+            count: a.count,
+            batch: a.batch,
+            commits,
+        };
+        rt.spawn(committer.run());
     }
     rt.run()?;
     if let Some(e) = failed.borrow_mut().take() {
@@ -154,6 +131,63 @@ pub fn put_many(a: PutManyArgs) -> Result<(), Box<dyn std::error::Error>> {
         wal.commits_per_sync()
     );
     Ok(())
+}
+
+/// One of `put-many`'s tasks: takes the next commit number until all `commits` are taken,
+/// writes that batch of keys, and appends them to the ack log once the commit returned.
+struct Committer {
+    h: DbHandle,
+    /// The next commit number to take, shared by the tasks.
+    next: Rc<Cell<u64>>,
+    ack: Option<Rc<std::fs::File>>,
+    /// The first failure of any task; the others stop at their next commit.
+    failed: Rc<RefCell<Option<String>>>,
+    /// First key number, keys in all, keys per commit, and commits in all.
+    start: u64,
+    count: u64,
+    batch: u64,
+    commits: u64,
+}
+
+impl Committer {
+    async fn run(self) {
+        loop {
+            if self.failed.borrow().is_some() {
+                return;
+            }
+            let c = self.next.get();
+            if c >= self.commits {
+                return;
+            }
+            self.next.set(c + 1);
+            let first = self.start + c * self.batch;
+            let last = (first + self.batch).min(self.start + self.count);
+            if let Err(e) = self.commit(first, last).await {
+                self.failed.borrow_mut().get_or_insert(e);
+                return;
+            }
+        }
+    }
+
+    /// Commits keys `first..last` as one write batch, then acknowledges them.
+    async fn commit(&self, first: u64, last: u64) -> Result<(), String> {
+        let mut wb = WriteBatch::new();
+        for i in first..last {
+            wb.put(format!("k{i}").as_bytes(), value_of(i).as_bytes());
+        }
+        self.h.write(&wb).await.map_err(|e| e.to_string())?;
+        let Some(f) = &self.ack else {
+            return Ok(());
+        };
+        let mut line = String::new();
+        for i in first..last {
+            line.push_str(&format!("{i}\n"));
+        }
+        // One write per commit: whole lines, flushed to the kernel at once.
+        (&**f)
+            .write_all(line.as_bytes())
+            .map_err(|e| format!("ack log: {e}"))
+    }
 }
 
 #[derive(Args)]

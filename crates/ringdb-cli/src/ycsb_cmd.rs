@@ -1,13 +1,14 @@
 //! `ringdb ycsb`: a YCSB workload (A-F, or update-only) on an embedded database.
 
 use clap::Args;
-use ringdb::{Db, Options};
+use ringdb::{Db, DbStats, Options};
 use ringdb_bench::units::{parse_duration, parse_size};
-use ringdb_bench::ycsb::{self, Distribution, OpGenerator, RunSpec, Workload};
+use ringdb_bench::ycsb::{self, Distribution, OpGenerator, PhaseReport, RunSpec, Workload};
 use ringdb_io::{Batching, EngineKind, IoConfig, SetupMode};
-use serde_json::json;
+use serde_json::{json, Value};
 use std::io::IsTerminal;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 #[derive(Args)]
 pub struct YcsbArgs {
@@ -63,71 +64,23 @@ pub struct YcsbArgs {
     output: Option<PathBuf>,
 }
 
-pub fn run(a: YcsbArgs) -> Result<(), Box<dyn std::error::Error>> {
-    let workload: Workload = a.workload.parse()?;
-    let dist: Distribution = a.distribution.parse()?;
-    let engine: EngineKind = a.engine.parse()?;
-    let batching: Batching = a.batch.parse()?;
-    let page_size = parse_size(&a.page_size)? as usize;
-    let pool_pages = parse_size(&a.pool)? as usize / page_size.max(1);
-    let runtime = parse_duration(&a.runtime)?;
-    if a.tasks == 0 || a.tasks > 4096 {
-        return Err(format!("--tasks must be in 1..=4096, got {}", a.tasks).into());
-    }
-    if a.records == 0 {
-        return Err("--records must be at least 1".into());
-    }
-    let exists = std::fs::metadata(&a.db).is_ok_and(|m| !m.is_dir() || m.len() > 0)
-        && (!a.db.is_dir() || a.db.join(ringdb::db::DATA_FILE).exists());
-    let load = a.load || !exists;
-    let opts = Options {
-        page_size,
-        pool_pages,
-        io: IoConfig {
-            queue_depth: a.tasks.clamp(8, 256) as u32,
-            batching,
-            fixed_buffers: a.fixedbufs,
-            setup: if engine.is_uring() {
-                SetupMode::Defer
-            } else {
-                SetupMode::Default
-            },
-            ..IoConfig::new(engine)
-        },
-        fresh: load,
-        durability: a.durability.parse()?,
-        group_commit: !a.no_group_commit,
-        ..Options::default()
-    };
-    let mut db = Db::open(&a.db, opts)?;
+type CmdResult<T = ()> = Result<T, Box<dyn std::error::Error>>;
+
+pub fn run(a: YcsbArgs) -> CmdResult {
+    let settings = Settings::parse(&a)?;
+    let load = a.load || !holds_a_database(&a.db);
+    let mut db = Db::open(&a.db, settings.db_options(&a, load)?)?;
     let progress = std::io::stderr().is_terminal();
-    let load_report = if load {
-        eprintln!("ycsb: loading {} records", a.records);
-        Some(ycsb::load(
-            &mut db,
-            a.records,
-            a.value_size,
-            a.tasks.min(64),
-            progress,
-        )?)
-    } else if db.get(&ycsb::key_bytes(a.records - 1))?.is_none() {
-        return Err(format!(
-            "{} holds fewer than {} records; run with --load",
-            a.db.display(),
-            a.records
-        )
-        .into());
-    } else {
-        None
-    };
+    let load_report = load_or_check(&mut db, &a, load, progress)?;
     eprintln!(
-        "ycsb: workload {workload:?} ({dist:?}), {} tasks, {runtime:?}",
-        a.tasks
+        "ycsb: workload {:?} ({:?}), {} tasks, {:?}",
+        settings.workload, settings.distribution, a.tasks, settings.runtime
     );
-    let mut gen = OpGenerator::new(workload, dist, a.records, a.seed).with_tasks(a.tasks);
+    let mut gen = OpGenerator::new(settings.workload, settings.distribution, a.records, a.seed)
+        .with_tasks(a.tasks);
     let spec = RunSpec {
         tasks: a.tasks,
-        duration: runtime,
+        duration: settings.runtime,
         value_size: a.value_size,
         max_ops: None,
         progress,
@@ -136,30 +89,11 @@ pub fn run(a: YcsbArgs) -> Result<(), Box<dyn std::error::Error>> {
     let before = db.stats();
     let r = ycsb::run(&mut db, &spec, move |_| Some(gen.next_op()))?;
     let stats = db.stats();
-    // The run's share of the log's and the checkpoints' counters.
-    let durability = match (before.wal, stats.wal, before.checkpoints, stats.checkpoints) {
-        (Some(w0), Some(w1), Some(c0), Some(c1)) => {
-            let commits = w1.records - w0.records;
-            let syncs = w1.syncs - w0.syncs;
-            Some(json!({
-                "mode": stats.durability,
-                "group_commit": !a.no_group_commit,
-                "commits": commits,
-                "commits_per_s": commits as f64 / r.secs,
-                "log_writes": w1.writes - w0.writes,
-                "durability_points": syncs,
-                "commits_per_durability_point": if syncs > 0 { commits as f64 / syncs as f64 } else { 0.0 },
-                "log_bytes": w1.bytes - w0.bytes,
-                "checkpoints": c1.checkpoints - c0.checkpoints,
-                "checkpoint_pages": c1.pages_written - c0.pages_written,
-            }))
-        }
-        _ => None,
-    };
+    let durability = durability_summary(&before, &stats, &r, !a.no_group_commit);
     db.close()?;
     let report = json!({
-        "workload": workload,
-        "distribution": dist,
+        "workload": settings.workload,
+        "distribution": settings.distribution,
         "records": a.records,
         "value_size": a.value_size,
         "tasks": a.tasks,
@@ -174,33 +108,170 @@ pub fn run(a: YcsbArgs) -> Result<(), Box<dyn std::error::Error>> {
     if a.json {
         println!("{text}");
     } else {
-        if let Some(l) = &load_report {
-            println!(
-                "load: {} records in {:.1} s ({:.0}/s)",
-                l.ops, l.secs, l.ops_per_s
-            );
-        }
-        println!(
-            "run:  {:.0} ops/s  p50 {:.1} us  p99 {:.1} us  p99.9 {:.1} us  max {:.1} us",
-            r.ops_per_s, r.lat_us.p50, r.lat_us.p99, r.lat_us.p999, r.lat_us.max
-        );
-        println!(
-            "      page reads/op {:.3}  writes/op {:.3}  enters/op {:.3}  cycles/op {:.0}  CPU {:.0}%  misses {}",
-            r.reads_per_op, r.writes_per_op, r.enters_per_op, r.cycles_per_op, r.cpu_pct, r.misses
-        );
-        let ps: Vec<String> = r.per_second.iter().map(|n| n.to_string()).collect();
-        println!("      ops per second: {}", ps.join(" "));
-        println!("      tree height {}, {} pages", stats.height, stats.pages);
-        if let Some(d) = &durability {
-            println!(
-                "      durability {}: {:.0} commits/s, {:.1} commits per durability point, {} checkpoints",
-                d["mode"], d["commits_per_s"].as_f64().unwrap_or(0.0),
-                d["commits_per_durability_point"].as_f64().unwrap_or(0.0), d["checkpoints"]
-            );
-        }
+        print_table(load_report.as_ref(), &r, &stats, durability.as_ref());
     }
     if let Some(p) = &a.output {
         std::fs::write(p, text + "\n").map_err(|e| format!("writing {}: {e}", p.display()))?;
     }
     Ok(())
+}
+
+/// The arguments parsed and checked.
+struct Settings {
+    workload: Workload,
+    distribution: Distribution,
+    engine: EngineKind,
+    batching: Batching,
+    page_size: usize,
+    pool_pages: usize,
+    runtime: Duration,
+}
+
+impl Settings {
+    fn parse(a: &YcsbArgs) -> CmdResult<Settings> {
+        let workload: Workload = a.workload.parse()?;
+        let distribution: Distribution = a.distribution.parse()?;
+        let engine: EngineKind = a.engine.parse()?;
+        let batching: Batching = a.batch.parse()?;
+        let page_size = parse_size(&a.page_size)? as usize;
+        let pool_pages = parse_size(&a.pool)? as usize / page_size.max(1);
+        let runtime = parse_duration(&a.runtime)?;
+        if a.tasks == 0 || a.tasks > 4096 {
+            return Err(format!("--tasks must be in 1..=4096, got {}", a.tasks).into());
+        }
+        if a.records == 0 {
+            return Err("--records must be at least 1".into());
+        }
+        Ok(Settings {
+            workload,
+            distribution,
+            engine,
+            batching,
+            page_size,
+            pool_pages,
+            runtime,
+        })
+    }
+
+    /// The database's options; `fresh` starts from an empty database.
+    fn db_options(&self, a: &YcsbArgs, fresh: bool) -> CmdResult<Options> {
+        Ok(Options {
+            page_size: self.page_size,
+            pool_pages: self.pool_pages,
+            io: IoConfig {
+                queue_depth: a.tasks.clamp(8, 256) as u32,
+                batching: self.batching,
+                fixed_buffers: a.fixedbufs,
+                setup: if self.engine.is_uring() {
+                    SetupMode::Defer
+                } else {
+                    SetupMode::Default
+                },
+                ..IoConfig::new(self.engine)
+            },
+            fresh,
+            durability: a.durability.parse()?,
+            group_commit: !a.no_group_commit,
+            ..Options::default()
+        })
+    }
+}
+
+/// Whether `db` already holds a database: a non-empty file or device, or a directory with a
+/// data file.
+fn holds_a_database(db: &Path) -> bool {
+    std::fs::metadata(db).is_ok_and(|m| !m.is_dir() || m.len() > 0)
+        && (!db.is_dir() || db.join(ringdb::db::DATA_FILE).exists())
+}
+
+/// Loads the records into a fresh database (`load`), or checks that the existing one holds
+/// them all.
+fn load_or_check(
+    db: &mut Db,
+    a: &YcsbArgs,
+    load: bool,
+    progress: bool,
+) -> CmdResult<Option<PhaseReport>> {
+    if load {
+        eprintln!("ycsb: loading {} records", a.records);
+        let tasks = a.tasks.min(64);
+        return Ok(Some(ycsb::load(
+            db,
+            a.records,
+            a.value_size,
+            tasks,
+            progress,
+        )?));
+    }
+    if db.get(&ycsb::key_bytes(a.records - 1))?.is_none() {
+        return Err(format!(
+            "{} holds fewer than {} records; run with --load",
+            a.db.display(),
+            a.records
+        )
+        .into());
+    }
+    Ok(None)
+}
+
+/// The run's share of the log's and the checkpoints' counters (`None` without a log).
+fn durability_summary(
+    before: &DbStats,
+    after: &DbStats,
+    r: &PhaseReport,
+    group_commit: bool,
+) -> Option<Value> {
+    let (Some(w0), Some(w1), Some(c0), Some(c1)) =
+        (before.wal, after.wal, before.checkpoints, after.checkpoints)
+    else {
+        return None;
+    };
+    let commits = w1.records - w0.records;
+    let syncs = w1.syncs - w0.syncs;
+    Some(json!({
+        "mode": after.durability,
+        "group_commit": group_commit,
+        "commits": commits,
+        "commits_per_s": commits as f64 / r.secs,
+        "log_writes": w1.writes - w0.writes,
+        "durability_points": syncs,
+        "commits_per_durability_point": if syncs > 0 { commits as f64 / syncs as f64 } else { 0.0 },
+        "log_bytes": w1.bytes - w0.bytes,
+        "checkpoints": c1.checkpoints - c0.checkpoints,
+        "checkpoint_pages": c1.pages_written - c0.pages_written,
+    }))
+}
+
+/// The report as text: the load, the run's throughput, latencies and counters, the tree and
+/// the log.
+fn print_table(
+    load: Option<&PhaseReport>,
+    r: &PhaseReport,
+    stats: &DbStats,
+    durability: Option<&Value>,
+) {
+    if let Some(l) = load {
+        println!(
+            "load: {} records in {:.1} s ({:.0}/s)",
+            l.ops, l.secs, l.ops_per_s
+        );
+    }
+    println!(
+        "run:  {:.0} ops/s  p50 {:.1} us  p99 {:.1} us  p99.9 {:.1} us  max {:.1} us",
+        r.ops_per_s, r.lat_us.p50, r.lat_us.p99, r.lat_us.p999, r.lat_us.max
+    );
+    println!(
+        "      page reads/op {:.3}  writes/op {:.3}  enters/op {:.3}  cycles/op {:.0}  CPU {:.0}%  misses {}",
+        r.reads_per_op, r.writes_per_op, r.enters_per_op, r.cycles_per_op, r.cpu_pct, r.misses
+    );
+    let ps: Vec<String> = r.per_second.iter().map(|n| n.to_string()).collect();
+    println!("      ops per second: {}", ps.join(" "));
+    println!("      tree height {}, {} pages", stats.height, stats.pages);
+    if let Some(d) = durability {
+        println!(
+            "      durability {}: {:.0} commits/s, {:.1} commits per durability point, {} checkpoints",
+            d["mode"], d["commits_per_s"].as_f64().unwrap_or(0.0),
+            d["commits_per_durability_point"].as_f64().unwrap_or(0.0), d["checkpoints"]
+        );
+    }
 }

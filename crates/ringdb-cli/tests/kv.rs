@@ -5,6 +5,7 @@ mod common;
 
 use common::{ringdb, tmp};
 use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::Path;
 
 #[test]
 fn put_get_dump_check_and_flipped_bits() {
@@ -38,11 +39,26 @@ fn put_get_dump_check_and_flipped_bits() {
     // Flip one bit in every tenth page but the meta page. (The last checkpoint's double-write
     // copy is written in place again on open and would repair the pages it holds; after the
     // `check` above it holds only the meta page.)
-    let file = dir.join("data.ringdb");
+    flip_a_bit_in_every_tenth_page(&dir.join("data.ringdb"));
+    let out = ringdb(&["check", "--db", db]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("checksum") && text.contains("page 11"),
+        "{text}"
+    );
+    // `get` reports the damage instead of returning it: every key either reads back its own
+    // value or fails with a checksum error.
+    assert_gets_report_damage(db);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Flips bit 2 of byte 3000 in pages 1, 11, 21, ... of `file` (4 KiB pages).
+fn flip_a_bit_in_every_tenth_page(file: &Path) {
     let mut f = std::fs::OpenOptions::new()
         .read(true)
         .write(true)
-        .open(&file)
+        .open(file)
         .unwrap();
     let pages = f.metadata().unwrap().len() / 4096;
     assert!(pages > 20);
@@ -55,16 +71,11 @@ fn put_get_dump_check_and_flipped_bits() {
         f.seek(SeekFrom::Start(at)).unwrap();
         f.write_all(&b).unwrap();
     }
-    drop(f);
-    let out = ringdb(&["check", "--db", db]);
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(out.status.code(), Some(1), "{text}");
-    assert!(
-        text.contains("checksum") && text.contains("page 11"),
-        "{text}"
-    );
-    // `get` reports the damage instead of returning it: every key either reads back its own
-    // value or fails with a checksum error.
+}
+
+/// Asserts that `get` of every 997th key of the 20000 either reads back its own value or
+/// fails with a checksum error, and that at least one fails.
+fn assert_gets_report_damage(db: &str) {
     let mut errors = 0;
     for i in (0..20000).step_by(997) {
         let out = ringdb(&["get", "--db", db, &format!("k{i}")]);
@@ -77,5 +88,4 @@ fn put_get_dump_check_and_flipped_bits() {
         }
     }
     assert!(errors > 0, "no key lay on a damaged page");
-    let _ = std::fs::remove_dir_all(&dir);
 }

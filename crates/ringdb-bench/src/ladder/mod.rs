@@ -1,0 +1,367 @@
+//! `ringdb ladder`: the paper's Fig. 5 (seeds/000 Sec. 3.3-3.4). YCSB with 100% uniform
+//! updates (one per transaction) on a data set a few times the buffer pool, with the buffer
+//! manager's I/O design switched on step by step, each step measured beside the **cost
+//! model's prediction** (Sec. 3.3, Table 1) computed from costs this command measures first on
+//! the same target.
+//!
+//! The model, per transaction, with `r` page reads and `w` page writes measured in the step:
+//! - synchronous steps (`posix`, `uring-sync`): every fault waits for its read and for the
+//!   write of its victim: `t = c_tx/f + r * lat_read + w * lat_write`;
+//! - `+batch-evict`: the victims' writes go out in batches, their latency is amortised, their
+//!   CPU cost stays: `t = c_tx/f + r * lat_read + w * c_write_batch/f`;
+//! - asynchronous steps: the core is the bottleneck unless the device is:
+//!   `t = max((c_tx + r * c_read + w * c_write)/f, (r + w) / device_iops)`, with the per-I/O
+//!   cycles of the step's submission mode (single or batched, plain or registered buffers,
+//!   libaio, or the application thread's share under SQPOLL).
+//!
+//! A run goes: check the options, [`calibrate`] the costs on the target, load the data (which
+//! also times a transaction in memory), run each step, then relate the steps' throughputs.
+//! The parts live beside this file:
+//! - `calibrate`: the costs the model needs (the paper's Table 1), measured here;
+//! - `steps`: what each step switches on, and running one beside its prediction;
+//! - `model`: the prediction itself;
+//! - `target`: where the data lives and what the target and machine let a step switch on;
+//! - `workload`: the database options and the update stream every phase shares;
+//! - `table`: the report as text.
+
+mod calibrate;
+mod model;
+mod steps;
+mod table;
+mod target;
+mod workload;
+
+pub use calibrate::{calibrate, Calibration};
+pub use table::table;
+
+use crate::error::{BenchError, Result};
+use serde::Serialize;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// The steps, in the paper's order.
+pub const STEPS: &[&str] = &[
+    "posix",
+    "uring-sync",
+    "+batch-evict",
+    "+async",
+    "+batch-submit",
+    "+regbufs",
+    "+passthrough",
+    "+iopoll",
+    "+sqpoll",
+    "libaio-async",
+];
+
+/// Bytes a record takes in a leaf besides its key and value (slot + lengths), for sizing.
+const RECORD_OVERHEAD: usize = 8;
+/// Leaf fill after inserts in scattered order (random B+tree inserts: about ln 2).
+const LOAD_FILL: f64 = 0.69;
+/// Fewest records a ladder runs with: below this the data set is no test of the I/O path.
+const MIN_RECORDS: u64 = 1000;
+/// Most concurrent tasks a step may run.
+const MAX_TASKS: usize = 4096;
+
+/// What `ringdb ladder` runs: the target, the data set's size, the phases' lengths and which
+/// steps.
+#[derive(Clone, Debug)]
+pub struct LadderOpts {
+    /// Data file (or block device; its contents are destroyed).
+    pub target: PathBuf,
+    /// Page size of the database, in bytes.
+    pub page_size: usize,
+    /// Buffer pool size, in pages.
+    pub pool_pages: usize,
+    /// Records loaded (`None`: enough for a data set `data_ratio` times the pool).
+    pub records: Option<u64>,
+    /// Data set size over pool size, when `records` is not given.
+    pub data_ratio: f64,
+    /// Value size in bytes (keys are 8 bytes).
+    pub value_size: usize,
+    /// Concurrent tasks in the asynchronous steps.
+    pub tasks: usize,
+    /// Time each step runs before it is measured.
+    pub warmup: Duration,
+    /// Measured time per step.
+    pub runtime: Duration,
+    /// Time per calibration measurement.
+    pub calibrate: Duration,
+    /// Only these steps (names from [`STEPS`]).
+    pub steps: Option<Vec<String>>,
+    /// CPU for the engine's thread (and its io-wq workers); the SQPOLL thread gets another.
+    pub cpu: Option<u32>,
+    /// Draw progress bars on stderr during the load and the measured phases.
+    pub progress: bool,
+}
+
+impl LadderOpts {
+    /// The paper's setup on `target`: 4 KiB pages, a pool of 4096 of them, a data set 3.5
+    /// times the pool of 128-byte values, 128 tasks, 2 s of warm-up and 8 s per step.
+    pub fn new(target: impl Into<PathBuf>) -> Self {
+        LadderOpts {
+            target: target.into(),
+            page_size: 4096,
+            pool_pages: 4096,
+            records: None,
+            data_ratio: 3.5,
+            value_size: 128,
+            tasks: 128,
+            warmup: Duration::from_secs(2),
+            runtime: Duration::from_secs(8),
+            calibrate: Duration::from_secs(1),
+            steps: None,
+            cpu: None,
+            progress: false,
+        }
+    }
+
+    /// Shorter phases, for a smoke run.
+    pub fn quick(mut self) -> Self {
+        self.warmup = Duration::from_millis(500);
+        self.runtime = Duration::from_secs(2);
+        self.calibrate = Duration::from_millis(300);
+        self
+    }
+
+    /// Records to load: `records`, or as many as fill `data_ratio` pools at the load's fill.
+    pub fn records(&self) -> u64 {
+        self.records.unwrap_or_else(|| {
+            let per_leaf = (self.page_size as f64 * LOAD_FILL)
+                / (8 + self.value_size + RECORD_OVERHEAD) as f64;
+            (self.data_ratio * self.pool_pages as f64 * per_leaf) as u64
+        })
+    }
+
+    /// The data set's expected size in bytes (at least one pool), which the calibration
+    /// measures on and the load's pool is sized from.
+    fn estimated_bytes(&self) -> u64 {
+        (self.data_ratio.max(1.0) * self.pool_pages as f64 * self.page_size as f64) as u64
+    }
+}
+
+/// One step of the ladder: what it measured beside what the model predicted.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Step {
+    /// The step's name, from [`STEPS`].
+    pub name: String,
+    /// "ok", or "unsupported here: <reason>", or "failed: <error>".
+    pub status: String,
+    /// Transactions per second measured.
+    pub tps: f64,
+    /// Transactions per second the model predicts from the step's faults and writes.
+    pub predicted_tps: f64,
+    /// Which term of the model bounds it: "latency", "cpu" or "device".
+    pub bound: String,
+    /// Page reads (faults) per transaction.
+    pub faults_per_tx: f64,
+    /// Page writes (evicted dirty pages) per transaction.
+    pub writes_per_tx: f64,
+    /// CPU cycles per transaction, of the whole process.
+    pub cycles_per_tx: f64,
+    /// CPU cycles per transaction the model predicts.
+    pub predicted_cycles_per_tx: f64,
+    /// Kernel entries per transaction.
+    pub enters_per_tx: f64,
+    /// B+tree traversals restarted per transaction (after waiting for a page).
+    pub restarts_per_tx: f64,
+    /// io-wq worker threads seen during the step (requests the kernel could not issue
+    /// inline: on zram every read and write).
+    pub iowq_workers: usize,
+    /// Median transaction latency, microseconds.
+    pub lat_us_p50: f64,
+    /// 99th percentile of the transaction latency, microseconds.
+    pub lat_us_p99: f64,
+    /// Throughput over the previous measured step's (0: none to compare with).
+    pub speedup_prev: f64,
+    /// Throughput over `posix`'s (0: posix did not run).
+    pub speedup_posix: f64,
+    /// Concurrent tasks the step ran.
+    pub tasks: usize,
+    /// Page reads + writes per second.
+    pub ios_per_s: f64,
+    /// `ios_per_s` over what raw I/O (`ringdb io`, 50/50 random read/write at the same queue
+    /// depth) reaches on the same target: `raw_iops_after`.
+    pub ios_vs_raw: f64,
+    /// The raw baseline for `ios_vs_raw`: `ringdb io` 50/50 random read/write at the step's
+    /// queue depth, run right after the step (synchronous steps: the calibration's figure).
+    pub raw_iops_after: f64,
+}
+
+impl Step {
+    /// A step that did not run (or did not finish), with `status` saying why.
+    fn not_run(name: &str, status: String) -> Step {
+        Step {
+            name: name.into(),
+            status,
+            ..Step::default()
+        }
+    }
+}
+
+/// What `ringdb ladder` reports: the data set, the calibrated costs and every step.
+#[derive(Clone, Debug, Serialize)]
+pub struct LadderReport {
+    /// The target, as given.
+    pub target: String,
+    /// Records loaded.
+    pub records: u64,
+    /// Value size in bytes.
+    pub value_size: usize,
+    /// Page size in bytes.
+    pub page_size: usize,
+    /// Buffer pool size in pages.
+    pub pool_pages: usize,
+    /// Pages the loaded data takes.
+    pub data_pages: u64,
+    /// The costs the model used.
+    pub calibration: Calibration,
+    /// The steps, in the order they ran.
+    pub steps: Vec<Step>,
+}
+
+/// Runs the whole ladder.
+pub fn run(opts: &LadderOpts, progress: &dyn Fn(&str)) -> Result<LadderReport> {
+    check_tasks(opts)?;
+    let names = selected_steps(opts)?;
+    let records = opts.records();
+    check_data_set(opts, records)?;
+    let estimated_bytes = opts.estimated_bytes();
+    // Calibrate on the target itself (its region the data will occupy), before loading.
+    let mut calibration = calibrate(opts, estimated_bytes.max(64 << 20), progress)?;
+    let data_pages = calibrate::load_measuring_in_memory_costs(
+        opts,
+        records,
+        estimated_bytes,
+        &mut calibration,
+        progress,
+    )?;
+    let mut steps = run_steps(opts, &names, records, &calibration, progress);
+    set_speedups(&mut steps);
+    if let Some(scratch) = target::raw_scratch(&opts.target) {
+        let _ = std::fs::remove_file(scratch);
+    }
+    Ok(LadderReport {
+        target: opts.target.display().to_string(),
+        records,
+        value_size: opts.value_size,
+        page_size: opts.page_size,
+        pool_pages: opts.pool_pages,
+        data_pages,
+        calibration,
+        steps,
+    })
+}
+
+fn check_tasks(opts: &LadderOpts) -> Result<()> {
+    if opts.tasks == 0 || opts.tasks > MAX_TASKS {
+        return Err(BenchError::InvalidArg(format!(
+            "tasks must be in 1..={MAX_TASKS}, got {}",
+            opts.tasks
+        )));
+    }
+    Ok(())
+}
+
+/// The steps asked for (all of [`STEPS`] by default), each checked to be one of them.
+fn selected_steps(opts: &LadderOpts) -> Result<Vec<String>> {
+    let names: Vec<String> = match &opts.steps {
+        Some(s) => s.clone(),
+        None => STEPS.iter().map(|s| s.to_string()).collect(),
+    };
+    if let Some(unknown) = names.iter().find(|n| !STEPS.contains(&n.as_str())) {
+        return Err(BenchError::InvalidArg(steps::unknown_step(unknown)));
+    }
+    Ok(names)
+}
+
+/// Refuses a pool the buffer manager cannot run with, a data set too small to fault, and an
+/// NVMe char device whose block device is missing.
+fn check_data_set(opts: &LadderOpts, records: u64) -> Result<()> {
+    let min_frames = ringdb::buffer::MIN_FRAMES;
+    if opts.pool_pages < min_frames {
+        return Err(BenchError::InvalidArg(format!(
+            "a buffer pool of {} pages is too small: at least {} ({} KiB with {}-byte pages)",
+            opts.pool_pages,
+            min_frames,
+            min_frames * opts.page_size / 1024,
+            opts.page_size
+        )));
+    }
+    if records < MIN_RECORDS {
+        return Err(BenchError::InvalidArg(format!(
+            "{records} records is too small a data set for the ladder (at least {MIN_RECORDS})"
+        )));
+    }
+    if let Some(block) = target::nvme_namespace(&opts.target) {
+        if !block.exists() {
+            return Err(BenchError::InvalidArg(format!(
+                "{} is an NVMe char device, but its namespace's block device {} (which the \
+                 steps that go through the block layer use) is missing",
+                opts.target.display(),
+                block.display()
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Runs each named step in turn. A step this target cannot run, or one that fails, is
+/// reported with its reason instead of ending the ladder.
+fn run_steps(
+    opts: &LadderOpts,
+    names: &[String],
+    records: u64,
+    calibration: &Calibration,
+    progress: &dyn Fn(&str),
+) -> Vec<Step> {
+    let mut steps = Vec::with_capacity(names.len());
+    for name in names {
+        progress(name);
+        let step = match steps::step_config(name, opts) {
+            Err(why) => Step::not_run(name, format!("unsupported here: {why}")),
+            Ok(config) => steps::run_step(opts, name, &config, records, calibration)
+                .unwrap_or_else(|e| Step::not_run(name, format!("failed: {e}"))),
+        };
+        steps.push(step);
+    }
+    steps
+}
+
+/// Speedups of the measured steps over the previous measured step and over `posix`.
+/// `libaio-async` is a side branch, not a rung of the ladder: it gets its speedup over `posix`
+/// only, and the rungs compare with each other around it.
+fn set_speedups(steps: &mut [Step]) {
+    let posix = steps
+        .iter()
+        .find(|s| s.name == "posix" && s.status == "ok")
+        .map(|s| s.tps);
+    let over_posix = |tps: f64| posix.map_or(0.0, |p| tps / p);
+    let mut previous: Option<f64> = None;
+    for s in steps.iter_mut().filter(|s| s.status == "ok") {
+        if s.name == "libaio-async" {
+            continue;
+        }
+        s.speedup_prev = previous.map_or(0.0, |p| s.tps / p);
+        s.speedup_posix = over_posix(s.tps);
+        previous = Some(s.tps);
+    }
+    if let Some(s) = steps
+        .iter_mut()
+        .find(|s| s.name == "libaio-async" && s.status == "ok")
+    {
+        s.speedup_posix = over_posix(s.tps);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_sizing_is_a_few_times_the_pool() {
+        let o = LadderOpts::new("/tmp/x");
+        let r = o.records();
+        let pages = r as f64 * (8 + 128 + RECORD_OVERHEAD) as f64 / (4096.0 * LOAD_FILL);
+        assert!((pages / o.pool_pages as f64 - 3.5).abs() < 0.1);
+    }
+}
