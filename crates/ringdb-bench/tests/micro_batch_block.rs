@@ -2,10 +2,12 @@
 //! finite positive numbers, plots), the counts they report (one enter per batch), the device
 //! limits they mark, and clear errors on bad input. Nothing here asserts performance.
 
-use ringdb_bench::micro::{run, MicroOpts, MicroResult};
+mod common;
+
+use common::{all_positive, assert_note, quick};
+use ringdb_bench::micro::{run, MicroResult};
 use ringdb_lab::device::DeviceInfo;
 use std::path::PathBuf;
-use std::time::Duration;
 
 /// A per-test data file under the target's temp dir (created and filled by the benchmark).
 fn temp_file(name: &str) -> PathBuf {
@@ -17,28 +19,9 @@ fn temp_file(name: &str) -> PathBuf {
     p
 }
 
-fn quick(target: &PathBuf, size: u64) -> MicroOpts {
-    MicroOpts {
-        quick: true,
-        runtime: Duration::from_millis(100),
-        size,
-        ..MicroOpts::new(target)
-    }
-}
-
 fn column<'a>(r: &'a MicroResult, name: &str) -> Vec<&'a serde_json::Value> {
-    let i = r
-        .columns
-        .iter()
-        .position(|c| c == name)
-        .unwrap_or_else(|| panic!("no column {name} in {:?}", r.columns));
+    let i = common::col(r, name);
     r.rows.iter().map(|row| &row[i]).collect()
-}
-
-fn all_positive(r: &MicroResult, name: &str) {
-    let v = r.column_f64(name);
-    assert_eq!(v.len(), r.rows.len(), "{name} is numeric in every row");
-    assert!(v.iter().all(|x| x.is_finite() && *x > 0.0), "{name}: {v:?}");
 }
 
 #[test]
@@ -77,7 +60,20 @@ fn batch_latency_rows_counts_and_plot() {
     // One rate for every point.
     let rate = r.column_f64("target_iops");
     assert!(rate.windows(2).all(|w| w[0] == w[1]), "{rate:?}");
-    // Percentiles are ordered against the average's bounds.
+    check_latency_bounds(&r);
+    check_one_enter_per_batch(&r, &batches);
+    let plot = r.plot.as_ref().expect("a plot");
+    assert!(plot.log_x);
+    assert_eq!(plot.series.len(), 2, "average and standard deviation");
+    for s in &plot.series {
+        assert_eq!(s.points.len(), 3, "{}", s.label);
+    }
+    assert_note(&r, "target rate");
+    assert_note(&r, "Table 2");
+}
+
+/// Percentiles are ordered against the average's bounds.
+fn check_latency_bounds(r: &MicroResult) {
     for ((avg, p99), max) in r
         .column_f64("lat_avg_us")
         .iter()
@@ -89,30 +85,17 @@ fn batch_latency_rows_counts_and_plot() {
             "{avg} {p99} {max}"
         );
     }
-    // A batch goes to the kernel with one enter: at least 1/B enters per write, and batches of
-    // 8 or more need far fewer than one per write.
+}
+
+/// A batch goes to the kernel with one enter: at least 1/B enters per write, and batches of
+/// 8 or more need far fewer than one per write.
+fn check_one_enter_per_batch(r: &MicroResult, batches: &[f64]) {
     for (b, e) in batches.iter().zip(r.column_f64("enters_per_write")) {
         assert!(e >= 1.0 / b - 1e-9, "batch {b}: {e} enters per write");
         if *b >= 8.0 {
             assert!(e < 0.5, "batch {b}: {e} enters per write");
         }
     }
-    let plot = r.plot.as_ref().expect("a plot");
-    assert!(plot.log_x);
-    assert_eq!(plot.series.len(), 2, "average and standard deviation");
-    for s in &plot.series {
-        assert_eq!(s.points.len(), 3, "{}", s.label);
-    }
-    assert!(
-        r.notes.iter().any(|n| n.contains("target rate")),
-        "{:?}",
-        r.notes
-    );
-    assert!(
-        r.notes.iter().any(|n| n.contains("Table 2")),
-        "{:?}",
-        r.notes
-    );
 }
 
 #[test]
@@ -162,21 +145,35 @@ fn block_size_rows_limits_and_plot() {
     ] {
         all_positive(&r, c);
     }
-    // Cycles per byte is cycles per I/O over the block size.
+    check_cycles_per_byte(&r, &bs);
+    check_split_marks(&r, &bs, dev.as_ref().and_then(|d| d.split_limit_kb()));
+    assert!(r
+        .column_f64("iowq_workers")
+        .iter()
+        .all(|w| w.is_finite() && *w >= 0.0));
+    check_block_size_plot(&r);
+    assert_note(&r, "Fig. 8");
+    assert_note(&r, "io-wq");
+}
+
+/// Cycles per byte is cycles per I/O over the block size (`bs`, in KiB per row).
+fn check_cycles_per_byte(r: &MicroResult, bs: &[f64]) {
     for ((cpb, cpi), b) in r
         .column_f64("cycles_per_byte")
         .iter()
         .zip(r.column_f64("cycles_per_io"))
-        .zip(&bs)
+        .zip(bs)
     {
         assert!(
             (cpb - cpi / (b * 1024.0)).abs() <= 1e-9 * cpi.max(1.0),
             "{cpb} {cpi} {b}"
         );
     }
-    // Marked against the device's split limit, as true/false.
-    let split_kb = dev.as_ref().and_then(|d| d.split_limit_kb());
-    for (v, b) in column(&r, "above_split_limit").iter().zip(&bs) {
+}
+
+/// Every row is marked against the device's split limit (`split_kb`), as true/false.
+fn check_split_marks(r: &MicroResult, bs: &[f64], split_kb: Option<u32>) {
+    for (v, b) in column(r, "above_split_limit").iter().zip(bs) {
         let expect = split_kb.is_some_and(|l| *b > l as f64);
         assert_eq!(
             v.as_bool(),
@@ -184,11 +181,10 @@ fn block_size_rows_limits_and_plot() {
             "bs {b} KiB, split limit {split_kb:?}"
         );
     }
-    assert!(r
-        .column_f64("iowq_workers")
-        .iter()
-        .all(|w| w.is_finite() && *w >= 0.0));
+}
 
+/// A log-x plot whose every line has finite points with positive throughput.
+fn check_block_size_plot(r: &MicroResult) {
     let plot = r.plot.as_ref().expect("a plot");
     assert!(plot.log_x);
     assert!(!plot.series.is_empty());
@@ -199,12 +195,6 @@ fn block_size_rows_limits_and_plot() {
             .iter()
             .all(|(x, y)| x.is_finite() && y.is_finite() && *y > 0.0));
     }
-    assert!(
-        r.notes.iter().any(|n| n.contains("Fig. 8")),
-        "{:?}",
-        r.notes
-    );
-    assert!(r.notes.iter().any(|n| n.contains("io-wq")), "{:?}", r.notes);
 }
 
 #[test]

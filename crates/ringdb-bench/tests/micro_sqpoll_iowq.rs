@@ -3,11 +3,13 @@
 //! wake-up, a forced read runs on an io-wq worker, an inline NOP never does), and typed errors
 //! for bad targets. Nothing here asserts timings: this machine is small and shared.
 
-use ringdb_bench::micro::{run, MicroOpts, MicroResult};
+mod common;
+
+use common::{all_positive, assert_note, col, quick};
+use ringdb_bench::micro::{run, MicroResult};
 use ringdb_bench::BenchError;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
-use std::time::Duration;
 
 /// Both benchmarks pin threads and measure the whole process: never run two at once.
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -48,22 +50,6 @@ fn temp_file(name: &str) -> PathBuf {
     p
 }
 
-fn quick(target: &Path, size: u64) -> MicroOpts {
-    MicroOpts {
-        quick: true,
-        runtime: Duration::from_millis(100),
-        size,
-        ..MicroOpts::new(target)
-    }
-}
-
-fn col(r: &MicroResult, name: &str) -> usize {
-    r.columns
-        .iter()
-        .position(|c| c == name)
-        .unwrap_or_else(|| panic!("no column {name} in {:?}", r.columns))
-}
-
 fn text(r: &MicroResult, row: usize, name: &str) -> String {
     r.rows[row][col(r, name)]
         .as_str()
@@ -73,12 +59,6 @@ fn text(r: &MicroResult, row: usize, name: &str) -> String {
 
 fn num(r: &MicroResult, row: usize, name: &str) -> Option<f64> {
     r.rows[row][col(r, name)].as_f64()
-}
-
-fn all_positive(r: &MicroResult, name: &str) {
-    let v = r.column_f64(name);
-    assert_eq!(v.len(), r.rows.len(), "{name} is numeric in every row");
-    assert!(v.iter().all(|x| x.is_finite() && *x > 0.0), "{name}: {v:?}");
 }
 
 fn json_and_plot(r: &MicroResult, name: &str) {
@@ -122,38 +102,7 @@ fn sqpoll_wakeup_rows_wakeups_and_plot() {
     );
     // Two ops x (SQPOLL awake, asleep; no-SQPOLL back to back, idle gap).
     assert_eq!(r.rows.len(), 8);
-    let mut cases = Vec::new();
-    for i in 0..r.rows.len() {
-        let (op, ring, case) = (text(&r, i, "op"), text(&r, i, "ring"), text(&r, i, "case"));
-        cases.push((op.clone(), case.clone()));
-        let sqpoll = ring.starts_with("sqpoll");
-        let gap = case == "asleep" || case == "idle-gap";
-        let samples = num(&r, i, "samples").unwrap();
-        assert!(samples >= 1.0, "row {i}: {samples} samples");
-        let wakeups = num(&r, i, "wakeups");
-        if sqpoll {
-            let w = wakeups.expect("SQPOLL rows count wake-ups");
-            assert!(w <= samples, "row {i}: {w} wake-ups of {samples}");
-            if gap {
-                // After a gap of several idle times the poller sleeps: the engine must have
-                // seen NEED_WAKEUP and entered to wake it (at least once).
-                assert!(w >= 1.0, "row {i} ({op} asleep): no wake-up observed");
-            }
-        } else {
-            assert!(
-                wakeups.is_none(),
-                "row {i}: wake-ups on a ring without SQPOLL"
-            );
-        }
-        assert_eq!(
-            num(&r, i, "penalty_p50_us").is_some(),
-            gap,
-            "row {i}: a penalty exactly on gapped rows"
-        );
-        if let Some(p) = num(&r, i, "penalty_p50_us") {
-            assert!(p.is_finite(), "row {i}: penalty {p}");
-        }
-    }
+    let cases: Vec<(String, String)> = (0..r.rows.len()).map(|i| check_sqpoll_row(&r, i)).collect();
     for op in ["nop", "read-direct"] {
         for case in ["awake", "asleep", "back-to-back", "idle-gap"] {
             assert!(
@@ -168,12 +117,42 @@ fn sqpoll_wakeup_rows_wakeups_and_plot() {
     let p50 = r.column_f64("lat_p50_us");
     let p99 = r.column_f64("lat_p99_us");
     assert!(p50.iter().zip(&p99).all(|(a, b)| a <= b), "{p50:?} {p99:?}");
-    assert!(
-        r.notes.iter().any(|n| n.contains("NEED_WAKEUP")),
-        "{:?}",
-        r.notes
-    );
+    assert_note(&r, "NEED_WAKEUP");
     json_and_plot(&r, "sqpoll-wakeup");
+}
+
+/// Row `i`: SQPOLL rows count wake-ups (at least one after a gap), other rows none, and
+/// exactly the gapped rows carry a penalty. Returns the row's (op, case).
+fn check_sqpoll_row(r: &MicroResult, i: usize) -> (String, String) {
+    let (op, ring, case) = (text(r, i, "op"), text(r, i, "ring"), text(r, i, "case"));
+    let sqpoll = ring.starts_with("sqpoll");
+    let gap = case == "asleep" || case == "idle-gap";
+    let samples = num(r, i, "samples").unwrap();
+    assert!(samples >= 1.0, "row {i}: {samples} samples");
+    let wakeups = num(r, i, "wakeups");
+    if sqpoll {
+        let w = wakeups.expect("SQPOLL rows count wake-ups");
+        assert!(w <= samples, "row {i}: {w} wake-ups of {samples}");
+        if gap {
+            // After a gap of several idle times the poller sleeps: the engine must have
+            // seen NEED_WAKEUP and entered to wake it (at least once).
+            assert!(w >= 1.0, "row {i} ({op} asleep): no wake-up observed");
+        }
+    } else {
+        assert!(
+            wakeups.is_none(),
+            "row {i}: wake-ups on a ring without SQPOLL"
+        );
+    }
+    assert_eq!(
+        num(r, i, "penalty_p50_us").is_some(),
+        gap,
+        "row {i}: a penalty exactly on gapped rows"
+    );
+    if let Some(p) = num(r, i, "penalty_p50_us") {
+        assert!(p.is_finite(), "row {i}: penalty {p}");
+    }
+    (op, case)
 }
 
 #[test]
@@ -240,11 +219,7 @@ fn iowq_rows_workers_and_plot() {
             assert_eq!(workers, 0.0, "inline NOPs spawned io-wq workers");
         }
     }
-    assert!(
-        r.notes.iter().any(|n| n.contains("7.3 us")),
-        "{:?}",
-        r.notes
-    );
+    assert_note(&r, "7.3 us");
     json_and_plot(&r, "iowq");
 }
 

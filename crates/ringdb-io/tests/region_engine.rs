@@ -98,7 +98,10 @@ fn out_of_region_and_unaligned_writes_are_refused() {
         matches!(&err, ringdb_io::IoError::PastEnd { target, .. } if target == "region 1"),
         "{err}"
     );
-    assert!(err.to_string().contains("past the end of region 1"), "{err}");
+    assert!(
+        err.to_string().contains("past the end of region 1"),
+        "{err}"
+    );
     let err = one(&mut e, IoRequest::write(FileId(0), 100, ptr, 512, 2)).unwrap_err();
     assert!(
         matches!(err, ringdb_io::IoError::Misaligned { value: 100, .. }),

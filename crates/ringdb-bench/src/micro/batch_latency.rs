@@ -12,7 +12,8 @@
 //! time its completion is seen (the thread spins on the completion queue while writes are in
 //! flight), so a batch released late, or held back by a full ring, counts its wait.
 
-use super::{MicroOpts, MicroResult, Plot, Series};
+use super::target::{describe_device, usable_size};
+use super::{available_cpus, MicroOpts, MicroResult, Plot, Series};
 use crate::error::{BenchError, Result};
 use crate::pattern::{self, Rng};
 use crate::rawio::{self, IoSpec, RwMode};
@@ -22,9 +23,8 @@ use ringdb_io::{
     IoError, IoRequest,
 };
 use ringdb_lab::counters::{rdtsc, tsc_hz, LatencyHist};
-use ringdb_lab::device::DeviceInfo;
 use ringdb_lab::iowq::IowqTracker;
-use serde_json::json;
+use serde_json::{json, Value};
 use std::path::Path;
 use std::time::Duration;
 
@@ -48,27 +48,67 @@ const PAPER_TABLE2: &[(u32, f64, f64)] = &[
 /// Spinning on the completion queue this long without progress falls back to a blocking wait.
 const STALL: Duration = Duration::from_millis(20);
 
+/// Waiting for the next batch sleeps when it is due further off than this; shorter waits spin.
+const SLEEP_ABOVE: Duration = Duration::from_millis(1);
+/// A sleep ends this much before the batch is due, so that a late wake-up does not delay it.
+const SLEEP_MARGIN: Duration = Duration::from_micros(300);
+/// Time per point with `--quick`, at most.
+const QUICK_POINT: Duration = Duration::from_millis(300);
+
+const MIRRORS: &str = "paper Sec. 3.6, Table 2: write latency vs batch size at a fixed rate (batch 8 mostly < 25 us, batch 128 up to 200 us)";
+
+const COLUMNS: &[&str] = &[
+    "batch",
+    "target_iops",
+    "achieved_iops",
+    "lat_avg_us",
+    "lat_stddev_us",
+    "lat_p99_us",
+    "lat_max_us",
+    "enters_per_write",
+];
+
 pub fn run(opts: &MicroOpts) -> Result<MicroResult> {
     let batches = if opts.quick { QUICK_BATCHES } else { BATCHES };
-    let runtime = if opts.quick {
-        opts.runtime.min(Duration::from_millis(300))
-    } else {
-        opts.runtime
-    };
+    let runtime = opts.runtime_capped_when_quick(QUICK_POINT);
     let size = usable_size(&opts.target, opts.size)?;
     if size < BS {
         return Err(BenchError::InvalidArg(format!(
             "batch-latency needs --size of at least {BS} bytes, got {size}"
         )));
     }
+    let calibrated_iops = calibrate(opts, size, runtime)?;
+    let rate = calibrated_iops * RATE_FRACTION;
+    if !rate.is_finite() || rate < 1.0 {
+        return Err(BenchError::InvalidArg(format!(
+            "calibration on {} reached {calibrated_iops:.1} write IOPS; too few to pace",
+            opts.target.display(),
+        )));
+    }
+    if opts.progress {
+        eprintln!(
+            "batch-latency: calibration {calibrated_iops:.0} IOPS (QD {CALIBRATION_QD}), target rate {rate:.0} IOPS"
+        );
+    }
+    let (points, iowq_workers) = measure_batches(opts, size, batches, rate, runtime)?;
+    let mut r = MicroResult::new("batch-latency", MIRRORS, COLUMNS);
+    for (b, p) in &points {
+        r.row(p.row(*b, rate));
+    }
+    notes(&mut r, opts, &points, rate, calibrated_iops, iowq_workers);
+    r.plot = Some(plot(&points, rate));
+    Ok(r)
+}
 
-    // Calibration: an unpaced QD-32 random-write run (which also creates and fills a file).
+/// The write IOPS an unpaced QD-32 random-write run reaches (which also creates and fills a
+/// file).
+fn calibrate(opts: &MicroOpts, size: u64, runtime: Duration) -> Result<f64> {
     let calibration = if opts.quick {
         runtime.min(Duration::from_millis(200))
     } else {
         (runtime / 2).clamp(Duration::from_millis(100), Duration::from_secs(1))
     };
-    let cal = rawio::run(&IoSpec {
+    let report = rawio::run(&IoSpec {
         rw: RwMode::RandWrite,
         bs: BS,
         size,
@@ -84,39 +124,22 @@ pub fn run(opts: &MicroOpts) -> Result<MicroResult> {
             },
         )
     })?;
-    let rate = cal.iops * RATE_FRACTION;
-    if !rate.is_finite() || rate < 1.0 {
-        return Err(BenchError::InvalidArg(format!(
-            "calibration on {} reached {:.1} write IOPS; too few to pace",
-            opts.target.display(),
-            cal.iops
-        )));
-    }
-    if opts.progress {
-        eprintln!(
-            "batch-latency: calibration {:.0} IOPS (QD {CALIBRATION_QD}), target rate {rate:.0} IOPS",
-            cal.iops
-        );
-    }
+    Ok(report.iops)
+}
 
+/// Every batch size paced at `rate`, one after the other on one ring; returns the points and
+/// the io-wq workers seen over all of them.
+fn measure_batches(
+    opts: &MicroOpts,
+    size: u64,
+    batches: &[u32],
+    rate: f64,
+    runtime: Duration,
+) -> Result<(Vec<(u32, Point)>, usize)> {
     let mut writer = Writer::open(&opts.target, size)?;
     let mut rng = Rng::new(0xba7c_4e11);
     let mut iowq = IowqTracker::default();
     let warmup = (runtime / 10).min(Duration::from_millis(200));
-    let mut r = MicroResult::new(
-        "batch-latency",
-        "paper Sec. 3.6, Table 2: write latency vs batch size at a fixed rate (batch 8 mostly < 25 us, batch 128 up to 200 us)",
-        &[
-            "batch",
-            "target_iops",
-            "achieved_iops",
-            "lat_avg_us",
-            "lat_stddev_us",
-            "lat_p99_us",
-            "lat_max_us",
-            "enters_per_write",
-        ],
-    );
     let mut points = Vec::new();
     for &b in batches {
         let p = writer.measure(b, rate, warmup, runtime, &mut rng)?;
@@ -127,39 +150,28 @@ pub fn run(opts: &MicroOpts) -> Result<MicroResult> {
                 p.achieved_iops, p.mean_us, p.std_us, p.p99_us
             );
         }
-        r.row(vec![
-            json!(b),
-            json!(rate),
-            json!(p.achieved_iops),
-            json!(p.mean_us),
-            json!(p.std_us),
-            json!(p.p99_us),
-            json!(p.max_us),
-            json!(p.enters_per_write),
-        ]);
         points.push((b, p));
     }
     drop(writer);
+    Ok((points, iowq.seen()))
+}
 
-    notes(&mut r, opts, &points, rate, cal.iops, iowq.seen());
-    r.plot = Some(Plot {
-        title: format!("4 KiB O_DIRECT write latency vs batch size at {rate:.0} IOPS"),
-        x_label: "writes per batch (one io_uring_enter)".into(),
-        y_label: "latency (us)".into(),
-        log_x: true,
-        log_y: false,
-        series: vec![
-            Series {
-                label: "average".into(),
-                points: points.iter().map(|(b, p)| (*b as f64, p.mean_us)).collect(),
-            },
-            Series {
-                label: "standard deviation".into(),
-                points: points.iter().map(|(b, p)| (*b as f64, p.std_us)).collect(),
-            },
+/// Average latency and its standard deviation against batch size.
+fn plot(points: &[(u32, Point)], rate: f64) -> Plot {
+    let series = |label: &str, f: fn(&Point) -> f64| Series {
+        label: label.into(),
+        points: points.iter().map(|(b, p)| (*b as f64, f(p))).collect(),
+    };
+    Plot::new(
+        format!("4 KiB O_DIRECT write latency vs batch size at {rate:.0} IOPS"),
+        "writes per batch (one io_uring_enter)",
+        "latency (us)",
+        vec![
+            series("average", |p| p.mean_us),
+            series("standard deviation", |p| p.std_us),
         ],
-    });
-    Ok(r)
+    )
+    .log_x()
 }
 
 fn notes(
@@ -167,63 +179,18 @@ fn notes(
     opts: &MicroOpts,
     points: &[(u32, Point)],
     rate: f64,
-    cal_iops: f64,
+    calibrated_iops: f64,
     iowq_workers: usize,
 ) {
     r.notes.push(format!(
-        "target rate {rate:.0} IOPS = {:.0}% of the {cal_iops:.0} IOPS an unpaced QD-{CALIBRATION_QD} 4 KiB random-write run (one enter per write) reached on {} ({}); one thread, one ring of depth {RING_DEPTH}; the paper paces 8 workers at 1.5 MIOPS on one SSD",
+        "target rate {rate:.0} IOPS = {:.0}% of the {calibrated_iops:.0} IOPS an unpaced QD-{CALIBRATION_QD} 4 KiB random-write run (one enter per write) reached on {} ({}); one thread, one ring of depth {RING_DEPTH}; the paper paces 8 workers at 1.5 MIOPS on one SSD",
         RATE_FRACTION * 100.0,
         opts.target.display(),
-        describe_target(&opts.target),
+        describe_device(&opts.target),
     ));
-    let first = points.first();
-    let last = points.last();
-    if let (Some((b0, p0)), Some((b1, p1))) = (first, last) {
-        let paper = |b: u32| PAPER_TABLE2.iter().find(|t| t.0 == b);
-        let rising = points.windows(2).all(|w| w[1].1.mean_us >= w[0].1.mean_us);
-        let mut s = format!(
-            "average latency goes from {:.1} us at batch {b0} to {:.1} us at batch {b1} ({:.1}x), stddev from {:.1} to {:.1} us",
-            p0.mean_us,
-            p1.mean_us,
-            p1.mean_us / p0.mean_us.max(1e-9),
-            p0.std_us,
-            p1.std_us,
-        );
-        if let (Some(a), Some(z)) = (paper(*b0), paper(*b1)) {
-            s.push_str(&format!(
-                "; the paper's Table 2 goes from {:.1} to {:.1} us ({:.1}x), stddev {:.2} to {:.2} us",
-                a.1,
-                z.1,
-                z.1 / a.1,
-                a.2,
-                z.2
-            ));
-        }
-        s.push_str(if rising {
-            "; here the average rises with every step in batch size, as in Table 2"
-        } else {
-            "; here the average does not rise at every step (Table 2's does)"
-        });
-        r.notes.push(s);
-    }
-    let at = |b: u32| points.iter().find(|(x, _)| *x == b).map(|(_, p)| p);
-    if let (Some(p8), Some(p128)) = (at(8), at(128)) {
-        r.notes.push(format!(
-            "batch 8: avg {:.1} us, p99 {:.1} us (paper: mostly below 25 us); batch 128: avg {:.1} us, max {:.1} us (paper: spikes up to 200 us); batch 128 makes {:.3} enters per write against {:.3} at batch 8",
-            p8.mean_us, p8.p99_us, p128.mean_us, p128.max_us, p128.enters_per_write, p8.enters_per_write
-        ));
-    }
-    let short: Vec<String> = points
-        .iter()
-        .filter(|(_, p)| p.achieved_iops < 0.9 * rate)
-        .map(|(b, p)| format!("batch {b} ({:.0} IOPS)", p.achieved_iops))
-        .collect();
-    if !short.is_empty() {
-        r.notes.push(format!(
-            "below 90% of the target rate: {}; the device (or this CPU) could not keep up there, so those latencies include queueing behind late batches",
-            short.join(", ")
-        ));
-    }
+    r.notes.extend(trend_note(points));
+    r.notes.extend(batch_8_and_128_note(points));
+    r.notes.extend(below_rate_note(points, rate));
     if iowq_workers > 0 {
         r.notes.push(format!(
             "{iowq_workers} io-wq worker(s) appeared: some writes were punted to the slow path (no NOWAIT on this device or filesystem), which adds to their latency"
@@ -231,55 +198,62 @@ fn notes(
     }
     r.notes.push(format!(
         "latency = completion seen - time the batch was due (the thread spins on the CQ while writes are in flight); {} CPU(s) here, shared with whatever else runs",
-        std::thread::available_parallelism().map_or(0, |n| n.get())
+        available_cpus()
     ));
 }
 
-/// Bytes of `path` to use: `size`, but no more than a block device holds, in whole 4 KiB blocks.
-pub(super) fn usable_size(path: &Path, size: u64) -> Result<u64> {
-    use std::os::unix::fs::FileTypeExt;
-    let is_block = std::fs::metadata(path)
-        .map(|m| m.file_type().is_block_device())
-        .unwrap_or(false);
-    let size = if is_block {
-        let t = Target::open(
-            path,
-            TargetOptions {
-                direct: false,
-                write: false,
-                create: false,
-            },
-        )?;
-        size.min(t.size)
+/// How latency and its spread grew from the smallest batch to the largest, against Table 2.
+fn trend_note(points: &[(u32, Point)]) -> Option<String> {
+    let ((b0, p0), (b1, p1)) = (points.first()?, points.last()?);
+    let paper = |b: u32| PAPER_TABLE2.iter().find(|t| t.0 == b);
+    let rising = points.windows(2).all(|w| w[1].1.mean_us >= w[0].1.mean_us);
+    let mut s = format!(
+        "average latency goes from {:.1} us at batch {b0} to {:.1} us at batch {b1} ({:.1}x), stddev from {:.1} to {:.1} us",
+        p0.mean_us,
+        p1.mean_us,
+        p1.mean_us / p0.mean_us.max(1e-9),
+        p0.std_us,
+        p1.std_us,
+    );
+    if let (Some(a), Some(z)) = (paper(*b0), paper(*b1)) {
+        s.push_str(&format!(
+            "; the paper's Table 2 goes from {:.1} to {:.1} us ({:.1}x), stddev {:.2} to {:.2} us",
+            a.1,
+            z.1,
+            z.1 / a.1,
+            a.2,
+            z.2
+        ));
+    }
+    s.push_str(if rising {
+        "; here the average rises with every step in batch size, as in Table 2"
     } else {
-        size
-    };
-    Ok(size - size % BS)
+        "; here the average does not rise at every step (Table 2's does)"
+    });
+    Some(s)
 }
 
-/// "file on vda (mq-deadline)", "block device zram0", "file on no block device".
-pub(super) fn describe_target(path: &Path) -> String {
-    use std::os::unix::fs::FileTypeExt;
-    let is_block = std::fs::metadata(path)
-        .map(|m| m.file_type().is_block_device())
-        .unwrap_or(false);
-    let what = if is_block { "block device" } else { "file on" };
-    match DeviceInfo::for_path(path) {
-        Ok(Some(d)) => {
-            let mut s = format!("{what} {}", d.name);
-            if let Some(sched) = &d.scheduler {
-                s.push_str(&format!(", scheduler {sched}"));
-            }
-            if d.name.starts_with("zram") {
-                s.push_str(", zram: bio-based, in-memory");
-            } else if d.name.starts_with("vd") {
-                s.push_str(", virtio-blk");
-            }
-            s
-        }
-        Ok(None) => "file on no block device (tmpfs or similar)".into(),
-        Err(_) => "device unknown".into(),
-    }
+/// Batches 8 and 128, the two the paper's text quotes.
+fn batch_8_and_128_note(points: &[(u32, Point)]) -> Option<String> {
+    let at = |b: u32| points.iter().find(|(x, _)| *x == b).map(|(_, p)| p);
+    let (p8, p128) = (at(8)?, at(128)?);
+    Some(format!(
+        "batch 8: avg {:.1} us, p99 {:.1} us (paper: mostly below 25 us); batch 128: avg {:.1} us, max {:.1} us (paper: spikes up to 200 us); batch 128 makes {:.3} enters per write against {:.3} at batch 8",
+        p8.mean_us, p8.p99_us, p128.mean_us, p128.max_us, p128.enters_per_write, p8.enters_per_write
+    ))
+}
+
+/// The batch sizes that fell below 90% of the target rate, when any did.
+fn below_rate_note(points: &[(u32, Point)], rate: f64) -> Option<String> {
+    let short: Vec<String> = points
+        .iter()
+        .filter(|(_, p)| p.achieved_iops < 0.9 * rate)
+        .map(|(b, p)| format!("batch {b} ({:.0} IOPS)", p.achieved_iops))
+        .collect();
+    (!short.is_empty()).then(|| format!(
+        "below 90% of the target rate: {}; the device (or this CPU) could not keep up there, so those latencies include queueing behind late batches",
+        short.join(", ")
+    ))
 }
 
 /// What one batch size measured.
@@ -290,6 +264,22 @@ struct Point {
     p99_us: f64,
     max_us: f64,
     enters_per_write: f64,
+}
+
+impl Point {
+    /// The table row of batch size `batch`, paced at `rate`.
+    fn row(&self, batch: u32, rate: f64) -> Vec<Value> {
+        vec![
+            json!(batch),
+            json!(rate),
+            json!(self.achieved_iops),
+            json!(self.mean_us),
+            json!(self.std_us),
+            json!(self.p99_us),
+            json!(self.max_us),
+            json!(self.enters_per_write),
+        ]
+    }
 }
 
 /// Running mean and variance (Welford), in microseconds.
@@ -340,6 +330,95 @@ struct Tally {
     recorded: u64,
     last_done: u64,
     last_progress: u64,
+    /// Batches released from `record_from` on.
+    batches_recorded: u64,
+    /// The first of those: (due tick, enters before it).
+    first_recorded: Option<(u64, u64)>,
+}
+
+impl Tally {
+    /// The bookkeeping of a point that starts at tick `start`, its first `warmup` not
+    /// measured, on a ring `depth` deep.
+    fn new(hz: f64, start: u64, warmup: Duration, depth: usize) -> Tally {
+        Tally {
+            hz,
+            record_from: start + (warmup.as_secs_f64() * hz) as u64,
+            due: vec![0; depth],
+            offset: vec![0; depth],
+            free: (0..depth).rev().collect(),
+            hist: LatencyHist::new(),
+            moments: Moments::default(),
+            recorded: 0,
+            last_done: start,
+            last_progress: start,
+            batches_recorded: 0,
+            first_recorded: None,
+        }
+    }
+
+    /// What the point of `batch` measured, `interval` ticks between its batches, `enters`
+    /// the ring's enters at its end.
+    fn point(&self, batch: u32, interval: u64, enters: u64) -> Result<Point> {
+        let (first_due, enters0) = self.first_recorded.unwrap_or((self.record_from, 0));
+        if self.recorded == 0 {
+            return Err(BenchError::InvalidArg(format!(
+                "batch {batch}: no write completed in the measured window"
+            )));
+        }
+        // The schedule's span, or longer when the last write completed after it would have
+        // been time for another batch (the device or this thread fell behind).
+        let scheduled = self.batches_recorded * interval;
+        let span =
+            (self.last_done.saturating_sub(first_due).max(scheduled) as f64 / self.hz).max(1e-9);
+        let s = self.hist.summary();
+        Ok(Point {
+            achieved_iops: self.recorded as f64 / span,
+            mean_us: self.moments.mean,
+            std_us: self.moments.std_dev(),
+            p99_us: s.p99,
+            max_us: s.max,
+            enters_per_write: (enters - enters0) as f64 / self.recorded as f64,
+        })
+    }
+}
+
+/// When the batches of one point are due, in TSC ticks.
+struct Schedule {
+    hz: f64,
+    /// Ticks from one batch to the next: `batch / rate` seconds.
+    interval: u64,
+    /// No batch is due from this tick on.
+    stop_at: u64,
+    /// Without a completion for this long, wait for one in the kernel.
+    stall_ticks: u64,
+}
+
+impl Schedule {
+    /// Batches of `batch` writes at `rate` writes per second, from the tally's start of
+    /// recording on for `window` (and at least 3 batches).
+    fn new(batch: u32, rate: f64, window: Duration, tally: &Tally) -> Schedule {
+        let hz = tally.hz;
+        let interval = ((batch as f64 / rate) * hz).max(1.0) as u64;
+        let window_ticks = ((window.as_secs_f64() * hz) as u64).max(3 * interval);
+        Schedule {
+            hz,
+            interval,
+            stop_at: tally.record_from + window_ticks,
+            stall_ticks: (STALL.as_secs_f64() * hz) as u64,
+        }
+    }
+
+    /// Waits, with nothing in flight, toward the batch due at tick `due`: sleeps when it is
+    /// far off (waking a little early), spins once otherwise.
+    fn idle_toward(&self, due: u64, now: u64) {
+        let wait = due - now;
+        if wait > (SLEEP_ABOVE.as_secs_f64() * self.hz) as u64 {
+            let d = Duration::from_secs_f64(wait as f64 / self.hz);
+            std::thread::sleep(d.saturating_sub(SLEEP_MARGIN));
+        } else {
+            std::hint::spin_loop();
+        }
+    }
 }
 
 impl Writer {
@@ -383,124 +462,111 @@ impl Writer {
         rng: &mut Rng,
     ) -> Result<Point> {
         let hz = tsc_hz();
-        let b = batch as usize;
         let depth = self.engine.depth();
-        if b > depth {
+        if batch as usize > depth {
             return Err(BenchError::InvalidArg(format!(
                 "batch {batch} exceeds the ring depth {depth}"
             )));
         }
-        let interval = ((batch as f64 / rate) * hz).max(1.0) as u64;
-        let window_ticks = ((window.as_secs_f64() * hz) as u64).max(3 * interval);
-        let sleep_above = (hz / 1000.0) as u64; // 1 ms
-        let sleep_margin = Duration::from_micros(300);
         let start = rdtsc();
-        let mut t = Tally {
-            hz,
-            record_from: start + (warmup.as_secs_f64() * hz) as u64,
-            due: vec![0; depth],
-            offset: vec![0; depth],
-            free: (0..depth).rev().collect(),
-            hist: LatencyHist::new(),
-            moments: Moments::default(),
-            recorded: 0,
-            last_done: start,
-            last_progress: start,
-        };
-        let stop_at = t.record_from + window_ticks;
-        let stall_ticks = (STALL.as_secs_f64() * hz) as u64;
+        let mut t = Tally::new(hz, start, warmup, depth);
+        let schedule = Schedule::new(batch, rate, window, &t);
         let mut comps: Vec<IoCompletion> = Vec::with_capacity(depth);
         let mut due = start;
-        let mut first_recorded: Option<(u64, u64)> = None; // (due tick, enters before it)
-        let mut batches_recorded = 0u64;
-
         loop {
             let now = rdtsc();
-            if due < stop_at {
+            if due < schedule.stop_at {
                 if now >= due {
-                    // Room for the whole batch: a full ring holds it back (and that counts).
-                    while depth - self.engine.in_flight() < b {
-                        self.engine.submit(1)?;
-                        self.collect(&mut t, &mut comps)?;
-                    }
-                    if due >= t.record_from {
-                        batches_recorded += 1;
-                        if first_recorded.is_none() {
-                            first_recorded = Some((due, self.engine.stats().enters));
-                        }
-                    }
-                    for _ in 0..b {
-                        let slot = t.free.pop().ok_or_else(|| {
-                            BenchError::InvalidArg("no free write slot (ring bookkeeping)".into())
-                        })?;
-                        let offset = rng.below(self.blocks) * BS;
-                        t.due[slot] = due;
-                        t.offset[slot] = offset;
-                        let req = IoRequest::write(
-                            FileId(0),
-                            offset,
-                            self.pool.ptr(slot),
-                            BS as u32,
-                            slot as u64,
-                        );
-                        // SAFETY: the buffer belongs to `self.pool`, which outlives the engine
-                        // (field order), and writes only read it; the slot is not reused until
-                        // its completion has been reaped.
-                        unsafe { self.engine.push(&req)? };
-                    }
-                    // One enter for the whole batch (retried only if the kernel took part).
-                    self.engine.submit(0)?;
-                    while self.engine.pending() > 0 {
-                        self.collect(&mut t, &mut comps)?;
-                        self.engine.submit(0)?;
-                    }
-                    t.last_progress = rdtsc();
-                    due += interval;
+                    self.release_batch(&mut t, &mut comps, batch as usize, due, rng)?;
+                    due += schedule.interval;
                     continue;
                 }
                 if self.engine.in_flight() == 0 {
-                    let wait = due - now;
-                    if wait > sleep_above {
-                        let d = Duration::from_secs_f64(wait as f64 / hz);
-                        std::thread::sleep(d.saturating_sub(sleep_margin));
-                    } else {
-                        std::hint::spin_loop();
-                    }
+                    schedule.idle_toward(due, now);
                     continue;
                 }
             } else if self.engine.in_flight() == 0 {
                 break;
             }
-            if self.collect(&mut t, &mut comps)? == 0 {
-                if rdtsc().saturating_sub(t.last_progress) > stall_ticks {
-                    // Completions are not arriving by themselves: wait for one in the kernel.
-                    self.engine.submit(1)?;
-                    self.collect(&mut t, &mut comps)?;
-                } else {
-                    std::hint::spin_loop();
-                }
+            self.poll(&mut t, &mut comps, schedule.stall_ticks)?;
+        }
+        t.point(batch, schedule.interval, self.engine.stats().enters)
+    }
+
+    /// Hands the `batch` writes due at tick `due` to the kernel with one enter, once the ring
+    /// has room for all of them (a full ring holds the batch back, and that counts).
+    fn release_batch(
+        &mut self,
+        t: &mut Tally,
+        comps: &mut Vec<IoCompletion>,
+        batch: usize,
+        due: u64,
+        rng: &mut Rng,
+    ) -> Result<()> {
+        let depth = self.engine.depth();
+        while depth - self.engine.in_flight() < batch {
+            self.engine.submit(1)?;
+            self.collect(t, comps)?;
+        }
+        if due >= t.record_from {
+            t.batches_recorded += 1;
+            if t.first_recorded.is_none() {
+                t.first_recorded = Some((due, self.engine.stats().enters));
             }
         }
-
-        let (first_due, enters0) = first_recorded.unwrap_or((t.record_from, 0));
-        if t.recorded == 0 {
-            return Err(BenchError::InvalidArg(format!(
-                "batch {batch}: no write completed in the measured window"
-            )));
+        for _ in 0..batch {
+            let offset = rng.below(self.blocks) * BS;
+            self.push_write(t, due, offset)?;
         }
-        // The schedule's span, or longer when the last write completed after it would have
-        // been time for another batch (the device or this thread fell behind).
-        let scheduled = batches_recorded * interval;
-        let span = (t.last_done.saturating_sub(first_due).max(scheduled) as f64 / hz).max(1e-9);
-        let s = t.hist.summary();
-        Ok(Point {
-            achieved_iops: t.recorded as f64 / span,
-            mean_us: t.moments.mean,
-            std_us: t.moments.std_dev(),
-            p99_us: s.p99,
-            max_us: s.max,
-            enters_per_write: (self.engine.stats().enters - enters0) as f64 / t.recorded as f64,
-        })
+        // One enter for the whole batch (retried only if the kernel took part).
+        self.engine.submit(0)?;
+        while self.engine.pending() > 0 {
+            self.collect(t, comps)?;
+            self.engine.submit(0)?;
+        }
+        t.last_progress = rdtsc();
+        Ok(())
+    }
+
+    /// Pushes one write to `offset` of the batch due at tick `due`, from a free slot.
+    fn push_write(&mut self, t: &mut Tally, due: u64, offset: u64) -> Result<()> {
+        let slot = t.free.pop().ok_or_else(|| {
+            BenchError::InvalidArg("no free write slot (ring bookkeeping)".into())
+        })?;
+        t.due[slot] = due;
+        t.offset[slot] = offset;
+        let req = IoRequest::write(
+            FileId(0),
+            offset,
+            self.pool.ptr(slot),
+            BS as u32,
+            slot as u64,
+        );
+        // SAFETY: the buffer belongs to `self.pool`, which outlives the engine (field order),
+        // and writes only read it; the slot is not reused until its completion has been
+        // reaped.
+        unsafe { self.engine.push(&req)? };
+        Ok(())
+    }
+
+    /// Reaps what has completed; when nothing has for `stall_ticks`, waits for one completion
+    /// in the kernel instead of spinning on.
+    fn poll(
+        &mut self,
+        t: &mut Tally,
+        comps: &mut Vec<IoCompletion>,
+        stall_ticks: u64,
+    ) -> Result<()> {
+        if self.collect(t, comps)? == 0 {
+            if rdtsc().saturating_sub(t.last_progress) > stall_ticks {
+                // Completions are not arriving by themselves: wait for one in the kernel.
+                self.engine.submit(1)?;
+                self.collect(t, comps)?;
+            } else {
+                std::hint::spin_loop();
+            }
+        }
+        Ok(())
     }
 
     /// Reaps what has completed (without blocking) and records it; returns how many.

@@ -10,13 +10,13 @@
 //! byte (whole-process CPU time, io-wq workers included, x TSC rate / bytes), the io-wq
 //! workers seen, and whether the block size is above the device's split limit.
 
-use super::batch_latency::{describe_target, usable_size};
-use super::{MicroOpts, MicroResult, Plot, Series};
+use super::target::{describe_device, usable_size};
+use super::{available_cpus, MicroOpts, MicroResult, Plot, Series};
 use crate::error::{BenchError, Result};
 use crate::rawio::{self, IoReport, IoSpec, RwMode};
 use ringdb_io::{EngineKind, IoConfig, IoError};
 use ringdb_lab::device::DeviceInfo;
-use serde_json::json;
+use serde_json::{json, Value};
 use std::path::Path;
 use std::time::Duration;
 
@@ -32,6 +32,8 @@ const SIZES: &[u64] = &[
     2048 * KIB,
 ];
 const QUICK_SIZES: &[u64] = &[4 * KIB, 128 * KIB, 1024 * KIB];
+/// Time per point with `--quick`, at most.
+const QUICK_POINT: Duration = Duration::from_millis(250);
 const IODEPTH: u32 = 8;
 /// One segment is assumed to carry one 4 KiB page of a user buffer.
 const SEGMENT_BYTES: u64 = 4 * KIB;
@@ -76,6 +78,11 @@ impl Limits {
     fn above_segments(&self, bs: u64) -> bool {
         self.seg_kb.is_some_and(|l| bs > l * KIB)
     }
+
+    /// Whether a block of `bs` bytes crosses either limit.
+    fn above_either(&self, bs: u64) -> bool {
+        self.above_split(bs) || self.above_segments(bs)
+    }
 }
 
 fn switch_sets() -> [IoConfig; 2] {
@@ -90,6 +97,26 @@ fn switch_sets() -> [IoConfig; 2] {
     };
     [plain, registered]
 }
+
+const MIRRORS: &str = "paper Sec. 3.6, Fig. 8: cycles per byte and GiB/s vs block size, one thread; blocks above the device's limits fall back to io-wq";
+
+const COLUMNS: &[&str] = &[
+    "rw",
+    "config",
+    "bs_kib",
+    "gib_s",
+    "iops",
+    "cycles_per_byte",
+    "cycles_per_io",
+    "lat_p50_us",
+    "lat_p99_us",
+    "enters_per_io",
+    "iowq_workers",
+    "above_split_limit",
+    "above_seg_limit",
+];
+
+const PAPER_NOTE: &str = "paper (Fig. 8): cycles per byte fall steeply with block size; one core reaches 90 GiB/s reads at 256 KiB and 50 GiB/s writes at 128 KiB (PCIe 5 SSD array, passthrough + IOPoll); io-wq workers appear above max_hw_sectors_kb, above nr_requests batched requests, and above 512 KiB (max_segments)";
 
 /// One measured point.
 struct Point {
@@ -111,125 +138,161 @@ impl Point {
     fn workers(&self) -> u64 {
         self.report.iowq_workers.unwrap_or(0)
     }
+
+    /// Whether this point belongs to the series of (`rw`, switch set `label`).
+    fn is_in(&self, rw: RwMode, label: &str) -> bool {
+        self.rw == rw && self.label == label
+    }
+
+    fn print_progress(&self) {
+        eprintln!(
+            "block-size {} {} {} KiB: {:.2} GiB/s, {:.3} cycles/B, {} io-wq workers",
+            self.label,
+            self.rw,
+            self.bs / KIB,
+            self.gib_s(),
+            self.cycles_per_byte(),
+            self.workers()
+        );
+    }
+
+    /// The table row, marked against the device's `limits`.
+    fn row(&self, limits: &Limits) -> Vec<Value> {
+        vec![
+            json!(self.rw.name()),
+            json!(self.label),
+            json!(self.bs / KIB),
+            json!(self.gib_s()),
+            json!(self.report.iops),
+            json!(self.cycles_per_byte()),
+            json!(self.report.cycles_per_io),
+            json!(self.report.lat_us.p50),
+            json!(self.report.lat_us.p99),
+            json!(self.report.enters_per_io.unwrap_or(0.0)),
+            json!(self.workers()),
+            json!(limits.above_split(self.bs)),
+            json!(limits.above_segments(self.bs)),
+        ]
+    }
+}
+
+/// What one run sweeps: the block sizes, the time per point, and the bytes of the target.
+struct Sweep {
+    sizes: &'static [u64],
+    runtime: Duration,
+    size: u64,
+}
+
+impl Sweep {
+    /// The sweep `opts` asks for; refuses a target smaller than the largest block.
+    fn for_opts(opts: &MicroOpts) -> Result<Sweep> {
+        let sizes = if opts.quick { QUICK_SIZES } else { SIZES };
+        let runtime = opts.runtime_capped_when_quick(QUICK_POINT);
+        let largest = sizes.iter().copied().max().unwrap_or(4 * KIB);
+        let size = usable_size(&opts.target, opts.size)?;
+        if size < largest {
+            return Err(BenchError::InvalidArg(format!(
+                "block-size needs --size of at least {} KiB (its largest block), got {size} bytes",
+                largest / KIB
+            )));
+        }
+        Ok(Sweep {
+            sizes,
+            runtime,
+            size,
+        })
+    }
 }
 
 pub fn run(opts: &MicroOpts) -> Result<MicroResult> {
-    let sizes = if opts.quick { QUICK_SIZES } else { SIZES };
-    let runtime = if opts.quick {
-        opts.runtime.min(Duration::from_millis(250))
-    } else {
-        opts.runtime
-    };
-    let largest = sizes.iter().copied().max().unwrap_or(4 * KIB);
-    let size = usable_size(&opts.target, opts.size)?;
-    if size < largest {
-        return Err(BenchError::InvalidArg(format!(
-            "block-size needs --size of at least {} KiB (its largest block), got {size} bytes",
-            largest / KIB
-        )));
-    }
+    let sweep = Sweep::for_opts(opts)?;
     let limits = Limits::for_target(&opts.target)?;
+    let mut r = MicroResult::new("block-size", MIRRORS, COLUMNS);
+    let (points, skipped) = measure_all(opts, &sweep)?;
+    for p in &points {
+        r.row(p.row(&limits));
+    }
+    notes(&mut r, opts, &points, &limits, &skipped);
+    r.plot = Some(plot(&points));
+    Ok(r)
+}
 
-    let mut r = MicroResult::new(
-        "block-size",
-        "paper Sec. 3.6, Fig. 8: cycles per byte and GiB/s vs block size, one thread; blocks above the device's limits fall back to io-wq",
-        &[
-            "rw",
-            "config",
-            "bs_kib",
-            "gib_s",
-            "iops",
-            "cycles_per_byte",
-            "cycles_per_io",
-            "lat_p50_us",
-            "lat_p99_us",
-            "enters_per_io",
-            "iowq_workers",
-            "above_split_limit",
-            "above_seg_limit",
-        ],
-    );
-    let mut points: Vec<Point> = Vec::new();
+/// Every (switch set, rw, block size) point in table order, and the series cut short.
+fn measure_all(opts: &MicroOpts, sweep: &Sweep) -> Result<(Vec<Point>, Vec<String>)> {
+    let mut points = Vec::new();
     let mut skipped = Vec::new();
     for io in switch_sets() {
-        let label = io.label();
         for rw in [RwMode::RandRead, RwMode::RandWrite] {
-            for &bs in sizes {
-                let spec = IoSpec {
-                    rw,
-                    bs,
-                    size,
-                    runtime: Some(runtime),
-                    progress: false,
-                    ..IoSpec::new(&opts.target, io.clone())
-                };
-                let report = match rawio::run(&spec) {
-                    Ok(rep) => rep,
-                    Err(BenchError::Io(e @ IoError::Memlock { .. })) if io.fixed_buffers => {
-                        // Larger blocks need more registered memory still: skip the rest.
-                        skipped.push(format!("{label} {rw} from {} KiB on: {e}", bs / KIB));
-                        break;
-                    }
-                    Err(e) => return Err(e),
-                };
-                let p = Point {
-                    rw,
-                    label: label.clone(),
-                    bs,
-                    report,
-                };
-                if opts.progress {
-                    eprintln!(
-                        "block-size {} {} {} KiB: {:.2} GiB/s, {:.3} cycles/B, {} io-wq workers",
-                        p.label,
-                        rw,
-                        bs / KIB,
-                        p.gib_s(),
-                        p.cycles_per_byte(),
-                        p.workers()
-                    );
-                }
-                r.row(vec![
-                    json!(rw.name()),
-                    json!(p.label),
-                    json!(bs / KIB),
-                    json!(p.gib_s()),
-                    json!(p.report.iops),
-                    json!(p.cycles_per_byte()),
-                    json!(p.report.cycles_per_io),
-                    json!(p.report.lat_us.p50),
-                    json!(p.report.lat_us.p99),
-                    json!(p.report.enters_per_io.unwrap_or(0.0)),
-                    json!(p.workers()),
-                    json!(limits.above_split(bs)),
-                    json!(limits.above_segments(bs)),
-                ]);
-                points.push(p);
+            if let Some(why) = measure_series(opts, sweep, &io, rw, &mut points)? {
+                skipped.push(why);
             }
         }
     }
+    Ok((points, skipped))
+}
 
-    notes(&mut r, opts, &points, &limits, &skipped);
+/// Measures one (switch set, rw) series over the block sizes, smallest first, into `points`.
+/// Returns what was skipped when registered buffers ran out of locked memory.
+fn measure_series(
+    opts: &MicroOpts,
+    sweep: &Sweep,
+    io: &IoConfig,
+    rw: RwMode,
+    points: &mut Vec<Point>,
+) -> Result<Option<String>> {
+    let label = io.label();
+    for &bs in sweep.sizes {
+        let spec = IoSpec {
+            rw,
+            bs,
+            size: sweep.size,
+            runtime: Some(sweep.runtime),
+            progress: false,
+            ..IoSpec::new(&opts.target, io.clone())
+        };
+        let report = match rawio::run(&spec) {
+            Ok(rep) => rep,
+            Err(BenchError::Io(e @ IoError::Memlock { .. })) if io.fixed_buffers => {
+                // Larger blocks need more registered memory still: skip the rest.
+                return Ok(Some(format!("{label} {rw} from {} KiB on: {e}", bs / KIB)));
+            }
+            Err(e) => return Err(e),
+        };
+        let p = Point {
+            rw,
+            label: label.clone(),
+            bs,
+            report,
+        };
+        if opts.progress {
+            p.print_progress();
+        }
+        points.push(p);
+    }
+    Ok(None)
+}
+
+/// GiB/s against block size, one line per (rw, switch set).
+fn plot(points: &[Point]) -> Plot {
     let mut series: Vec<Series> = Vec::new();
-    for p in &points {
+    for p in points {
         let name = format!("{} {}", p.rw, p.label);
+        let point = ((p.bs / KIB) as f64, p.gib_s());
         match series.iter_mut().find(|s| s.label == name) {
-            Some(s) => s.points.push(((p.bs / KIB) as f64, p.gib_s())),
+            Some(s) => s.points.push(point),
             None => series.push(Series {
                 label: name,
-                points: vec![((p.bs / KIB) as f64, p.gib_s())],
+                points: vec![point],
             }),
         }
     }
-    r.plot = Some(Plot {
-        title: format!("One thread, iodepth {IODEPTH}: throughput vs block size"),
-        x_label: "block size (KiB)".into(),
-        y_label: "GiB/s".into(),
-        log_x: true,
-        log_y: false,
+    Plot::new(
+        format!("One thread, iodepth {IODEPTH}: throughput vs block size"),
+        "block size (KiB)",
+        "GiB/s",
         series,
-    });
-    Ok(r)
+    )
+    .log_x()
 }
 
 fn notes(
@@ -239,171 +302,197 @@ fn notes(
     limits: &Limits,
     skipped: &[String],
 ) {
-    r.notes.push(
-        "paper (Fig. 8): cycles per byte fall steeply with block size; one core reaches 90 GiB/s reads at 256 KiB and 50 GiB/s writes at 128 KiB (PCIe 5 SSD array, passthrough + IOPoll); io-wq workers appear above max_hw_sectors_kb, above nr_requests batched requests, and above 512 KiB (max_segments)".into(),
+    r.notes.push(PAPER_NOTE.into());
+    let keys = series_keys(points);
+    r.notes
+        .extend(keys.iter().filter_map(|&key| series_note(points, key)));
+    r.notes.extend(
+        [RwMode::RandRead, RwMode::RandWrite]
+            .into_iter()
+            .filter_map(|rw| registration_note(points, rw)),
     );
-    // Per series: how far cycles per byte fell, and where throughput peaked.
+    r.notes.push(device_limits_note(opts, limits));
+    r.notes.push(iowq_note(points, limits, &keys));
+    r.notes
+        .extend(skipped.iter().map(|s| format!("skipped {s}")));
+    r.notes.push(format!(
+        "one thread, iodepth {IODEPTH}, {} CPU(s) here; cycles are whole-process CPU time (io-wq workers included) x TSC rate",
+        available_cpus()
+    ));
+}
+
+/// The (rw, switch set) of every series, in the order they were measured.
+fn series_keys(points: &[Point]) -> Vec<(RwMode, &str)> {
     let mut keys: Vec<(RwMode, &str)> = Vec::new();
     for p in points {
         if !keys.contains(&(p.rw, p.label.as_str())) {
             keys.push((p.rw, p.label.as_str()));
         }
     }
-    for (rw, label) in &keys {
-        let s: Vec<&Point> = points
-            .iter()
-            .filter(|p| p.rw == *rw && p.label == *label)
-            .collect();
-        let (Some(first), Some(last)) = (s.first(), s.last()) else {
-            continue;
-        };
-        let Some(peak) = s.iter().max_by(|a, b| a.gib_s().total_cmp(&b.gib_s())) else {
-            continue;
-        };
-        r.notes.push(format!(
-            "{rw} {label}: {:.3} cycles/B at {} KiB, {:.4} at {} KiB ({:.0}x fewer); peak {:.2} GiB/s at {} KiB",
-            first.cycles_per_byte(),
-            first.bs / KIB,
-            last.cycles_per_byte(),
-            last.bs / KIB,
-            first.cycles_per_byte() / last.cycles_per_byte().max(1e-12),
-            peak.gib_s(),
-            peak.bs / KIB,
-        ));
-    }
-    // Registered buffers and files against plain io_uring, at the smallest and largest block:
-    // pinning a buffer's pages per request grows with its size, registration pins them once.
+    keys
+}
+
+/// How far cycles per byte fell over one series, and where its throughput peaked.
+fn series_note(points: &[Point], (rw, label): (RwMode, &str)) -> Option<String> {
+    let s: Vec<&Point> = points.iter().filter(|p| p.is_in(rw, label)).collect();
+    let (first, last) = (s.first()?, s.last()?);
+    let peak = s.iter().max_by(|a, b| a.gib_s().total_cmp(&b.gib_s()))?;
+    Some(format!(
+        "{rw} {label}: {:.3} cycles/B at {} KiB, {:.4} at {} KiB ({:.0}x fewer); peak {:.2} GiB/s at {} KiB",
+        first.cycles_per_byte(),
+        first.bs / KIB,
+        last.cycles_per_byte(),
+        last.bs / KIB,
+        first.cycles_per_byte() / last.cycles_per_byte().max(1e-12),
+        peak.gib_s(),
+        peak.bs / KIB,
+    ))
+}
+
+/// Registered buffers and files against plain io_uring for `rw`, at the smallest and largest
+/// block: pinning a buffer's pages per request grows with its size, registration pins them once.
+fn registration_note(points: &[Point], rw: RwMode) -> Option<String> {
     let smallest = points.iter().map(|p| p.bs).min();
     let largest = points.iter().map(|p| p.bs).max();
-    for rw in [RwMode::RandRead, RwMode::RandWrite] {
-        let at = |bs: Option<u64>, fixed: bool| {
-            points
-                .iter()
-                .find(|p| p.rw == rw && Some(p.bs) == bs && p.label.contains("fixedbufs") == fixed)
+    let at = |bs: Option<u64>, fixed: bool| {
+        points
+            .iter()
+            .find(|p| p.rw == rw && Some(p.bs) == bs && p.label.contains("fixedbufs") == fixed)
+    };
+    let mut parts: Vec<(u64, String)> = Vec::new();
+    for bs in [smallest, largest] {
+        let (Some(plain), Some(reg)) = (at(bs, false), at(bs, true)) else {
+            continue;
         };
-        let mut parts = Vec::new();
-        for bs in [smallest, largest] {
-            if let (Some(plain), Some(reg)) = (at(bs, false), at(bs, true)) {
-                if parts.iter().any(|(b, _)| *b == plain.bs) {
-                    continue;
-                }
-                parts.push((
-                    plain.bs,
-                    format!(
-                        "{:.0} against {:.0} cycles/IO at {} KiB ({:.2}x)",
-                        reg.report.cycles_per_io,
-                        plain.report.cycles_per_io,
-                        plain.bs / KIB,
-                        reg.report.cycles_per_io / plain.report.cycles_per_io.max(1e-9),
-                    ),
-                ));
-            }
+        if parts.iter().any(|(b, _)| *b == plain.bs) {
+            continue;
         }
-        if !parts.is_empty() {
-            let parts: Vec<String> = parts.into_iter().map(|(_, s)| s).collect();
-            r.notes.push(format!(
-                "{rw}: registered buffers + files cost {} of plain io_uring",
-                parts.join(", ")
-            ));
-        }
+        parts.push((
+            plain.bs,
+            format!(
+                "{:.0} against {:.0} cycles/IO at {} KiB ({:.2}x)",
+                reg.report.cycles_per_io,
+                plain.report.cycles_per_io,
+                plain.bs / KIB,
+                reg.report.cycles_per_io / plain.report.cycles_per_io.max(1e-9),
+            ),
+        ));
     }
-    // The device's limits.
-    let opt = |v: Option<u32>| v.map_or("-".to_string(), |x| x.to_string());
-    match &limits.device {
-        Some(d) => r.notes.push(format!(
-            "{} ({}): max_hw_sectors_kb {}, max_sectors_kb {}, so requests above {} KiB are split; max_segments {} (~{} KiB of 4 KiB pages); nr_requests {} against iodepth {IODEPTH}{}",
-            opts.target.display(),
-            describe_target(&opts.target),
-            opt(d.max_hw_sectors_kb),
-            opt(d.max_sectors_kb),
-            limits.split_kb.map_or("-".to_string(), |v| v.to_string()),
-            opt(d.max_segments),
-            limits.seg_kb.map_or("-".to_string(), |v| v.to_string()),
-            opt(d.nr_requests),
-            match d.nr_requests {
-                Some(n) if n < IODEPTH => " (batches exceed it)",
-                Some(_) => " (batches stay below it)",
-                None => " (bio-based device, no request queue)",
-            }
-        )),
-        None => r.notes.push(format!(
+    if parts.is_empty() {
+        return None;
+    }
+    let parts: Vec<String> = parts.into_iter().map(|(_, s)| s).collect();
+    Some(format!(
+        "{rw}: registered buffers + files cost {} of plain io_uring",
+        parts.join(", ")
+    ))
+}
+
+/// The device's queue limits, and whether a batch of `IODEPTH` fits its request queue.
+fn device_limits_note(opts: &MicroOpts, limits: &Limits) -> String {
+    let Some(d) = &limits.device else {
+        return format!(
             "{} is on no block device (tmpfs or similar): no queue limits to cross",
             opts.target.display()
-        )),
-    }
-    // Where io-wq workers appeared, against those limits.
+        );
+    };
+    let opt = |v: Option<u32>| v.map_or("-".to_string(), |x| x.to_string());
+    let opt_kb = |v: Option<u64>| v.map_or("-".to_string(), |x| x.to_string());
+    format!(
+        "{} ({}): max_hw_sectors_kb {}, max_sectors_kb {}, so requests above {} KiB are split; max_segments {} (~{} KiB of 4 KiB pages); nr_requests {} against iodepth {IODEPTH}{}",
+        opts.target.display(),
+        describe_device(&opts.target),
+        opt(d.max_hw_sectors_kb),
+        opt(d.max_sectors_kb),
+        opt_kb(limits.split_kb),
+        opt(d.max_segments),
+        opt_kb(limits.seg_kb),
+        opt(d.nr_requests),
+        match d.nr_requests {
+            Some(n) if n < IODEPTH => " (batches exceed it)",
+            Some(_) => " (batches stay below it)",
+            None => " (bio-based device, no request queue)",
+        }
+    )
+}
+
+/// Where io-wq workers appeared, against the device's limits.
+fn iowq_note(points: &[Point], limits: &Limits, keys: &[(RwMode, &str)]) -> String {
     let with_workers: Vec<&Point> = points.iter().filter(|p| p.workers() > 0).collect();
     if with_workers.is_empty() {
-        let mut above: Vec<u64> = points
-            .iter()
-            .filter(|p| limits.above_split(p.bs) || limits.above_segments(p.bs))
-            .map(|p| p.bs / KIB)
-            .collect();
-        above.sort_unstable();
-        above.dedup();
-        let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
-            .map(|s| s.trim().to_string())
-            .unwrap_or_else(|_| "?".into());
-        r.notes.push(if above.is_empty() {
-            "no io-wq worker appeared at any block size; no block here is above the split or segment limit".to_string()
-        } else {
-            format!(
-                "no io-wq worker appeared at any block size, although blocks of {} KiB are above the split or segment limit: this kernel ({kernel}) issued those requests inline (the paper saw workers there: kernels that refuse to split a NOWAIT bio make io_uring retry it on io-wq)",
-                above
-                    .iter()
-                    .map(u64::to_string)
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )
-        });
+        no_workers_note(points, limits)
     } else {
-        let mut parts = Vec::new();
-        for (rw, label) in &keys {
-            let kib: Vec<String> = with_workers
-                .iter()
-                .filter(|p| p.rw == *rw && p.label == *label)
-                .map(|p| format!("{}", p.bs / KIB))
-                .collect();
-            if !kib.is_empty() {
-                parts.push(format!("{rw} {label} at {} KiB", kib.join(", ")));
-            }
-        }
-        let n = with_workers.len();
-        let split = with_workers
+        workers_note(&with_workers, limits, keys)
+    }
+}
+
+/// The block sizes of `points` in KiB, ascending, each once.
+fn distinct_kib<'a>(points: impl Iterator<Item = &'a Point>) -> Vec<u64> {
+    let mut kib: Vec<u64> = points.map(|p| p.bs / KIB).collect();
+    kib.sort_unstable();
+    kib.dedup();
+    kib
+}
+
+/// No worker anywhere: expected below the limits; above them, this kernel issued inline.
+fn no_workers_note(points: &[Point], limits: &Limits) -> String {
+    let above = distinct_kib(points.iter().filter(|p| limits.above_either(p.bs)));
+    if above.is_empty() {
+        return "no io-wq worker appeared at any block size; no block here is above the split or segment limit".to_string();
+    }
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "?".into());
+    format!(
+        "no io-wq worker appeared at any block size, although blocks of {} KiB are above the split or segment limit: this kernel ({kernel}) issued those requests inline (the paper saw workers there: kernels that refuse to split a NOWAIT bio make io_uring retry it on io-wq)",
+        above
             .iter()
-            .filter(|p| limits.above_split(p.bs))
-            .count();
-        let seg = with_workers
+            .map(u64::to_string)
+            .collect::<Vec<_>>()
+            .join(", ")
+    )
+}
+
+/// The points that brought up workers, per series, and how many of them crossed a limit.
+fn workers_note(with_workers: &[&Point], limits: &Limits, keys: &[(RwMode, &str)]) -> String {
+    let mut parts = Vec::new();
+    for &(rw, label) in keys {
+        let kib: Vec<String> = with_workers
             .iter()
-            .filter(|p| limits.above_segments(p.bs))
-            .count();
-        let mut below_kib: Vec<u64> = with_workers
-            .iter()
-            .filter(|p| !limits.above_split(p.bs) && !limits.above_segments(p.bs))
-            .map(|p| p.bs / KIB)
+            .filter(|p| p.is_in(rw, label))
+            .map(|p| format!("{}", p.bs / KIB))
             .collect();
-        below_kib.sort_unstable();
-        below_kib.dedup();
-        let below: Vec<String> = below_kib.iter().map(|k| format!("{k} KiB")).collect();
-        let mut s = format!(
-            "io-wq workers appeared for {}; of those {n} points {split} are above the split limit and {seg} above the segment limit",
-            parts.join("; ")
-        );
-        if below.is_empty() {
-            s.push_str(": workers only where a request crosses a limit, as Fig. 8 describes");
-        } else {
-            s.push_str(&format!(
-                "; workers also below both limits (at {}), so this device or filesystem punts requests whatever their size (no NOWAIT support, as on zram)",
-                below.join(", ")
-            ));
+        if !kib.is_empty() {
+            parts.push(format!("{rw} {label} at {} KiB", kib.join(", ")));
         }
-        r.notes.push(s);
     }
-    for s in skipped {
-        r.notes.push(format!("skipped {s}"));
+    let n = with_workers.len();
+    let split = with_workers
+        .iter()
+        .filter(|p| limits.above_split(p.bs))
+        .count();
+    let seg = with_workers
+        .iter()
+        .filter(|p| limits.above_segments(p.bs))
+        .count();
+    let below = distinct_kib(
+        with_workers
+            .iter()
+            .copied()
+            .filter(|p| !limits.above_either(p.bs)),
+    );
+    let mut s = format!(
+        "io-wq workers appeared for {}; of those {n} points {split} are above the split limit and {seg} above the segment limit",
+        parts.join("; ")
+    );
+    if below.is_empty() {
+        s.push_str(": workers only where a request crosses a limit, as Fig. 8 describes");
+    } else {
+        let below: Vec<String> = below.iter().map(|k| format!("{k} KiB")).collect();
+        s.push_str(&format!(
+            "; workers also below both limits (at {}), so this device or filesystem punts requests whatever their size (no NOWAIT support, as on zram)",
+            below.join(", ")
+        ));
     }
-    r.notes.push(format!(
-        "one thread, iodepth {IODEPTH}, {} CPU(s) here; cycles are whole-process CPU time (io-wq workers included) x TSC rate",
-        std::thread::available_parallelism().map_or(0, |n| n.get())
-    ));
+    s
 }

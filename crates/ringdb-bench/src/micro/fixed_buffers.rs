@@ -6,8 +6,8 @@
 //! jobs pinned one per CPU while there are enough). The two runs of a pair follow each other,
 //! in alternating order, so that drift of the machine does not favour one side.
 
-use super::scale_out::{allowed_cpus, describe_target, point_runtime};
-use super::{MicroOpts, MicroResult, Plot, Series};
+use super::target::describe_target;
+use super::{allowed_cpus, MicroOpts, MicroResult, Plot, Series};
 use crate::error::Result;
 use crate::rawio::{self, IoReport, IoSpec, RwMode};
 use ringdb_io::{EngineKind, IoConfig, SetupMode};
@@ -70,105 +70,170 @@ impl Pair {
     fn delta(&self, i: usize) -> Option<f64> {
         pct(metrics(&self.without)[i], metrics(&self.with)[i])
     }
-}
 
-pub fn run(opts: &MicroOpts) -> Result<MicroResult> {
-    let (jobs, depths) = if opts.quick {
-        (QUICK_NUMJOBS, QUICK_IODEPTHS)
-    } else {
-        (NUMJOBS, IODEPTHS)
-    };
-    let cpus = allowed_cpus();
-    let runs = jobs.len() * depths.len() * RWS.len() * 2;
-    let runtime = point_runtime(opts, runs);
-
-    let mut pairs = Vec::new();
-    let mut done = 0;
-    for &numjobs in jobs {
-        for &iodepth in depths {
-            for &rw in RWS {
-                let spec_for = |fixed: bool| IoSpec {
-                    rw,
-                    bs: BS,
-                    size: opts.size,
-                    numjobs,
-                    runtime: Some(runtime),
-                    ios: None,
-                    direct: true,
-                    progress: false,
-                    cpus: if numjobs as usize <= cpus.len() {
-                        cpus[..numjobs as usize].to_vec()
-                    } else {
-                        Vec::new()
-                    },
-                    ..IoSpec::new(
-                        &opts.target,
-                        IoConfig {
-                            setup: SetupMode::Defer,
-                            register_files: false,
-                            fixed_buffers: fixed,
-                            queue_depth: iodepth,
-                            ..IoConfig::new(EngineKind::Uring)
-                        },
-                    )
-                };
-                // ABBA: even pairs run without first, odd pairs with first.
-                let with_first = pairs.len() % 2 == 1;
-                let mut measure = |fixed: bool| -> Result<IoReport> {
-                    let rep = rawio::run(&spec_for(fixed))?;
-                    done += 1;
-                    if opts.progress {
-                        eprintln!(
-                            "fixed-buffers [{done}/{runs}] numjobs {numjobs} iodepth {iodepth} {rw} fixedbufs {}: {:.0} IOPS, p99 {:.1} us",
-                            if fixed { "yes" } else { "no" },
-                            rep.iops,
-                            rep.lat_us.p99
-                        );
-                    }
-                    Ok(rep)
-                };
-                let first = measure(with_first)?;
-                let second = measure(!with_first)?;
-                let (without, with) = if with_first {
-                    (second, first)
-                } else {
-                    (first, second)
-                };
-                pairs.push(Pair {
-                    numjobs,
-                    iodepth,
-                    rw,
-                    without,
-                    with,
-                });
-            }
-        }
-    }
-
-    let mut r = MicroResult::new(
-        "fixed-buffers",
-        "seeds/003 and paper Sec. 3.4.1 (+RegBufs): registered buffers skip per-I/O page pinning; without vs with, and the change",
-        COLUMNS,
-    );
-    for p in &pairs {
+    /// The pair's three table rows: without, with, and the change between them.
+    fn rows(&self) -> [Vec<Value>; 3] {
         let head = |fb: &str| {
             vec![
-                json!(p.numjobs),
-                json!(p.iodepth),
-                json!(p.rw.name()),
+                json!(self.numjobs),
+                json!(self.iodepth),
+                json!(self.rw.name()),
                 json!(fb),
             ]
         };
-        for (fb, rep) in [("no", &p.without), ("yes", &p.with)] {
+        let measured = |fb: &str, rep: &IoReport| {
             let mut row = head(fb);
             row.extend(metrics(rep).iter().map(|v| json!(v)));
-            r.row(row);
-        }
-        let mut row = head(DELTA);
-        row.extend((0..8).map(|i| p.delta(i).map_or(Value::Null, |d| json!(d))));
-        r.row(row);
+            row
+        };
+        let mut delta = head(DELTA);
+        delta.extend((0..8).map(|i| self.delta(i).map_or(Value::Null, |d| json!(d))));
+        [
+            measured("no", &self.without),
+            measured("yes", &self.with),
+            delta,
+        ]
+    }
+}
+
+const MIRRORS: &str = "seeds/003 and paper Sec. 3.4.1 (+RegBufs): registered buffers skip per-I/O page pinning; without vs with, and the change";
+
+/// The points of one run: job counts x queue depths x [`RWS`].
+struct Grid {
+    jobs: &'static [u32],
+    depths: &'static [u32],
+}
+
+impl Grid {
+    fn for_opts(opts: &MicroOpts) -> Grid {
+        let (jobs, depths) = if opts.quick {
+            (QUICK_NUMJOBS, QUICK_IODEPTHS)
+        } else {
+            (NUMJOBS, IODEPTHS)
+        };
+        Grid { jobs, depths }
     }
 
+    /// Runs in all: two per point.
+    fn runs(&self) -> usize {
+        self.jobs.len() * self.depths.len() * RWS.len() * 2
+    }
+}
+
+pub fn run(opts: &MicroOpts) -> Result<MicroResult> {
+    let grid = Grid::for_opts(opts);
+    let mut runner = Runner {
+        opts,
+        cpus: allowed_cpus(),
+        runtime: opts.budgeted_point_runtime(grid.runs()),
+        runs: grid.runs(),
+        done: 0,
+    };
+    let mut pairs = Vec::new();
+    for &numjobs in grid.jobs {
+        for &iodepth in grid.depths {
+            for &rw in RWS {
+                // ABBA: even pairs run without first, odd pairs with first.
+                let with_first = pairs.len() % 2 == 1;
+                pairs.push(runner.pair(numjobs, iodepth, rw, with_first)?);
+            }
+        }
+    }
+    let mut r = MicroResult::new("fixed-buffers", MIRRORS, COLUMNS);
+    for p in &pairs {
+        for row in p.rows() {
+            r.row(row);
+        }
+    }
+    r.plot = Some(plot(&pairs, &grid));
+    notes(
+        &mut r,
+        &pairs,
+        &runner.cpus,
+        runner.runtime.as_secs_f64(),
+        opts,
+    );
+    Ok(r)
+}
+
+/// Runs the points of one benchmark run and counts them for the progress lines.
+struct Runner<'a> {
+    opts: &'a MicroOpts,
+    cpus: Vec<u32>,
+    runtime: std::time::Duration,
+    runs: usize,
+    done: usize,
+}
+
+impl Runner<'_> {
+    /// One (numjobs, iodepth, rw) point: both runs, one right after the other, in the order
+    /// `with_first` says.
+    fn pair(&mut self, numjobs: u32, iodepth: u32, rw: RwMode, with_first: bool) -> Result<Pair> {
+        let first = self.measure(numjobs, iodepth, rw, with_first)?;
+        let second = self.measure(numjobs, iodepth, rw, !with_first)?;
+        let (without, with) = if with_first {
+            (second, first)
+        } else {
+            (first, second)
+        };
+        Ok(Pair {
+            numjobs,
+            iodepth,
+            rw,
+            without,
+            with,
+        })
+    }
+
+    fn measure(&mut self, numjobs: u32, iodepth: u32, rw: RwMode, fixed: bool) -> Result<IoReport> {
+        let rep = rawio::run(&self.spec(numjobs, iodepth, rw, fixed))?;
+        self.done += 1;
+        if self.opts.progress {
+            eprintln!(
+                "fixed-buffers [{}/{}] numjobs {numjobs} iodepth {iodepth} {rw} fixedbufs {}: {:.0} IOPS, p99 {:.1} us",
+                self.done,
+                self.runs,
+                if fixed { "yes" } else { "no" },
+                rep.iops,
+                rep.lat_us.p99
+            );
+        }
+        Ok(rep)
+    }
+
+    /// io_uring with DEFER_TASKRUN, files not registered; jobs pinned one per CPU while there
+    /// are enough CPUs, unpinned otherwise.
+    fn spec(&self, numjobs: u32, iodepth: u32, rw: RwMode, fixed: bool) -> IoSpec {
+        IoSpec {
+            rw,
+            bs: BS,
+            size: self.opts.size,
+            numjobs,
+            runtime: Some(self.runtime),
+            ios: None,
+            direct: true,
+            progress: false,
+            cpus: if numjobs as usize <= self.cpus.len() {
+                self.cpus[..numjobs as usize].to_vec()
+            } else {
+                Vec::new()
+            },
+            ..IoSpec::new(
+                &self.opts.target,
+                IoConfig {
+                    setup: SetupMode::Defer,
+                    register_files: false,
+                    fixed_buffers: fixed,
+                    queue_depth: iodepth,
+                    ..IoConfig::new(EngineKind::Uring)
+                },
+            )
+        }
+    }
+}
+
+/// IOPS without and with registered buffers, point by point in table order.
+fn plot(pairs: &[Pair], grid: &Grid) -> Plot {
     let series = |label: &str, pick: fn(&Pair) -> &IoReport| Series {
         label: label.into(),
         points: pairs
@@ -177,22 +242,19 @@ pub fn run(opts: &MicroOpts) -> Result<MicroResult> {
             .map(|(i, p)| ((i + 1) as f64, pick(p).iops))
             .collect(),
     };
-    r.plot = Some(Plot {
-        title: "4 KiB random I/O, io_uring+defer: IOPS without vs with registered buffers".into(),
-        x_label: format!(
-            "point # (numjobs {jobs:?} x iodepth {depths:?} x randread/randwrite, in table order)"
+    Plot::new(
+        "4 KiB random I/O, io_uring+defer: IOPS without vs with registered buffers",
+        format!(
+            "point # (numjobs {:?} x iodepth {:?} x randread/randwrite, in table order)",
+            grid.jobs, grid.depths
         ),
-        y_label: "IOPS".into(),
-        log_x: false,
-        log_y: true,
-        series: vec![
+        "IOPS",
+        vec![
             series("without fixed buffers", |p| &p.without),
             series("with fixed buffers", |p| &p.with),
         ],
-    });
-
-    notes(&mut r, &pairs, &cpus, runtime.as_secs_f64(), opts);
-    Ok(r)
+    )
+    .log_y()
 }
 
 fn notes(r: &mut MicroResult, pairs: &[Pair], cpus: &[u32], runtime_s: f64, opts: &MicroOpts) {

@@ -15,170 +15,44 @@
 //! process's CPU time (io-wq workers included) x TSC rate / ops; workers are the distinct
 //! `iou-wrk-<tid>` threads of that job thread seen while it ran.
 
-use super::batch_latency::{describe_target, usable_size};
-use super::{MicroOpts, MicroResult, Plot, Series};
-use crate::error::{BenchError, Result};
+use super::qd1::{gettid, one_op, run_sampling_workers, workers_of};
+use super::target::{describe_device, prepare_target, BS};
+use super::{first_allowed_cpu, MicroOpts, MicroResult, Plot, Series};
+use crate::error::Result;
 use crate::pattern::Rng;
-use crate::rawio::fill_file;
 use ringdb_io::target::{Target, TargetOptions};
 use ringdb_io::{
-    open_engine, AlignedBuf, Engine, EngineKind, FileId, IoCompletion, IoConfig, IoError,
-    IoRequest, OpKind, SetupMode,
+    open_engine, AlignedBuf, EngineKind, FileId, IoConfig, IoError, IoRequest, SetupMode,
 };
 use ringdb_lab::counters::{rdtsc, ticks_to_ns, tsc_hz, CpuTime, LatencyHist, LatencySummary};
 use ringdb_lab::device::DeviceInfo;
 use serde_json::{json, Value};
 use std::collections::HashSet;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::time::{Duration, Instant};
-
-/// Every storage request of these microbenchmarks moves one 4 KiB block.
-pub(super) const BS: u64 = 4096;
 /// Paper Sec. 2.2: NOPs forced to io-wq workers cost this much more on average.
 const PAPER_FORCED_NOP_US: f64 = 7.3;
 /// Buffered reads go to the first this-many bytes of the target, read into the page cache first.
 const HOT_REGION: u64 = 8 << 20;
 /// Requests before each measured run (not recorded): brings up the worker, warms the caches.
 const WARMUP_OPS: u32 = 64;
-/// Spinning this long without a completion falls back to a blocking wait.
-const STALL: Duration = Duration::from_millis(50);
-/// How often the sampling thread looks for io-wq workers.
-const SAMPLE_EVERY: Duration = Duration::from_millis(5);
+/// Time per point with `--quick`, at most.
+const QUICK_POINT: Duration = Duration::from_millis(200);
 
-/// Checks the target and makes it usable: a missing or short regular file is created and
-/// filled (as every storage microbenchmark does); returns the bytes to use, a multiple of 4 KiB.
-pub(super) fn prepare_target(opts: &MicroOpts, who: &str) -> Result<u64> {
-    use std::os::unix::fs::FileTypeExt;
-    let path = opts.target.as_path();
-    let size = usable_size(path, opts.size)?;
-    if size < BS {
-        return Err(BenchError::InvalidArg(format!(
-            "{who} needs --size of at least {BS} bytes, got {}",
-            opts.size
-        )));
-    }
-    match std::fs::metadata(path) {
-        Err(_) => {
-            let parent_ok = path
-                .parent()
-                .is_none_or(|p| p.as_os_str().is_empty() || p.is_dir());
-            if !parent_ok || path.starts_with("/dev") {
-                return Err(IoError::NotFound {
-                    path: path.to_path_buf(),
-                }
-                .into());
-            }
-            fill_file(path, size, opts.progress)?;
-        }
-        Ok(m) if m.is_dir() => {
-            return Err(BenchError::InvalidArg(format!(
-                "{} is a directory; name a file or a block device",
-                path.display()
-            )))
-        }
-        Ok(m) if m.is_file() => {
-            if m.len() < size {
-                fill_file(path, size, opts.progress)?;
-            }
-        }
-        Ok(m) if m.file_type().is_block_device() => {}
-        Ok(_) => {
-            return Err(BenchError::InvalidArg(format!(
-                "{} is neither a regular file nor a block device",
-                path.display()
-            )))
-        }
-    }
-    let t = Target::open(
-        path,
-        TargetOptions {
-            direct: true,
-            write: false,
-            create: false,
-        },
-    )?;
-    t.check_aligned("block size", BS)?;
-    let size = size.min(t.size - t.size % BS);
-    if size < BS {
-        return Err(BenchError::InvalidArg(format!(
-            "{} holds {} bytes; {who} needs at least {BS}",
-            path.display(),
-            t.size
-        )));
-    }
-    Ok(size)
-}
+const MIRRORS: &str = "paper Sec. 2.2, Fig. 3 path 2c: IOSQE_ASYNC forces the io-wq worker path (NOPs +7.3 us each in the paper)";
 
-/// Issues `req` alone and waits for it. With `spin`, the request is only made visible (an
-/// SQPOLL ring enters just to wake its poller) and the completion queue is polled; otherwise
-/// one `io_uring_enter` submits and waits. Returns the TSC ticks from push to reap and whether
-/// handing it over took a kernel entry.
-pub(super) fn one_op(
-    engine: &mut dyn Engine,
-    req: &IoRequest,
-    spin: bool,
-    out: &mut Vec<IoCompletion>,
-) -> Result<(u64, bool)> {
-    out.clear();
-    let t0 = rdtsc();
-    // SAFETY: the caller's buffer (if any) outlives this call, and this call does not return
-    // before the completion has been reaped (or the engine has failed and drains on drop).
-    unsafe { engine.push(req)? };
-    let entered;
-    if spin {
-        let e0 = engine.stats().enters;
-        engine.submit(0)?;
-        entered = engine.stats().enters > e0;
-        let stall = (STALL.as_secs_f64() * tsc_hz()) as u64;
-        while engine.reap(out) == 0 {
-            if rdtsc().saturating_sub(t0) > stall {
-                engine.submit(1)?;
-            }
-            std::hint::spin_loop();
-        }
-    } else {
-        engine.submit(1)?;
-        entered = true;
-        while engine.reap(out) == 0 {
-            engine.submit(1)?;
-        }
-    }
-    let t1 = rdtsc();
-    let res = out[0].result;
-    let op = req.op.name();
-    if res < 0 {
-        return Err(IoError::from_completion(op, req.offset, res).into());
-    }
-    if req.op != OpKind::Nop && res as u32 != req.len {
-        return Err(BenchError::InvalidArg(format!(
-            "short {op} at offset {}: {res} of {} bytes",
-            req.offset, req.len
-        )));
-    }
-    Ok((t1.saturating_sub(t0), entered))
-}
-
-/// Thread ids of the io-wq workers that belong to the thread `owner` (named `iou-wrk-<owner>`).
-pub(super) fn workers_of(owner: i32) -> HashSet<u32> {
-    let name = format!("iou-wrk-{owner}");
-    let Ok(dir) = std::fs::read_dir("/proc/self/task") else {
-        return HashSet::new();
-    };
-    dir.filter_map(|e| {
-        let e = e.ok()?;
-        let tid: u32 = e.file_name().to_str()?.parse().ok()?;
-        let comm = std::fs::read_to_string(e.path().join("comm")).ok()?;
-        (comm.trim_end() == name).then_some(tid)
-    })
-    .collect()
-}
-
-/// The thread id of the calling thread.
-pub(super) fn gettid() -> i32 {
-    // SAFETY: gettid has no arguments and cannot fail.
-    unsafe { libc::gettid() }
-}
+const COLUMNS: &[&str] = &[
+    "op",
+    "mode",
+    "ops",
+    "lat_avg_us",
+    "lat_p50_us",
+    "lat_p99_us",
+    "cycles_per_op",
+    "iowq_workers",
+    "delta_avg_us",
+    "delta_p50_us",
+];
 
 /// Which requests one row issues.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -217,6 +91,41 @@ impl Point {
         } else {
             "inline"
         }
+    }
+
+    fn print_progress(&self) {
+        eprintln!(
+            "iowq {} {}: avg {:.2} us, p50 {:.2} us, {:.0} cycles/op, {} io-wq worker(s)",
+            self.op.name(),
+            self.mode(),
+            self.lat.avg,
+            self.lat.p50,
+            self.cycles_per_op,
+            self.workers
+        );
+    }
+
+    /// The table row; a forced row carries its difference from `inline`, the same op's
+    /// inline row.
+    fn row(&self, inline: Option<&Point>) -> Vec<Value> {
+        let delta = |f: fn(&LatencySummary) -> f64| -> Value {
+            match inline {
+                Some(i) if self.forced => json!(f(&self.lat) - f(&i.lat)),
+                _ => Value::Null,
+            }
+        };
+        vec![
+            json!(self.op.name()),
+            json!(self.mode()),
+            json!(self.ops),
+            json!(self.lat.avg),
+            json!(self.lat.p50),
+            json!(self.lat.p99),
+            json!(self.cycles_per_op),
+            json!(self.workers),
+            delta(|l| l.avg),
+            delta(|l| l.p50),
+        ]
     }
 }
 
@@ -310,47 +219,6 @@ fn warm_page_cache(t: &Target, region: u64) -> Result<()> {
     Ok(())
 }
 
-/// Runs `job` on a fresh thread named `ringdb-<name>` while this thread samples the io-wq
-/// workers that thread owns (every [`SAMPLE_EVERY`]); returns its result and the workers seen.
-pub(super) fn run_sampling_workers<T: Send>(
-    name: &str,
-    job: impl FnOnce() -> Result<T> + Send,
-) -> (Result<T>, HashSet<u32>) {
-    let tid = AtomicI32::new(0);
-    let done = AtomicBool::new(false);
-    std::thread::scope(|s| {
-        let h = std::thread::Builder::new()
-            .name(format!("ringdb-{name}"))
-            .spawn_scoped(s, || {
-                tid.store(gettid(), Ordering::Release);
-                let r = job();
-                done.store(true, Ordering::Release);
-                r
-            });
-        let h = match h {
-            Ok(h) => h,
-            Err(e) => {
-                return (
-                    Err(BenchError::Job(format!("spawning the {name} thread: {e}"))),
-                    HashSet::new(),
-                )
-            }
-        };
-        let mut seen = HashSet::new();
-        while !done.load(Ordering::Acquire) {
-            std::thread::sleep(SAMPLE_EVERY);
-            let t = tid.load(Ordering::Acquire);
-            if t != 0 {
-                seen.extend(workers_of(t));
-            }
-        }
-        let r = h
-            .join()
-            .unwrap_or_else(|_| Err(BenchError::Job(format!("the {name} thread panicked"))));
-        (r, seen)
-    })
-}
-
 /// Runs one (op, mode) on a fresh thread while this thread samples its io-wq workers.
 fn measure(
     opts: &MicroOpts,
@@ -379,76 +247,39 @@ fn measure(
 
 pub fn run(opts: &MicroOpts) -> Result<MicroResult> {
     let size = prepare_target(opts, "iowq")?;
-    let runtime = if opts.quick {
-        opts.runtime.min(Duration::from_millis(200))
-    } else {
-        opts.runtime
-    };
-    let regular = std::fs::metadata(&opts.target).is_ok_and(|m| m.is_file());
-    let mut ops = vec![Op::Nop, Op::ReadDirect];
-    if regular {
-        ops.push(Op::ReadBuffered);
-    }
-    let cpu = super::scale_out::allowed_cpus()
-        .first()
-        .copied()
-        .unwrap_or(0);
-
-    let mut r = MicroResult::new(
-        "iowq",
-        "paper Sec. 2.2, Fig. 3 path 2c: IOSQE_ASYNC forces the io-wq worker path (NOPs +7.3 us each in the paper)",
-        &[
-            "op",
-            "mode",
-            "ops",
-            "lat_avg_us",
-            "lat_p50_us",
-            "lat_p99_us",
-            "cycles_per_op",
-            "iowq_workers",
-            "delta_avg_us",
-            "delta_p50_us",
-        ],
-    );
+    let runtime = opts.runtime_capped_when_quick(QUICK_POINT);
+    let ops = ops_for(&opts.target);
+    let cpu = first_allowed_cpu();
+    let mut r = MicroResult::new("iowq", MIRRORS, COLUMNS);
     let mut points: Vec<Point> = Vec::new();
     let started = Instant::now();
     for &op in &ops {
         for forced in [false, true] {
             let p = measure(opts, op, forced, size, runtime, cpu)?;
             if opts.progress {
-                eprintln!(
-                    "iowq {} {}: avg {:.2} us, p50 {:.2} us, {:.0} cycles/op, {} io-wq worker(s)",
-                    op.name(),
-                    p.mode(),
-                    p.lat.avg,
-                    p.lat.p50,
-                    p.cycles_per_op,
-                    p.workers
-                );
+                p.print_progress();
             }
-            let inline = points.iter().find(|q| q.op == op && !q.forced);
-            let delta = |f: fn(&LatencySummary) -> f64| -> Value {
-                match inline {
-                    Some(i) if p.forced => json!(f(&p.lat) - f(&i.lat)),
-                    _ => Value::Null,
-                }
-            };
-            r.row(vec![
-                json!(op.name()),
-                json!(p.mode()),
-                json!(p.ops),
-                json!(p.lat.avg),
-                json!(p.lat.p50),
-                json!(p.lat.p99),
-                json!(p.cycles_per_op),
-                json!(p.workers),
-                delta(|l| l.avg),
-                delta(|l| l.p50),
-            ]);
+            r.row(p.row(points.iter().find(|q| q.op == op && !q.forced)));
             points.push(p);
         }
     }
     notes(&mut r, opts, &points, cpu, size, started.elapsed());
+    r.plot = Some(plot(&ops, &points));
+    Ok(r)
+}
+
+/// The operations a target allows: NOPs and direct reads, and buffered reads of a regular file.
+fn ops_for(target: &Path) -> Vec<Op> {
+    let regular = std::fs::metadata(target).is_ok_and(|m| m.is_file());
+    let mut ops = vec![Op::Nop, Op::ReadDirect];
+    if regular {
+        ops.push(Op::ReadBuffered);
+    }
+    ops
+}
+
+/// Average latency per operation, inline against forced.
+fn plot(ops: &[Op], points: &[Point]) -> Plot {
     let index = |op: Op| ops.iter().position(|o| *o == op).unwrap_or(0) as f64 + 1.0;
     let series = [false, true]
         .into_iter()
@@ -466,22 +297,17 @@ pub fn run(opts: &MicroOpts) -> Result<MicroResult> {
                 .collect(),
         })
         .collect();
-    r.plot = Some(Plot {
-        title: "QD1 latency: inline vs forced to io-wq".into(),
-        x_label: format!(
-            "operation ({})",
-            ops.iter()
-                .enumerate()
-                .map(|(i, o)| format!("{} = {}", i + 1, o.name()))
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
-        y_label: "average latency (us)".into(),
-        log_x: false,
-        log_y: false,
+    let names: Vec<String> = ops
+        .iter()
+        .enumerate()
+        .map(|(i, o)| format!("{} = {}", i + 1, o.name()))
+        .collect();
+    Plot::new(
+        "QD1 latency: inline vs forced to io-wq",
+        format!("operation ({})", names.join(", ")),
+        "average latency (us)",
         series,
-    });
-    Ok(r)
+    )
 }
 
 fn notes(
@@ -498,58 +324,76 @@ fn notes(
         .flatten()
         .is_some_and(|d| d.name.starts_with("zram"));
     for op in [Op::Nop, Op::ReadDirect, Op::ReadBuffered] {
-        let (Some(i), Some(f)) = (at(op, false), at(op, true)) else {
-            continue;
-        };
-        let d = f.lat.avg - i.lat.avg;
-        let mut s = format!(
-            "{}: forced-async costs {d:+.2} us on average ({:.2} -> {:.2} us; p50 {:+.2} us) and {:+.0} cycles per op ({:.0} -> {:.0}); io-wq workers {} inline, {} forced",
-            op.name(),
-            i.lat.avg,
-            f.lat.avg,
-            f.lat.p50 - i.lat.p50,
-            f.cycles_per_op - i.cycles_per_op,
-            i.cycles_per_op,
-            f.cycles_per_op,
-            i.workers,
-            f.workers,
-        );
-        if op == Op::Nop {
-            s.push_str(&format!(
-                "; the paper measured +{PAPER_FORCED_NOP_US} us per NOP ({:.1}x that here)",
-                d / PAPER_FORCED_NOP_US
-            ));
+        if let (Some(inline), Some(forced)) = (at(op, false), at(op, true)) {
+            r.notes.push(forced_cost_note(inline, forced, zram));
         }
-        if i.workers > 0 && op != Op::Nop {
-            s.push_str(&format!(
-                "; NOTE: io-wq workers appeared in inline mode too, so this {} path is punted to io-wq either way ({}): the two rows compare worker against worker, not inline against worker, and their difference is not the cost of the fallback",
-                op.name(),
-                if zram {
-                    "zram is bio-based and has no NOWAIT support, so every read is retried on io-wq"
-                } else {
-                    "the device or filesystem could not take this request without blocking (no NOWAIT)"
-                }
-            ));
-        } else if op != Op::Nop && d.abs() < 0.1 * i.lat.avg {
-            s.push_str(&format!(
-                "; the worker hand-off is within the noise of this device's {:.0} us reads",
-                i.lat.avg
-            ));
-        }
-        if f.workers == 0 {
-            s.push_str("; no io-wq worker was seen in forced mode (it may have come and gone between samples)");
-        }
-        r.notes.push(s);
     }
     r.notes.push(format!(
         "QD1, one request in flight; each row on a fresh thread pinned to CPU {cpu} with its io-wq workers pinned there too (IORING_REGISTER_IOWQ_AFF), DEFER_TASKRUN ring; a forced request costs a hand-off to a worker on the same core and the completion's return (on this VM, a worker on another vCPU costs a cross-vCPU wake-up of tens of us instead, see docs/DESIGN.md)"
     ));
-    r.notes.push(format!(
+    let buffered = at(Op::ReadBuffered, false).is_some();
+    r.notes.push(method_note(opts, size, buffered, took));
+}
+
+/// What forcing one op to io-wq cost, against its inline row, and what that figure means here.
+fn forced_cost_note(inline: &Point, forced: &Point, zram: bool) -> String {
+    let (i, f, op) = (inline, forced, inline.op);
+    let d = f.lat.avg - i.lat.avg;
+    let mut s = format!(
+        "{}: forced-async costs {d:+.2} us on average ({:.2} -> {:.2} us; p50 {:+.2} us) and {:+.0} cycles per op ({:.0} -> {:.0}); io-wq workers {} inline, {} forced",
+        op.name(),
+        i.lat.avg,
+        f.lat.avg,
+        f.lat.p50 - i.lat.p50,
+        f.cycles_per_op - i.cycles_per_op,
+        i.cycles_per_op,
+        f.cycles_per_op,
+        i.workers,
+        f.workers,
+    );
+    if op == Op::Nop {
+        s.push_str(&format!(
+            "; the paper measured +{PAPER_FORCED_NOP_US} us per NOP ({:.1}x that here)",
+            d / PAPER_FORCED_NOP_US
+        ));
+    }
+    if i.workers > 0 && op != Op::Nop {
+        s.push_str(&punted_either_way(op, zram));
+    } else if op != Op::Nop && d.abs() < 0.1 * i.lat.avg {
+        s.push_str(&format!(
+            "; the worker hand-off is within the noise of this device's {:.0} us reads",
+            i.lat.avg
+        ));
+    }
+    if f.workers == 0 {
+        s.push_str(
+            "; no io-wq worker was seen in forced mode (it may have come and gone between samples)",
+        );
+    }
+    s
+}
+
+/// The caveat of a device op whose inline row had workers too: both rows ran on io-wq.
+fn punted_either_way(op: Op, zram: bool) -> String {
+    format!(
+        "; NOTE: io-wq workers appeared in inline mode too, so this {} path is punted to io-wq either way ({}): the two rows compare worker against worker, not inline against worker, and their difference is not the cost of the fallback",
+        op.name(),
+        if zram {
+            "zram is bio-based and has no NOWAIT support, so every read is retried on io-wq"
+        } else {
+            "the device or filesystem could not take this request without blocking (no NOWAIT)"
+        }
+    )
+}
+
+/// The target, what the reads covered, and how latency and cycles were counted.
+fn method_note(opts: &MicroOpts, size: u64, buffered: bool, took: Duration) -> String {
+    format!(
         "target {} ({}), O_DIRECT reads over {} MiB{}; latency = push to reap (rdtsc); cycles/op = whole-process CPU time (io-wq workers included) x {:.2} GHz TSC / ops; {} CPU(s) here, shared; took {:.1} s",
         opts.target.display(),
-        describe_target(&opts.target),
+        describe_device(&opts.target),
         size >> 20,
-        if at(Op::ReadBuffered, false).is_some() {
+        if buffered {
             format!(", buffered reads over the first {} MiB, read into the page cache first", size.min(HOT_REGION) >> 20)
         } else {
             ", no buffered rows (the target is a block device)".into()
@@ -557,5 +401,5 @@ fn notes(
         tsc_hz() / 1e9,
         ringdb_io::affinity::online_cpus(),
         took.as_secs_f64(),
-    ));
+    )
 }

@@ -11,6 +11,8 @@ use std::time::Instant;
 
 const BATCHES: &[u32] = &[1, 2, 4, 8, 16, 32, 64, 128, 256];
 const QUICK_BATCHES: &[u32] = &[1, 16, 256];
+/// Time per point with `--quick`, at most.
+const QUICK_POINT: std::time::Duration = std::time::Duration::from_millis(200);
 
 /// Runs batches of `batch` NOPs (push all, one enter that submits and waits for all, reap)
 /// for `runtime`; returns (NOPs, TSC ticks, enters).
@@ -63,12 +65,7 @@ fn one_batch(engine: &mut dyn Engine, batch: u32, out: &mut Vec<IoCompletion>) -
 
 pub fn run(opts: &MicroOpts) -> Result<MicroResult> {
     let batches = if opts.quick { QUICK_BATCHES } else { BATCHES };
-    let runtime = if opts.quick {
-        opts.runtime.min(std::time::Duration::from_millis(200))
-    } else {
-        opts.runtime
-    };
-    let modes = [SetupMode::Default, SetupMode::Defer];
+    let runtime = opts.runtime_capped_when_quick(QUICK_POINT);
     let mut r = MicroResult::new(
         "nop-batch",
         "paper Sec. 2.1: batching amortises io_uring_enter (about 5-6x fewer cycles per op at batch 16)",
@@ -76,37 +73,8 @@ pub fn run(opts: &MicroOpts) -> Result<MicroResult> {
     );
     let hz = tsc_hz();
     let mut series = Vec::new();
-    for mode in modes {
-        let cfg = IoConfig {
-            setup: mode,
-            queue_depth: *batches.iter().max().unwrap_or(&256),
-            ..IoConfig::new(EngineKind::Uring)
-        };
-        let mut engine = open_engine(&cfg, &[], None)?;
-        let mut points = Vec::new();
-        let mut base = None;
-        for &b in batches {
-            let (nops, ticks, enters) = measure(engine.as_mut(), b, runtime)?;
-            let cyc = ticks as f64 / nops.max(1) as f64;
-            let base_cyc = *base.get_or_insert(cyc);
-            if opts.progress {
-                eprintln!("nop-batch {} batch {b}: {cyc:.0} cycles/NOP", mode.name());
-            }
-            r.row(vec![
-                json!(mode.name()),
-                json!(b),
-                json!(nops),
-                json!(cyc),
-                json!(cyc / hz * 1e9),
-                json!(enters as f64 / nops.max(1) as f64),
-                json!(cyc / base_cyc),
-            ]);
-            points.push((b as f64, cyc));
-        }
-        series.push(Series {
-            label: format!("setup {}", mode.name()),
-            points,
-        });
+    for mode in [SetupMode::Default, SetupMode::Defer] {
+        series.push(measure_mode(&mut r, opts, mode, batches, runtime)?);
     }
     for s in &series {
         let at = |b: f64| s.points.iter().find(|p| p.0 == b).map(|p| p.1);
@@ -124,13 +92,57 @@ pub fn run(opts: &MicroOpts) -> Result<MicroResult> {
         "cycles are TSC ticks ({:.2} GHz) of the submitting thread, which does nothing else; NOPs complete inline, so one enter per batch submits and reaps it",
         hz / 1e9
     ));
-    r.plot = Some(Plot {
-        title: "io_uring NOP: cycles per operation vs batch size".into(),
-        x_label: "NOPs per io_uring_enter".into(),
-        y_label: "cycles per NOP".into(),
-        log_x: true,
-        log_y: true,
-        series,
-    });
+    r.plot = Some(
+        Plot::new(
+            "io_uring NOP: cycles per operation vs batch size",
+            "NOPs per io_uring_enter",
+            "cycles per NOP",
+            series,
+        )
+        .log_x()
+        .log_y(),
+    );
     Ok(r)
+}
+
+/// Every batch size on one ring of `mode`, a row each into `r`; returns their cycles per NOP
+/// as a plot line.
+fn measure_mode(
+    r: &mut MicroResult,
+    opts: &MicroOpts,
+    mode: SetupMode,
+    batches: &[u32],
+    runtime: std::time::Duration,
+) -> Result<Series> {
+    let hz = tsc_hz();
+    let cfg = IoConfig {
+        setup: mode,
+        queue_depth: *batches.iter().max().unwrap_or(&256),
+        ..IoConfig::new(EngineKind::Uring)
+    };
+    let mut engine = open_engine(&cfg, &[], None)?;
+    let mut points = Vec::new();
+    let mut base = None;
+    for &b in batches {
+        let (nops, ticks, enters) = measure(engine.as_mut(), b, runtime)?;
+        let cyc = ticks as f64 / nops.max(1) as f64;
+        let base_cyc = *base.get_or_insert(cyc);
+        if opts.progress {
+            eprintln!("nop-batch {} batch {b}: {cyc:.0} cycles/NOP", mode.name());
+        }
+        r.row(vec![
+            json!(mode.name()),
+            json!(b),
+            json!(nops),
+            json!(cyc),
+            json!(cyc / hz * 1e9),
+            json!(enters as f64 / nops.max(1) as f64),
+            json!(cyc / base_cyc),
+        ]);
+        points.push((b as f64, cyc));
+    }
+    Ok(Series {
+        label: format!("setup {}", mode.name()),
+        points,
+    })
 }

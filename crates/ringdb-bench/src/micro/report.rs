@@ -24,6 +24,41 @@ pub struct Plot {
     pub series: Vec<Series>,
 }
 
+impl Plot {
+    /// A plot of `series` on linear axes.
+    pub fn new(
+        title: impl Into<String>,
+        x_label: impl Into<String>,
+        y_label: impl Into<String>,
+        series: Vec<Series>,
+    ) -> Plot {
+        Plot {
+            title: title.into(),
+            x_label: x_label.into(),
+            y_label: y_label.into(),
+            log_x: false,
+            log_y: false,
+            series,
+        }
+    }
+
+    /// The same plot with a logarithmic x axis.
+    pub fn log_x(self) -> Plot {
+        Plot {
+            log_x: true,
+            ..self
+        }
+    }
+
+    /// The same plot with a logarithmic y axis.
+    pub fn log_y(self) -> Plot {
+        Plot {
+            log_y: true,
+            ..self
+        }
+    }
+}
+
 /// What a microbenchmark measured.
 #[derive(Clone, Debug, Serialize)]
 pub struct MicroResult {

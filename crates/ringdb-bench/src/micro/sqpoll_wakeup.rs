@@ -17,14 +17,14 @@
 //! when it saw NEED_WAKEUP (`Engine::submit` with nothing to wait for), so the count of
 //! requests whose submission took an `io_uring_enter` is the count of wake-ups it observed.
 
-use super::batch_latency::describe_target;
-use super::iowq::{one_op, prepare_target, BS};
-use super::{MicroOpts, MicroResult, Plot, Series};
+use super::qd1::one_op;
+use super::target::{describe_device, open_direct_read, prepare_target, BS};
+use super::{allowed_cpus, MicroOpts, MicroResult, Plot, Series};
 use crate::error::{BenchError, Result};
 use crate::pattern::Rng;
-use ringdb_io::target::{Target, TargetOptions};
 use ringdb_io::{
-    open_engine, AlignedBuf, Engine, EngineKind, FileId, IoConfig, IoRequest, SetupMode, SqPoll,
+    open_engine, AlignedBuf, Engine, EngineKind, FileId, IoCompletion, IoConfig, IoRequest,
+    SetupMode, SqPoll,
 };
 use ringdb_lab::counters::{rdtsc, ticks_to_ns, tsc_hz, LatencyHist, LatencySummary};
 use serde_json::{json, Value};
@@ -42,6 +42,24 @@ const PAPER_WAKEUP_US: f64 = 30.0;
 const WARMUP_OPS: u32 = 32;
 /// Back-to-back samples per point at most.
 const MAX_AWAKE: u64 = 200_000;
+/// Time per back-to-back point with `--quick`, at most.
+const QUICK_POINT: Duration = Duration::from_millis(200);
+/// Gapped samples per point with `--quick`.
+const QUICK_ASLEEP_SAMPLES: u64 = 30;
+
+const MIRRORS: &str = "paper Sec. 2.1: waking a sleeping SQPOLL thread adds about 30 us of latency";
+
+const COLUMNS: &[&str] = &[
+    "op",
+    "ring",
+    "case",
+    "samples",
+    "wakeups",
+    "lat_avg_us",
+    "lat_p50_us",
+    "lat_p99_us",
+    "penalty_p50_us",
+];
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum RingKind {
@@ -54,6 +72,29 @@ impl RingKind {
         match self {
             RingKind::SqPoll => format!("sqpoll(idle {IDLE_MS} ms)"),
             RingKind::Defer => "defer (no sqpoll)".into(),
+        }
+    }
+
+    /// The ring of this kind: QD1 (4 deep), the submitter pinned to `plan.app_cpu`, an SQPOLL
+    /// poller to `plan.sq_cpu`.
+    fn config(self, plan: &Plan) -> IoConfig {
+        let cfg = match self {
+            RingKind::SqPoll => IoConfig {
+                sqpoll: Some(SqPoll {
+                    idle_ms: IDLE_MS,
+                    cpu: Some(plan.sq_cpu),
+                }),
+                ..IoConfig::new(EngineKind::Uring)
+            },
+            RingKind::Defer => IoConfig {
+                setup: SetupMode::Defer,
+                ..IoConfig::new(EngineKind::Uring)
+            },
+        };
+        IoConfig {
+            queue_depth: 4,
+            cpu: Some(plan.app_cpu),
+            ..cfg
         }
     }
 }
@@ -93,6 +134,41 @@ impl Point {
             (RingKind::Defer, true) => "idle-gap",
         }
     }
+
+    fn print_progress(&self) {
+        eprintln!(
+            "sqpoll-wakeup {} {} {}: p50 {:.1} us, p99 {:.1} us{}",
+            self.op.name(),
+            self.ring.name(),
+            self.case(),
+            self.lat.p50,
+            self.lat.p99,
+            self.wakeups.map_or(String::new(), |w| format!(
+                ", {w} wake-ups of {}",
+                self.samples
+            ))
+        );
+    }
+
+    /// The table row; a gapped row carries its p50 penalty over `back_to_back`, the same op
+    /// and ring without the gap.
+    fn row(&self, back_to_back: Option<&Point>) -> Vec<Value> {
+        let penalty = match back_to_back {
+            Some(q) if self.gap => json!(self.lat.p50 - q.lat.p50),
+            _ => Value::Null,
+        };
+        vec![
+            json!(self.op.name()),
+            json!(self.ring.name()),
+            json!(self.case()),
+            json!(self.samples),
+            self.wakeups.map_or(Value::Null, |w| json!(w)),
+            json!(self.lat.avg),
+            json!(self.lat.p50),
+            json!(self.lat.p99),
+            penalty,
+        ]
+    }
 }
 
 /// What the measuring thread decided and measured.
@@ -103,6 +179,21 @@ struct Run {
     gap_confirmed: bool,
 }
 
+impl Run {
+    /// The point of (`op`, `ring`, with or without a `gap`), when there is one.
+    fn at(&self, op: Op, ring: RingKind, gap: bool) -> Option<&Point> {
+        self.points
+            .iter()
+            .find(|p| p.op == op && p.ring == ring && p.gap == gap)
+    }
+
+    /// The gap before each gapped request, in milliseconds.
+    fn gap_ms(&self) -> f64 {
+        self.gap.as_secs_f64() * 1e3
+    }
+}
+
+/// What the measuring thread runs: how long and how often, on which CPUs, over which blocks.
 struct Plan {
     awake_runtime: Duration,
     asleep_samples: u64,
@@ -111,29 +202,32 @@ struct Plan {
     blocks: u64,
 }
 
+impl Plan {
+    /// The plan `opts` asks for, once the target is ready.
+    fn for_opts(opts: &MicroOpts) -> Result<Plan> {
+        let size = prepare_target(opts, "sqpoll-wakeup")?;
+        let cpus = allowed_cpus();
+        let app_cpu = cpus.first().copied().unwrap_or(0);
+        let sq_cpu = cpus.get(1).copied().unwrap_or(app_cpu);
+        let runtime = opts.runtime_capped_when_quick(QUICK_POINT);
+        let asleep_samples = if opts.quick {
+            QUICK_ASLEEP_SAMPLES
+        } else {
+            // About `runtime` of idle gaps per point.
+            (runtime.as_millis() as u64 / GAPS_MS[0]).clamp(50, 1000)
+        };
+        Ok(Plan {
+            awake_runtime: runtime,
+            asleep_samples,
+            app_cpu,
+            sq_cpu,
+            blocks: size / BS,
+        })
+    }
+}
+
 pub fn run(opts: &MicroOpts) -> Result<MicroResult> {
-    let size = prepare_target(opts, "sqpoll-wakeup")?;
-    let cpus = super::scale_out::allowed_cpus();
-    let app_cpu = cpus.first().copied().unwrap_or(0);
-    let sq_cpu = cpus.get(1).copied().unwrap_or(app_cpu);
-    let runtime = if opts.quick {
-        opts.runtime.min(Duration::from_millis(200))
-    } else {
-        opts.runtime
-    };
-    let asleep_samples = if opts.quick {
-        30
-    } else {
-        // About `runtime` of idle gaps per point.
-        (runtime.as_millis() as u64 / GAPS_MS[0]).clamp(50, 1000)
-    };
-    let plan = Plan {
-        awake_runtime: runtime,
-        asleep_samples,
-        app_cpu,
-        sq_cpu,
-        blocks: size / BS,
-    };
+    let plan = Plan::for_opts(opts)?;
     // The measuring thread pins itself; a thread of its own keeps the caller unpinned.
     let path = opts.target.as_path();
     let run = std::thread::scope(|s| {
@@ -144,45 +238,18 @@ pub fn run(opts: &MicroOpts) -> Result<MicroResult> {
             .join()
             .unwrap_or_else(|_| Err(BenchError::Job("the measuring thread panicked".into())))
     })?;
-
-    let mut r = MicroResult::new(
-        "sqpoll-wakeup",
-        "paper Sec. 2.1: waking a sleeping SQPOLL thread adds about 30 us of latency",
-        &[
-            "op",
-            "ring",
-            "case",
-            "samples",
-            "wakeups",
-            "lat_avg_us",
-            "lat_p50_us",
-            "lat_p99_us",
-            "penalty_p50_us",
-        ],
-    );
+    let mut r = MicroResult::new("sqpoll-wakeup", MIRRORS, COLUMNS);
     for p in &run.points {
-        let penalty = if p.gap {
-            run.points
-                .iter()
-                .find(|q| q.op == p.op && q.ring == p.ring && !q.gap)
-                .map_or(Value::Null, |q| json!(p.lat.p50 - q.lat.p50))
-        } else {
-            Value::Null
-        };
-        r.row(vec![
-            json!(p.op.name()),
-            json!(p.ring.name()),
-            json!(p.case()),
-            json!(p.samples),
-            p.wakeups.map_or(Value::Null, |w| json!(w)),
-            json!(p.lat.avg),
-            json!(p.lat.p50),
-            json!(p.lat.p99),
-            penalty,
-        ]);
+        r.row(p.row(run.at(p.op, p.ring, false)));
     }
     notes(&mut r, opts, &plan, &run);
-    let gap_ms = run.gap.as_secs_f64() * 1e3;
+    r.plot = Some(plot(&run));
+    Ok(r)
+}
+
+/// p50 latency against the idle time before each request, one line per (op, ring).
+fn plot(run: &Run) -> Plot {
+    let gap_ms = run.gap_ms();
     let mut series = Vec::new();
     for ring in [RingKind::SqPoll, RingKind::Defer] {
         for op in [Op::Nop, Op::Read] {
@@ -200,111 +267,41 @@ pub fn run(opts: &MicroOpts) -> Result<MicroResult> {
             }
         }
     }
-    r.plot = Some(Plot {
-        title: "QD1 latency after an idle gap: SQPOLL wake-up vs no SQPOLL".into(),
-        x_label: "idle time before each request (ms; 0 = back to back)".into(),
-        y_label: "p50 latency (us)".into(),
-        log_x: false,
-        log_y: false,
+    Plot::new(
+        "QD1 latency after an idle gap: SQPOLL wake-up vs no SQPOLL",
+        "idle time before each request (ms; 0 = back to back)",
+        "p50 latency (us)",
         series,
-    });
-    Ok(r)
+    )
 }
 
 /// Opens the target and both rings in turn, and measures every point.
 fn measure_all(path: &Path, plan: &Plan, progress: bool) -> Result<Run> {
-    let target = Target::open(
-        path,
-        TargetOptions {
-            direct: true,
-            write: false,
-            create: false,
-        },
-    )?;
+    let target = open_direct_read(path)?;
     let mut buf = AlignedBuf::new(BS as usize);
     let mut rng = Rng::new(0x5e9_0011);
     let mut points = Vec::new();
     let mut gap = Duration::from_millis(GAPS_MS[0]);
     let mut gap_confirmed = false;
     for ring in [RingKind::SqPoll, RingKind::Defer] {
-        let cfg = match ring {
-            RingKind::SqPoll => IoConfig {
-                sqpoll: Some(SqPoll {
-                    idle_ms: IDLE_MS,
-                    cpu: Some(plan.sq_cpu),
-                }),
-                ..IoConfig::new(EngineKind::Uring)
-            },
-            RingKind::Defer => IoConfig {
-                setup: SetupMode::Defer,
-                ..IoConfig::new(EngineKind::Uring)
-            },
-        };
-        let cfg = IoConfig {
-            queue_depth: 4,
-            cpu: Some(plan.app_cpu),
-            ..cfg
-        };
         // Declared after `buf` and `target`: dropped (and drained) before them.
-        let mut engine = open_engine(&cfg, &[target.fd()], None)?;
-        let spin = ring == RingKind::SqPoll;
-        if spin {
+        let mut engine = open_engine(&ring.config(plan), &[target.fd()], None)?;
+        if ring == RingKind::SqPoll {
             (gap, gap_confirmed) = find_gap(engine.as_mut())?;
         }
+        let mut sampler = Sampler {
+            engine: engine.as_mut(),
+            ring,
+            buf: buf.as_mut_ptr(),
+            rng: &mut rng,
+            plan,
+            gap,
+        };
         for op in [Op::Nop, Op::Read] {
             for with_gap in [false, true] {
-                let ptr = buf.as_mut_ptr();
-                let mut next = |i: u64| match op {
-                    Op::Nop => IoRequest::nop(i),
-                    Op::Read => {
-                        IoRequest::read(FileId(0), rng.below(plan.blocks) * BS, ptr, BS as u32, i)
-                    }
-                };
-                let mut out = Vec::with_capacity(4);
-                for i in 0..WARMUP_OPS {
-                    one_op(engine.as_mut(), &next(i as u64), spin, &mut out)?;
-                }
-                let mut hist = LatencyHist::new();
-                let mut wakeups = 0u64;
-                let mut samples = 0u64;
-                let mut one = |i: u64| -> Result<()> {
-                    let (ticks, entered) = one_op(engine.as_mut(), &next(i), spin, &mut out)?;
-                    hist.record_ns(ticks_to_ns(ticks));
-                    wakeups += entered as u64;
-                    Ok(())
-                };
-                if with_gap {
-                    for i in 0..plan.asleep_samples {
-                        std::thread::sleep(gap);
-                        one(i)?;
-                        samples += 1;
-                    }
-                } else {
-                    let deadline = rdtsc() + (plan.awake_runtime.as_secs_f64() * tsc_hz()) as u64;
-                    while rdtsc() < deadline && samples < MAX_AWAKE {
-                        one(samples)?;
-                        samples += 1;
-                    }
-                }
-                let p = Point {
-                    op,
-                    ring,
-                    gap: with_gap,
-                    samples,
-                    wakeups: spin.then_some(wakeups),
-                    lat: hist.summary(),
-                };
+                let p = sampler.point(op, with_gap)?;
                 if progress {
-                    eprintln!(
-                        "sqpoll-wakeup {} {} {}: p50 {:.1} us, p99 {:.1} us{}",
-                        op.name(),
-                        ring.name(),
-                        p.case(),
-                        p.lat.p50,
-                        p.lat.p99,
-                        p.wakeups
-                            .map_or(String::new(), |w| format!(", {w} wake-ups of {samples}"))
-                    );
+                    p.print_progress();
                 }
                 points.push(p);
             }
@@ -317,6 +314,81 @@ fn measure_all(path: &Path, plan: &Plan, progress: bool) -> Result<Run> {
         gap,
         gap_confirmed,
     })
+}
+
+/// Measures the points of one ring: QD1 requests back to back, or each after an idle gap.
+struct Sampler<'a> {
+    engine: &'a mut dyn Engine,
+    ring: RingKind,
+    /// The read buffer, [`BS`] bytes, which outlives the ring.
+    buf: *mut u8,
+    rng: &'a mut Rng,
+    plan: &'a Plan,
+    gap: Duration,
+}
+
+/// What the samples of one point add up to.
+struct Tally {
+    hist: LatencyHist,
+    wakeups: u64,
+    samples: u64,
+}
+
+impl Sampler<'_> {
+    /// The warm-up, then the samples of (`op`, with or without a gap) on this ring.
+    fn point(&mut self, op: Op, with_gap: bool) -> Result<Point> {
+        let mut out = Vec::with_capacity(4);
+        for i in 0..WARMUP_OPS {
+            self.one(op, i as u64, &mut out)?;
+        }
+        let mut tally = Tally {
+            hist: LatencyHist::new(),
+            wakeups: 0,
+            samples: 0,
+        };
+        if with_gap {
+            for _ in 0..self.plan.asleep_samples {
+                std::thread::sleep(self.gap);
+                self.record(op, &mut out, &mut tally)?;
+            }
+        } else {
+            let deadline = rdtsc() + (self.plan.awake_runtime.as_secs_f64() * tsc_hz()) as u64;
+            while rdtsc() < deadline && tally.samples < MAX_AWAKE {
+                self.record(op, &mut out, &mut tally)?;
+            }
+        }
+        Ok(Point {
+            op,
+            ring: self.ring,
+            gap: with_gap,
+            samples: tally.samples,
+            wakeups: (self.ring == RingKind::SqPoll).then_some(tally.wakeups),
+            lat: tally.hist.summary(),
+        })
+    }
+
+    /// One measured request: its latency, and whether its submission woke the poller.
+    fn record(&mut self, op: Op, out: &mut Vec<IoCompletion>, tally: &mut Tally) -> Result<()> {
+        let (ticks, entered) = self.one(op, tally.samples, out)?;
+        tally.hist.record_ns(ticks_to_ns(ticks));
+        tally.wakeups += entered as u64;
+        tally.samples += 1;
+        Ok(())
+    }
+
+    /// One request alone (`i` is its user data): on the SQPOLL ring the thread spins on the
+    /// completion queue, on the other it waits in the kernel.
+    fn one(&mut self, op: Op, i: u64, out: &mut Vec<IoCompletion>) -> Result<(u64, bool)> {
+        let req = match op {
+            Op::Nop => IoRequest::nop(i),
+            Op::Read => {
+                let offset = self.rng.below(self.plan.blocks) * BS;
+                IoRequest::read(FileId(0), offset, self.buf, BS as u32, i)
+            }
+        };
+        let spin = self.ring == RingKind::SqPoll;
+        one_op(&mut *self.engine, &req, spin, out)
+    }
 }
 
 /// The shortest gap of [`GAPS_MS`] after which every probe NOP found the poller asleep (its
@@ -339,51 +411,71 @@ fn find_gap(engine: &mut dyn Engine) -> Result<(Duration, bool)> {
 }
 
 fn notes(r: &mut MicroResult, opts: &MicroOpts, plan: &Plan, run: &Run) {
-    let gap_ms = run.gap.as_secs_f64() * 1e3;
-    let at = |op: Op, ring: RingKind, gap: bool| {
-        run.points
-            .iter()
-            .find(|p| p.op == op && p.ring == ring && p.gap == gap)
-    };
-    for op in [Op::Nop, Op::Read] {
-        let (Some(sa), Some(ss)) = (
-            at(op, RingKind::SqPoll, false),
-            at(op, RingKind::SqPoll, true),
-        ) else {
-            continue;
-        };
-        let penalty = ss.lat.p50 - sa.lat.p50;
-        let mut s = format!(
-            "{}: a sleeping poller adds {penalty:.1} us at p50 ({:.1} -> {:.1} us; avg {:+.1} us), against the paper's ~{PAPER_WAKEUP_US:.0} us",
-            op.name(),
-            sa.lat.p50,
-            ss.lat.p50,
-            ss.lat.avg - sa.lat.avg,
-        );
-        if let (Some(da), Some(dg)) = (
-            at(op, RingKind::Defer, false),
-            at(op, RingKind::Defer, true),
-        ) {
-            let idle = dg.lat.p50 - da.lat.p50;
-            s.push_str(&format!(
-                "; the same {gap_ms:.0} ms gap costs {idle:.1} us on the ring without SQPOLL ({:.1} -> {:.1} us), so the wake-up's own share is about {:.1} us; awake SQPOLL vs no SQPOLL back to back: {:.1} vs {:.1} us",
-                da.lat.p50,
-                dg.lat.p50,
-                penalty - idle,
-                sa.lat.p50,
-                da.lat.p50,
-            ));
-        }
-        if op == Op::Nop {
-            s.push_str("; NOPs never reach a device, so this row is the wake-up alone");
-        } else if let Some(da) = at(op, RingKind::Defer, false) {
-            if sa.lat.p50 < da.lat.p50 {
-                s.push_str("; back to back, the awake poller beats the ring without SQPOLL because this thread spins on the CQ there, while without SQPOLL it sleeps in io_uring_enter and must itself be woken by the completion");
-            }
-        }
-        r.notes.push(s);
+    r.notes.extend(
+        [Op::Nop, Op::Read]
+            .into_iter()
+            .filter_map(|op| wakeup_cost_note(run, op)),
+    );
+    r.notes.push(need_wakeup_note(run));
+    r.notes.push(format!(
+        "sq_thread_idle = {IDLE_MS} ms (the kernel rounds it up to whole jiffies, 4 ms at HZ=250), so the gap is the shortest of {:?} ms after which {GAP_PROBES} probes all found the poller asleep",
+        GAPS_MS
+    ));
+    r.notes.push(machine_note(opts, plan));
+}
+
+/// What a sleeping poller added to `op` at p50, set against what the same gap costs without
+/// SQPOLL and against the paper.
+fn wakeup_cost_note(run: &Run, op: Op) -> Option<String> {
+    let awake = run.at(op, RingKind::SqPoll, false)?;
+    let asleep = run.at(op, RingKind::SqPoll, true)?;
+    let penalty = asleep.lat.p50 - awake.lat.p50;
+    let mut s = format!(
+        "{}: a sleeping poller adds {penalty:.1} us at p50 ({:.1} -> {:.1} us; avg {:+.1} us), against the paper's ~{PAPER_WAKEUP_US:.0} us",
+        op.name(),
+        awake.lat.p50,
+        asleep.lat.p50,
+        asleep.lat.avg - awake.lat.avg,
+    );
+    if let (Some(back_to_back), Some(idle_gap)) = (
+        run.at(op, RingKind::Defer, false),
+        run.at(op, RingKind::Defer, true),
+    ) {
+        s.push_str(&idle_share(run, penalty, awake, back_to_back, idle_gap));
     }
-    // Did the engine see NEED_WAKEUP where it should, and not where it should not?
+    if op == Op::Nop {
+        s.push_str("; NOPs never reach a device, so this row is the wake-up alone");
+    } else if let Some(back_to_back) = run.at(op, RingKind::Defer, false) {
+        if awake.lat.p50 < back_to_back.lat.p50 {
+            s.push_str("; back to back, the awake poller beats the ring without SQPOLL because this thread spins on the CQ there, while without SQPOLL it sleeps in io_uring_enter and must itself be woken by the completion");
+        }
+    }
+    Some(s)
+}
+
+/// The part of `penalty` that idling alone explains (the ring without SQPOLL pays it too),
+/// and so the wake-up's own share.
+fn idle_share(
+    run: &Run,
+    penalty: f64,
+    awake: &Point,
+    back_to_back: &Point,
+    idle_gap: &Point,
+) -> String {
+    let idle = idle_gap.lat.p50 - back_to_back.lat.p50;
+    format!(
+        "; the same {:.0} ms gap costs {idle:.1} us on the ring without SQPOLL ({:.1} -> {:.1} us), so the wake-up's own share is about {:.1} us; awake SQPOLL vs no SQPOLL back to back: {:.1} vs {:.1} us",
+        run.gap_ms(),
+        back_to_back.lat.p50,
+        idle_gap.lat.p50,
+        penalty - idle,
+        awake.lat.p50,
+        back_to_back.lat.p50,
+    )
+}
+
+/// Whether the engine saw NEED_WAKEUP where it should, and not where it should not.
+fn need_wakeup_note(run: &Run) -> String {
     let woke = |gap: bool| -> (u64, u64) {
         run.points
             .iter()
@@ -392,6 +484,7 @@ fn notes(r: &mut MicroResult, opts: &MicroOpts, plan: &Plan, run: &Run) {
                 (w + p.wakeups.unwrap_or(0), n + p.samples)
             })
     };
+    let gap_ms = run.gap_ms();
     let (w_asleep, n_asleep) = woke(true);
     let (w_awake, n_awake) = woke(false);
     let mut s = format!(
@@ -409,11 +502,11 @@ fn notes(r: &mut MicroResult, opts: &MicroOpts, plan: &Plan, run: &Run) {
             "; some back-to-back requests found it asleep (this thread was descheduled longer than the idle time)",
         );
     }
-    r.notes.push(s);
-    r.notes.push(format!(
-        "sq_thread_idle = {IDLE_MS} ms (the kernel rounds it up to whole jiffies, 4 ms at HZ=250), so the gap is the shortest of {:?} ms after which {GAP_PROBES} probes all found the poller asleep",
-        GAPS_MS
-    ));
+    s
+}
+
+/// Where the submitter and the poller ran, and the target.
+fn machine_note(opts: &MicroOpts, plan: &Plan) -> String {
     let cpus = if plan.sq_cpu == plan.app_cpu {
         format!(
             "WARNING: only one CPU is allowed, so the poller (CPU {}) shares the core with the submitting thread and the awake numbers mean little",
@@ -425,10 +518,10 @@ fn notes(r: &mut MicroResult, opts: &MicroOpts, plan: &Plan, run: &Run) {
             plan.app_cpu, plan.sq_cpu
         )
     };
-    r.notes.push(format!(
+    format!(
         "{cpus}; target {} ({}); {} CPU(s) here, shared with whatever else runs",
         opts.target.display(),
-        describe_target(&opts.target),
+        describe_device(&opts.target),
         ringdb_io::affinity::online_cpus(),
-    ));
+    )
 }

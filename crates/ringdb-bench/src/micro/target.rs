@@ -1,0 +1,170 @@
+//! The storage target the storage microbenchmarks share: how many of its bytes to use, making
+//! a missing or short file ready, and describing what it sits on for the notes.
+//!
+//! Every benchmark reads and writes whole 4 KiB blocks with `O_DIRECT`, so the sizes here are
+//! rounded down to [`BS`]; a note that compares a figure with the paper must say what the
+//! target was (a file on a virtio disk, zram, tmpfs), which is what the two descriptions do.
+
+use super::MicroOpts;
+use crate::error::{BenchError, Result};
+use crate::rawio::fill_file;
+use ringdb_io::target::{Target, TargetOptions};
+use ringdb_io::IoError;
+use ringdb_lab::device::DeviceInfo;
+use std::os::unix::fs::FileTypeExt;
+use std::path::Path;
+
+/// Every storage request of these microbenchmarks moves one 4 KiB block.
+pub(super) const BS: u64 = 4096;
+
+/// Whether `path` is a block device (false when it cannot be read).
+fn is_block_device(path: &Path) -> bool {
+    std::fs::metadata(path)
+        .map(|m| m.file_type().is_block_device())
+        .unwrap_or(false)
+}
+
+/// Bytes of `path` to use: `size`, but no more than a block device holds, in whole 4 KiB blocks.
+pub(super) fn usable_size(path: &Path, size: u64) -> Result<u64> {
+    let size = if is_block_device(path) {
+        let t = Target::open(
+            path,
+            TargetOptions {
+                direct: false,
+                write: false,
+                create: false,
+            },
+        )?;
+        size.min(t.size)
+    } else {
+        size
+    };
+    Ok(size - size % BS)
+}
+
+/// Checks the target and makes it usable: a missing or short regular file is created and
+/// filled (as every storage microbenchmark does); returns the bytes to use, a multiple of 4 KiB.
+pub(super) fn prepare_target(opts: &MicroOpts, who: &str) -> Result<u64> {
+    let path = opts.target.as_path();
+    let size = usable_size(path, opts.size)?;
+    if size < BS {
+        return Err(BenchError::InvalidArg(format!(
+            "{who} needs --size of at least {BS} bytes, got {}",
+            opts.size
+        )));
+    }
+    create_or_fill(path, size, opts.progress)?;
+    let t = open_direct_read(path)?;
+    t.check_aligned("block size", BS)?;
+    let size = size.min(t.size - t.size % BS);
+    if size < BS {
+        return Err(BenchError::InvalidArg(format!(
+            "{} holds {} bytes; {who} needs at least {BS}",
+            path.display(),
+            t.size
+        )));
+    }
+    Ok(size)
+}
+
+/// Opens the existing target `path` for `O_DIRECT` reads.
+pub(super) fn open_direct_read(path: &Path) -> Result<Target> {
+    Ok(Target::open(
+        path,
+        TargetOptions {
+            direct: true,
+            write: false,
+            create: false,
+        },
+    )?)
+}
+
+/// Creates `path` when it is missing (its directory must exist, and nothing under `/dev` is
+/// created) or fills a regular file shorter than `size`; refuses anything that is neither a
+/// regular file nor a block device.
+fn create_or_fill(path: &Path, size: u64, progress: bool) -> Result<()> {
+    match std::fs::metadata(path) {
+        Err(_) => {
+            let parent_ok = path
+                .parent()
+                .is_none_or(|p| p.as_os_str().is_empty() || p.is_dir());
+            if !parent_ok || path.starts_with("/dev") {
+                return Err(IoError::NotFound {
+                    path: path.to_path_buf(),
+                }
+                .into());
+            }
+            fill_file(path, size, progress)?;
+        }
+        Ok(m) if m.is_dir() => {
+            return Err(BenchError::InvalidArg(format!(
+                "{} is a directory; name a file or a block device",
+                path.display()
+            )))
+        }
+        Ok(m) if m.is_file() => {
+            if m.len() < size {
+                fill_file(path, size, progress)?;
+            }
+        }
+        Ok(m) if m.file_type().is_block_device() => {}
+        Ok(_) => {
+            return Err(BenchError::InvalidArg(format!(
+                "{} is neither a regular file nor a block device",
+                path.display()
+            )))
+        }
+    }
+    Ok(())
+}
+
+/// What the target sits on, in a few words: "file on vda, scheduler mq-deadline, virtio-blk",
+/// "block device zram0, zram: bio-based, in-memory", "file on no block device".
+pub(super) fn describe_device(path: &Path) -> String {
+    let what = if is_block_device(path) {
+        "block device"
+    } else {
+        "file on"
+    };
+    match DeviceInfo::for_path(path) {
+        Ok(Some(d)) => {
+            let mut s = format!("{what} {}", d.name);
+            if let Some(sched) = &d.scheduler {
+                s.push_str(&format!(", scheduler {sched}"));
+            }
+            if d.name.starts_with("zram") {
+                s.push_str(", zram: bio-based, in-memory");
+            } else if d.name.starts_with("vd") {
+                s.push_str(", virtio-blk");
+            }
+            s
+        }
+        Ok(None) => "file on no block device (tmpfs or similar)".into(),
+        Err(_) => "device unknown".into(),
+    }
+}
+
+/// One sentence on the target, for the notes of the multi-threaded benchmarks: "target X is a
+/// file on vda (whole disk, io_poll no)".
+pub(super) fn describe_target(path: &Path) -> String {
+    let kind = match std::fs::metadata(path) {
+        Ok(m) if m.file_type().is_block_device() => "block device",
+        Ok(_) => "file",
+        Err(_) => "path",
+    };
+    match DeviceInfo::for_path(path) {
+        Ok(Some(d)) => format!(
+            "target {} is a {kind} on {} ({}{}, io_poll {})",
+            path.display(),
+            d.name,
+            d.disk.as_deref().unwrap_or("whole disk"),
+            if d.rotational { ", rotational" } else { "" },
+            if d.io_poll { "yes" } else { "no" },
+        ),
+        Ok(None) => format!(
+            "target {} is a {kind} on no block device (tmpfs or similar: no DMA, no device queue)",
+            path.display()
+        ),
+        Err(e) => format!("target {}: {e}", path.display()),
+    }
+}
