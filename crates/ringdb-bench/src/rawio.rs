@@ -7,11 +7,11 @@
 
 use crate::error::{BenchError, Result};
 use crate::pattern::{self, Rng};
-use ringdb_io::target::{Target, TargetOptions};
 use ringdb_io::{
     open_engine, EngineKind, EngineStats, FileId, FixedBufferPool, IoCompletion, IoConfig, IoError,
     IoRequest,
 };
+use ringdb_io::{Target, TargetOptions};
 use ringdb_lab::counters::{rdtsc, tsc_hz, CpuTime, LatencyHist, LatencySummary};
 use ringdb_lab::iowq::IowqTracker;
 use serde::Serialize;
@@ -366,7 +366,7 @@ fn prepare_target(spec: &mut IoSpec) -> Result<()> {
     }
     target.check_aligned("--bs", spec.bs)?;
     if spec.io.iopoll {
-        ringdb_io::target::check_iopoll(&spec.path)?;
+        ringdb_io::check_iopoll(&spec.path)?;
     }
     if spec.size < spec.bs {
         return Err(BenchError::InvalidArg(format!(

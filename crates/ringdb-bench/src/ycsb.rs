@@ -317,7 +317,7 @@ async fn run_task<F: FnMut(usize) -> Option<Op>>(
         // A transaction boundary: let the others run. An operation that finds all its pages
         // resident never parks, and a task that never parks would keep the thread (and the
         // completions other tasks wait for) to itself.
-        ringdb_io::executor::yield_now().await;
+        ringdb_io::yield_now().await;
     }
 }
 

@@ -37,27 +37,33 @@ impl AlignedBuf {
         AlignedBuf { ptr, len }
     }
 
+    /// Length in bytes.
     pub fn len(&self) -> usize {
         self.len
     }
 
+    /// Whether it holds no bytes.
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
 
+    /// The first byte, for handing to the kernel.
     pub fn as_ptr(&self) -> *const u8 {
         self.ptr.as_ptr()
     }
 
+    /// The first byte, writable, for handing to the kernel.
     pub fn as_mut_ptr(&mut self) -> *mut u8 {
         self.ptr.as_ptr()
     }
 
+    /// The bytes.
     pub fn as_slice(&self) -> &[u8] {
         // SAFETY: ptr is valid for len initialised (zeroed) bytes owned by self.
         unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
     }
 
+    /// The bytes, writable.
     pub fn as_mut_slice(&mut self) -> &mut [u8] {
         // SAFETY: as above, and &mut self gives exclusive access.
         unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
@@ -128,14 +134,17 @@ impl FixedBufferPool {
         })
     }
 
+    /// Buffers in the pool.
     pub fn count(&self) -> usize {
         self.count
     }
 
+    /// Bytes in one buffer (a multiple of [`BUF_ALIGN`]).
     pub fn buf_len(&self) -> usize {
         self.buf_len
     }
 
+    /// Bytes in the whole pool.
     pub fn total_bytes(&self) -> usize {
         self.count * self.buf_len
     }

@@ -35,6 +35,7 @@ impl EngineKind {
         EngineKind::Uring,
     ];
 
+    /// The engine's name, as [`FromStr`] parses it.
     pub fn name(self) -> &'static str {
         match self {
             EngineKind::Posix => "posix",
@@ -45,6 +46,7 @@ impl EngineKind {
         }
     }
 
+    /// Whether the engine is an io_uring one (takes io_uring switches).
     pub fn is_uring(self) -> bool {
         matches!(
             self,
@@ -91,6 +93,7 @@ pub enum SetupMode {
 }
 
 impl SetupMode {
+    /// The mode's name, as [`FromStr`] parses it.
     pub fn name(self) -> &'static str {
         match self {
             SetupMode::Default => "default",
@@ -219,8 +222,11 @@ pub fn adaptive_low_water(depth: usize) -> usize {
 /// turned on alone and measured against the same baseline.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct IoConfig {
+    /// Which kernel interface carries the I/O.
     pub engine: EngineKind,
+    /// How completions' task work runs (io_uring only).
     pub setup: SetupMode,
+    /// A kernel thread polling the submission queue (io_uring only).
     pub sqpoll: Option<SqPoll>,
     /// `IORING_REGISTER_RING_FDS`: enter the ring by index instead of by fd.
     pub register_ring_fd: bool,
@@ -232,6 +238,7 @@ pub struct IoConfig {
     pub iopoll: bool,
     /// `IOSQE_ASYNC` on every request: force the io-wq worker path (for measuring it).
     pub force_async: bool,
+    /// When queued requests are handed to the kernel.
     pub batching: Batching,
     /// Maximum requests in flight on this ring (SQ entries).
     pub queue_depth: u32,
@@ -261,6 +268,7 @@ impl Default for IoConfig {
 }
 
 impl IoConfig {
+    /// `engine` with every switch off.
     pub fn new(engine: EngineKind) -> Self {
         IoConfig {
             engine,

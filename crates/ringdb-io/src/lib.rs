@@ -1,30 +1,94 @@
 //! ringdb-io: the ring-per-thread I/O runtime of ringdb.
 //!
-//! - [`engine`]: `posix`, `libaio`, `uring-sync` and `uring` behind one [`Engine`] trait, with
-//!   every io_uring switch of the paper in one [`IoConfig`].
-//! - [`executor`]: a single-threaded executor whose tasks park on I/O, with adaptive batching.
-//! - [`buf`]: page-aligned buffers and the registered [`FixedBufferPool`].
-//! - [`target`]: opening files and block devices for (direct) I/O with clear refusals.
-//! - [`sysfs`]: the few block-device queries opening targets and refusing switches need;
-//!   [`limits`]: the kernel limits behind a refused ring.
+//! Three layers, each usable alone:
+//! - **Engines** ([`Engine`], opened by [`open_engine`] from an [`IoConfig`]): `posix`, `libaio`,
+//!   `uring-sync`, `uring` and `uring-passthrough` (NVMe commands on `/dev/ngXnY`) behind one
+//!   trait: push requests, submit them, reap completions. Every io_uring switch of the paper
+//!   (setup mode, SQPOLL, IOPOLL, registered ring fd, files and buffers, forced async, batching,
+//!   queue depth, CPU pinning) is a field of [`IoConfig`], off by default, so each can be measured
+//!   alone.
+//! - **The ring core** ([`Ring`], built from a [`RingSetup`]): the one io_uring driver every
+//!   io_uring engine and `ringdb-net`'s transports sit on: setup with typed refusals, counted
+//!   enters, submission by policy, waiting out a full submission queue, reaping, and messages
+//!   between rings (`IORING_OP_MSG_RING`, [`Ring::post_message`]).
+//! - **The executor** ([`Runtime`], with the [`Io`] handle its tasks use): single-threaded; tasks
+//!   park on I/O, requests are batched adaptively, and a buffer the kernel may still write into
+//!   is never freed or reused before its completion (buffers pass by value into an I/O and come
+//!   back with its result).
+//!
+//! Around them: [`Target`] opens files and block devices for direct I/O with clear refusals;
+//! [`AlignedBuf`] and [`FixedBufferPool`] are page-aligned and registrable memory; [`SimDisk`]
+//! is a simulated disk with power cuts, torn writes and injected errors for crash tests;
+//! [`affinity`], [`limits`] and [`sysfs`] hold the few machine queries the runtime needs.
+//! Errors are one typed [`IoError`] whose variants carry the cause as data ([`Switch`],
+//! [`Setting`], paths, limits).
 //!
 //! Only what runs belongs here. What reports on the machine (the probe, device descriptions,
 //! io-wq sampling, latency histograms and tables) is the lab, in the `ringdb-lab` crate.
+//!
+//! # Example
+//!
+//! Write a block and read it back through the executor, on io_uring where this kernel allows
+//! it and with blocking `pread`/`pwrite` otherwise:
+//!
+//! ```
+//! use ringdb_io::{AlignedBuf, EngineKind, FileId, IoConfig, Runtime};
+//! use std::os::fd::AsRawFd;
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let path = std::env::temp_dir().join(format!("ringdb-io-doc-{}", std::process::id()));
+//! let file = std::fs::OpenOptions::new()
+//!     .read(true)
+//!     .write(true)
+//!     .create(true)
+//!     .truncate(true)
+//!     .open(&path)?;
+//! let mut runtime = Runtime::from_config(&IoConfig::new(EngineKind::Uring), &[file.as_raw_fd()], None)
+//!     .or_else(|_| Runtime::from_config(&IoConfig::new(EngineKind::Posix), &[file.as_raw_fd()], None))?;
+//! let io = runtime.io();
+//! let read_back = runtime.block_on(async move {
+//!     let mut block = AlignedBuf::new(4096);
+//!     block.as_mut_slice().fill(42);
+//!     let (written, _block) = io.write(FileId(0), 0, block).await;
+//!     assert_eq!(written?, 4096);
+//!     let (read, block) = io.read(FileId(0), 0, AlignedBuf::new(4096)).await;
+//!     assert_eq!(read?, 4096);
+//!     Ok::<_, ringdb_io::IoError>(block)
+//! })??;
+//! assert!(read_back.as_slice().iter().all(|&byte| byte == 42));
+//! drop(runtime);
+//! std::fs::remove_file(&path)?;
+//! # Ok(())
+//! # }
+//! ```
+
+#![deny(missing_docs)]
 
 pub mod affinity;
-pub mod buf;
-pub mod config;
-pub mod engine;
-pub mod error;
-pub mod executor;
+mod buf;
+mod config;
+mod engine;
+mod error;
+mod executor;
 pub mod limits;
-pub mod ring;
+mod ring;
 pub mod sysfs;
-pub mod target;
+mod target;
 
-pub use buf::{AlignedBuf, FixedBufferPool};
-pub use config::{Batching, EngineKind, IoConfig, SetupMode, SqPoll};
-pub use engine::{open_engine, Engine, EngineStats, FileId, IoCompletion, IoRequest, OpKind};
-pub use engine::{SimDisk, SimFault, SimStats, SimTear};
+pub use buf::{AlignedBuf, FixedBufferPool, BUF_ALIGN, MAX_FIXED_BUFFERS};
+pub use config::{
+    adaptive_low_water, Batching, EngineKind, IoConfig, SetupMode, SqPoll, ADAPTIVE_MAX_BATCH,
+    MAX_QUEUE_DEPTH,
+};
+pub use engine::{
+    nvme_geometry, open_engine, Engine, EngineStats, FileCommands, FileId, IoCompletion, IoRequest,
+    LibaioEngine, NvmeCommands, NvmeGeometry, OpKind, PassthroughEngine, PosixEngine, Region,
+    RegionEngine, RingCommands, RingEngine, SimDisk, SimFault, SimStats, SimTear, UringEngine,
+    SIM_MAX_FILE_LEN,
+};
 pub use error::{IoError, Result, Setting, SetupRefusal, Switch};
+pub use executor::{
+    yield_now, Io, IoBuf, JoinHandle, PoolBuf, Runtime, RuntimeStats, SubmitTogether, YieldNow,
+};
 pub use ring::{Ring, RingAddress, RingMessage, RingSetup, RingStats};
+pub use target::{check_iopoll, nvme_block_device_of_char, Target, TargetOptions};

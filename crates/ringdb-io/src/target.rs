@@ -30,6 +30,7 @@ pub struct Target {
     pub is_block_device: bool,
     /// The namespace behind an NVMe generic char device (`/dev/ngXnY`).
     pub nvme: Option<crate::engine::NvmeGeometry>,
+    /// Whether it was opened with `O_DIRECT`.
     pub direct: bool,
     /// Current size in bytes (file length, or the device's capacity).
     pub size: u64,
@@ -89,14 +90,17 @@ impl Target {
         })
     }
 
+    /// The open file's descriptor.
     pub fn fd(&self) -> RawFd {
         self.file.as_raw_fd()
     }
 
+    /// The path it was opened by.
     pub fn path(&self) -> &Path {
         &self.path
     }
 
+    /// The open file.
     pub fn file(&self) -> &File {
         &self.file
     }

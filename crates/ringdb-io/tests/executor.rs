@@ -1,6 +1,6 @@
 //! Executor behaviour through the public API only.
 
-use ringdb_io::executor::Runtime;
+use ringdb_io::Runtime;
 use ringdb_io::{Batching, EngineKind, IoConfig};
 use std::cell::Cell;
 use std::future::Future;

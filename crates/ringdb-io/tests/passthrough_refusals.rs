@@ -2,7 +2,7 @@
 //! missing capability is a typed one-line error, raised before any I/O is queued. The
 //! positive path is verified in the NVMe VM (`scripts/nvme-vm`).
 
-use ringdb_io::target::{check_iopoll, Target, TargetOptions};
+use ringdb_io::{check_iopoll, Target, TargetOptions};
 use ringdb_io::{open_engine, EngineKind, IoConfig, IoError};
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileTypeExt;

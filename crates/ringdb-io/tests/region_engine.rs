@@ -1,8 +1,8 @@
 //! `RegionEngine`: logical files as regions of one O_DIRECT target, with bounds checks and
 //! bounce buffers for unaligned reads and unaligned-length writes.
 
-use ringdb_io::engine::{PosixEngine, Region, RegionEngine};
 use ringdb_io::{Engine, FileId, IoCompletion, IoRequest, OpKind};
+use ringdb_io::{PosixEngine, Region, RegionEngine};
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 
@@ -140,7 +140,7 @@ fn out_of_region_and_unaligned_writes_are_refused() {
 fn a_sync_of_any_region_is_one_sync_of_the_whole_device() {
     // One simulated device holding both regions: writes to regions 0 and 1 are volatile
     // until a sync of region 1 (what the log syncs) makes the whole device durable.
-    let disk = ringdb_io::engine::SimDisk::new(7, 1);
+    let disk = ringdb_io::SimDisk::new(7, 1);
     disk.set_len(0, 24 * 1024);
     let mut e = RegionEngine::new(disk.engine(8), regions(), BLOCK).unwrap();
     let s = one(&mut e, IoRequest::sync(OpKind::Fsync, FileId(0), 1)).unwrap();

@@ -1,7 +1,7 @@
 //! The simulated disk: durability across power cuts, tearing, faults, replay from the seed,
 //! and running under the executor.
 
-use ringdb_io::executor::Runtime;
+use ringdb_io::Runtime;
 use ringdb_io::{
     Batching, Engine, FileId, IoCompletion, IoError, IoRequest, OpKind, SimDisk, SimFault,
 };

@@ -26,7 +26,7 @@ use crate::page;
 use crate::tree::BTree;
 use crate::wal::Wal;
 use futures_util::future::join_all;
-use ringdb_io::executor::Io;
+use ringdb_io::Io;
 use ringdb_io::{AlignedBuf, FileId};
 use serde::Serialize;
 use std::cell::{Cell, RefCell};

@@ -6,7 +6,7 @@
 //! double-write image, recovery's reads) therefore go out in pieces; on a file this costs
 //! nothing measurable.
 
-use ringdb_io::executor::Io;
+use ringdb_io::Io;
 use ringdb_io::{FileId, Result};
 
 /// The largest single request these paths issue.

@@ -29,8 +29,8 @@
 //! record that would overwrite it must wait for a checkpoint ([`Wal::has_room`]).
 
 use crate::error::{DbError, Result, WaitFor};
-use ringdb_io::executor::Io;
 use ringdb_io::FileId;
+use ringdb_io::Io;
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 use std::future::Future;

@@ -185,7 +185,7 @@ fn a_truncated_file_is_an_error() {
 fn a_data_set_larger_than_the_target_is_refused() {
     use ringdb::buffer::{BufferManager, PoolConfig};
     use ringdb::tree::BTree;
-    use ringdb_io::executor::Runtime;
+    use ringdb_io::Runtime;
     use ringdb_io::{FileId, FixedBufferPool, IoConfig};
     let d = dir("full");
     std::fs::create_dir_all(&d).unwrap();

@@ -77,7 +77,7 @@ fn run_until_cut(sim: &SimDisk, base: u64, batch: u64, stop_after: u64) -> Vec<u
                     // commits and checkpoints have writes in flight.
                     cut.set(true);
                     for _ in 0..(first % 37) {
-                        ringdb_io::executor::yield_now().await;
+                        ringdb_io::yield_now().await;
                     }
                     sim.power_cut();
                     return;

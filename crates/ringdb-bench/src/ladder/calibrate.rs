@@ -224,7 +224,7 @@ impl Probe<'_> {
     /// queues), when the target can poll.
     fn measure_iopoll_cycles(&self, c: &mut Calibration, progress: &dyn Fn(&str)) -> Result<()> {
         let target = &self.opts.target;
-        if ringdb_io::target::check_iopoll(target).is_err() {
+        if ringdb_io::check_iopoll(target).is_err() {
             return Ok(());
         }
         progress("calibrate: polled (IOPOLL) cycles per read/write");
@@ -261,9 +261,9 @@ impl Probe<'_> {
 /// Average time for `n` page writes at random offsets, submitted together, to all complete,
 /// divided by `n` (microseconds per write).
 fn batch_write_time(opts: &LadderOpts, size: u64, n: usize) -> Result<f64> {
-    use ringdb_io::executor::Runtime;
-    use ringdb_io::target::{Target, TargetOptions};
+    use ringdb_io::Runtime;
     use ringdb_io::{AlignedBuf, FileId};
+    use ringdb_io::{Target, TargetOptions};
     let target = Target::open(
         &data_path(opts, EngineKind::Uring),
         TargetOptions {

@@ -137,7 +137,7 @@ impl StepIo<'_> {
 
     /// Polled completions (`+iopoll`), where the device has poll queues.
     fn iopoll(&self) -> std::result::Result<IoConfig, String> {
-        ringdb_io::target::check_iopoll(&self.opts.target).map_err(|e| e.to_string())?;
+        ringdb_io::check_iopoll(&self.opts.target).map_err(|e| e.to_string())?;
         Ok(IoConfig {
             iopoll: true,
             ..self.below_sqpoll(false)
@@ -169,7 +169,7 @@ impl StepIo<'_> {
             self.regbufs()
         };
         IoConfig {
-            iopoll: with_iopoll && ringdb_io::target::check_iopoll(target).is_ok(),
+            iopoll: with_iopoll && ringdb_io::check_iopoll(target).is_ok(),
             ..io
         }
     }
@@ -314,7 +314,7 @@ mod tests {
         assert!(e.contains("char device"), "{e}");
         // An existing path on a device without poll queues (unless this one has them).
         let tmp = LadderOpts::new(std::env::temp_dir());
-        if ringdb_io::target::check_iopoll(&tmp.target).is_err() {
+        if ringdb_io::check_iopoll(&tmp.target).is_err() {
             let e = step_config("+iopoll", &tmp).err().unwrap();
             assert!(e.contains("poll queues"), "{e}");
         }

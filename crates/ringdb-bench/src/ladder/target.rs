@@ -17,7 +17,7 @@ const SQPOLL_IDLE_MS: u32 = 50;
 /// its block device `/dev/nvmeXnY`, through which the steps that use the block layer (and
 /// the calibration and the load) reach the same blocks.
 pub(super) fn nvme_namespace(target: &Path) -> Option<PathBuf> {
-    ringdb_io::target::nvme_block_device_of_char(target).map(|b| Path::new("/dev").join(b))
+    ringdb_io::nvme_block_device_of_char(target).map(|b| Path::new("/dev").join(b))
 }
 
 /// Where a step with engine `engine` opens the data: the char device for passthrough, the

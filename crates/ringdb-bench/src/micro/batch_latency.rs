@@ -17,11 +17,11 @@ use super::{available_cpus, MicroOpts, MicroResult, Plot, Series};
 use crate::error::{BenchError, Result};
 use crate::pattern::{self, Rng};
 use crate::rawio::{self, IoSpec, RwMode};
-use ringdb_io::target::{Target, TargetOptions};
 use ringdb_io::{
     open_engine, Batching, Engine, EngineKind, FileId, FixedBufferPool, IoCompletion, IoConfig,
     IoError, IoRequest,
 };
+use ringdb_io::{Target, TargetOptions};
 use ringdb_lab::counters::{rdtsc, tsc_hz, LatencyHist};
 use ringdb_lab::iowq::IowqTracker;
 use serde_json::{json, Value};

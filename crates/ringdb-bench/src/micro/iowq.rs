@@ -20,10 +20,10 @@ use super::target::{describe_device, prepare_target, BS};
 use super::{first_allowed_cpu, MicroOpts, MicroResult, Plot, Series};
 use crate::error::Result;
 use crate::pattern::Rng;
-use ringdb_io::target::{Target, TargetOptions};
 use ringdb_io::{
     open_engine, AlignedBuf, EngineKind, FileId, IoConfig, IoError, IoRequest, SetupMode,
 };
+use ringdb_io::{Target, TargetOptions};
 use ringdb_lab::counters::{rdtsc, ticks_to_ns, tsc_hz, CpuTime, LatencyHist, LatencySummary};
 use ringdb_lab::device::DeviceInfo;
 use serde_json::{json, Value};

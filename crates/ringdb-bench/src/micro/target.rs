@@ -8,8 +8,8 @@
 use super::MicroOpts;
 use crate::error::{BenchError, Result};
 use crate::rawio::fill_file;
-use ringdb_io::target::{Target, TargetOptions};
 use ringdb_io::IoError;
+use ringdb_io::{Target, TargetOptions};
 use ringdb_lab::device::DeviceInfo;
 use std::os::unix::fs::FileTypeExt;
 use std::path::Path;

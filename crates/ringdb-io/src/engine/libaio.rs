@@ -76,6 +76,7 @@ const _: () = {
     assert!(std::mem::size_of::<IoEvent>() == 32);
 };
 
+/// The `libaio` engine: Linux AIO through raw `io_setup`/`io_submit`/`io_getevents` calls.
 pub struct LibaioEngine {
     ctx: AioContext,
     files: Vec<RawFd>,

@@ -34,8 +34,11 @@ use std::os::fd::RawFd;
 pub struct FileId(pub u32);
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+/// What a request does.
 pub enum OpKind {
+    /// Read `len` bytes at `offset` into the buffer.
     Read,
+    /// Write `len` bytes from the buffer at `offset`.
     Write,
     /// `fsync`: data and metadata.
     Fsync,
@@ -46,6 +49,7 @@ pub enum OpKind {
 }
 
 impl OpKind {
+    /// The operation's name (`read`, `write`, `fsync`, ...).
     pub fn name(self) -> &'static str {
         match self {
             OpKind::Read => "read",
@@ -60,10 +64,15 @@ impl OpKind {
 /// One request. `buf`/`len` are used by reads and writes only.
 #[derive(Clone, Copy, Debug)]
 pub struct IoRequest {
+    /// What to do.
     pub op: OpKind,
+    /// The file, as an index into the engine's table.
     pub file: FileId,
+    /// Byte offset in the file.
     pub offset: u64,
+    /// The buffer (reads and writes): valid for `len` bytes until the completion is reaped.
     pub buf: *mut u8,
+    /// Bytes to move.
     pub len: u32,
     /// Registration index of the buffer when it lies in a registered [`crate::FixedBufferPool`];
     /// engines with fixed buffers on use `READ_FIXED`/`WRITE_FIXED` for it.
@@ -73,6 +82,7 @@ pub struct IoRequest {
 }
 
 impl IoRequest {
+    /// A read of `len` bytes at `offset` into `buf`.
     pub fn read(file: FileId, offset: u64, buf: *mut u8, len: u32, user_data: u64) -> Self {
         IoRequest {
             op: OpKind::Read,
@@ -85,6 +95,7 @@ impl IoRequest {
         }
     }
 
+    /// A write of `len` bytes from `buf` at `offset`.
     pub fn write(file: FileId, offset: u64, buf: *mut u8, len: u32, user_data: u64) -> Self {
         IoRequest {
             op: OpKind::Write,
@@ -92,6 +103,7 @@ impl IoRequest {
         }
     }
 
+    /// A request that does nothing (measures the submission path).
     pub fn nop(user_data: u64) -> Self {
         IoRequest {
             op: OpKind::Nop,
@@ -99,6 +111,7 @@ impl IoRequest {
         }
     }
 
+    /// An `fsync` or `fdatasync` of `file`.
     pub fn sync(op: OpKind, file: FileId, user_data: u64) -> Self {
         debug_assert!(matches!(op, OpKind::Fsync | OpKind::Fdatasync));
         IoRequest {
@@ -107,6 +120,7 @@ impl IoRequest {
         }
     }
 
+    /// The same request, naming the registered buffer `index` its memory lies in.
     pub fn with_buf_index(mut self, index: Option<u16>) -> Self {
         self.buf_index = index;
         self
@@ -116,7 +130,9 @@ impl IoRequest {
 /// A finished request: `result` is bytes transferred (or 0), or a negative errno.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct IoCompletion {
+    /// The request's `user_data`, unchanged.
     pub user_data: u64,
+    /// Bytes transferred (or 0), or a negative errno.
     pub result: i32,
 }
 
@@ -135,6 +151,7 @@ pub struct EngineStats {
 }
 
 impl EngineStats {
+    /// Completions per `reap` that returned any: how well completions are batched.
     pub fn cqes_per_reap(&self) -> f64 {
         if self.reaps == 0 {
             0.0
@@ -161,6 +178,7 @@ fn deliver_ready(
 
 /// A ring-per-thread I/O engine. Not `Send`: it belongs to the thread that opened it.
 pub trait Engine {
+    /// Which engine this is.
     fn kind(&self) -> EngineKind;
 
     /// Requests this engine can have in flight at once (pushed and not yet reaped).
@@ -188,6 +206,7 @@ pub trait Engine {
     /// Appends every completion that is ready to `out` without blocking; returns how many.
     fn reap(&mut self, out: &mut Vec<IoCompletion>) -> usize;
 
+    /// What the engine counted so far.
     fn stats(&self) -> EngineStats;
 
     /// Waits for every request in flight and drops their completions. Engines call this on

@@ -64,6 +64,7 @@ impl NvmeCmd {
 /// An NVMe namespace as its generic char device reports it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct NvmeGeometry {
+    /// The namespace id.
     pub nsid: u32,
     /// Logical block (LBA) size in bytes of the namespace's current format.
     pub lba_size: u32,
@@ -72,6 +73,7 @@ pub struct NvmeGeometry {
 }
 
 impl NvmeGeometry {
+    /// Capacity in bytes.
     pub fn capacity(&self) -> u64 {
         self.lba_count.saturating_mul(self.lba_size as u64)
     }

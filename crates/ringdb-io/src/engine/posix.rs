@@ -7,6 +7,7 @@ use crate::error::{IoError, Result};
 use std::collections::VecDeque;
 use std::os::fd::RawFd;
 
+/// The `posix` engine: blocking `pread`/`pwrite`/`fsync`, one request at a time (the baseline).
 pub struct PosixEngine {
     files: Vec<RawFd>,
     ready: VecDeque<IoCompletion>,
@@ -14,6 +15,7 @@ pub struct PosixEngine {
 }
 
 impl PosixEngine {
+    /// An engine over `files` (the caller keeps them open).
     pub fn new(files: &[RawFd]) -> Self {
         PosixEngine {
             files: files.to_vec(),

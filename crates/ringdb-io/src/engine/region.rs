@@ -28,7 +28,9 @@ use std::collections::HashMap;
 /// One logical file: `len` bytes of the device from `base`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Region {
+    /// First byte of the region on the device.
     pub base: u64,
+    /// Bytes in the region.
     pub len: u64,
 }
 

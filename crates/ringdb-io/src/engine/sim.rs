@@ -75,9 +75,11 @@ impl SimFault {
 /// The write a power cut tore.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct SimTear {
+    /// The file it was written to.
     pub file: u32,
     /// Offset and length of the write as issued.
     pub offset: u64,
+    /// Bytes the write carried.
     pub len: u64,
     /// Bytes of it that reached the media: `offset + kept` is a multiple of 512 and
     /// `0 < kept < len`.
@@ -468,6 +470,7 @@ impl SimDisk {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// The seed that makes this disk's faults and tears repeatable.
     pub fn seed(&self) -> u64 {
         self.lock().seed
     }
@@ -573,6 +576,7 @@ impl SimDisk {
         self.lock().file(file).volatile.clone()
     }
 
+    /// What the disk counted so far (writes, syncs, cuts, faults).
     pub fn stats(&self) -> SimStats {
         self.lock().stats
     }

@@ -162,8 +162,7 @@ impl ProbeReport {
     fn describe_path(&mut self, path: &Path) {
         // An NVMe generic char device sits on no block device of its own: describe its
         // namespace's block device (the same queues) instead.
-        let block =
-            ringdb_io::target::nvme_block_device_of_char(path).map(|b| Path::new("/dev").join(b));
+        let block = ringdb_io::nvme_block_device_of_char(path).map(|b| Path::new("/dev").join(b));
         let path = block.as_deref().filter(|b| b.exists()).unwrap_or(path);
         match DeviceInfo::for_path(path) {
             Ok(d) => self.device = d,

@@ -37,7 +37,7 @@ pub struct NvmeNamespaceInfo {
 impl NvmeNamespaceInfo {
     /// Describes the char device at `path`; never fails (what cannot be read stays `None`).
     pub fn probe(path: &Path) -> NvmeNamespaceInfo {
-        let block = ringdb_io::target::nvme_block_device_of_char(path);
+        let block = ringdb_io::nvme_block_device_of_char(path);
         let mut info = NvmeNamespaceInfo {
             path: path.to_path_buf(),
             io_poll: block.as_deref().is_some_and(disk_io_poll),
@@ -53,9 +53,7 @@ impl NvmeNamespaceInfo {
         };
         let geometry = fs::File::open(path)
             .map_err(|e| format!("open {}: {e}", path.display()))
-            .and_then(|f| {
-                ringdb_io::engine::nvme_geometry(f.as_raw_fd()).map_err(|e| e.to_string())
-            });
+            .and_then(|f| ringdb_io::nvme_geometry(f.as_raw_fd()).map_err(|e| e.to_string()));
         match geometry {
             Ok(g) => {
                 info.nsid = Some(g.nsid);

@@ -2,8 +2,8 @@
 //! reads through a plain ring of the runtime, with the io-wq workers counted around them.
 
 use crate::iowq::iowq_workers_now;
-use ringdb_io::target::{Target, TargetOptions};
 use ringdb_io::{open_engine, EngineKind, FileId, FixedBufferPool, IoConfig, IoRequest};
+use ringdb_io::{Target, TargetOptions};
 use serde::Serialize;
 use std::path::Path;
 

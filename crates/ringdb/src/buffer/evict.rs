@@ -9,7 +9,7 @@ use super::frame::{Inner, WAIT_ROUNDS_MAX};
 use super::{BufferManager, PageId};
 use crate::error::{DbError, Result, WaitFor};
 use futures_util::future::join_all;
-use ringdb_io::executor::PoolBuf;
+use ringdb_io::PoolBuf;
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;

@@ -4,7 +4,7 @@
 use super::frame::Inner;
 use super::PageId;
 use crate::page;
-use ringdb_io::executor::PoolBuf;
+use ringdb_io::PoolBuf;
 use std::cell::Cell;
 use std::rc::Rc;
 

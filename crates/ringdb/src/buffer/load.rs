@@ -10,7 +10,7 @@ use super::frame::{Inner, Slot, WAIT_ROUNDS_MAX};
 use super::{BufferManager, PageGuard, PageId};
 use crate::error::{DbError, Result, WaitFor};
 use crate::page;
-use ringdb_io::executor::PoolBuf;
+use ringdb_io::PoolBuf;
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;

@@ -2,7 +2,7 @@
 //! replacement, batched eviction and asynchronous page faults.
 //!
 //! # Frames are the runtime's (registered) buffers
-//! Every frame is a [`PoolBuf`](ringdb_io::executor::PoolBuf) leased from the executor's
+//! Every frame is a [`PoolBuf`](ringdb_io::PoolBuf) leased from the executor's
 //! buffer pool, so with `IoConfig::fixed_buffers` page reads and write-backs use
 //! `READ_FIXED`/`WRITE_FIXED`. A frame moves *by value* into the read or write that fills or
 //! drains it; while that I/O is in flight the page is in state `Reading`/`Writing` and no one
@@ -50,8 +50,8 @@ pub use guard::{PageGuard, Reservation};
 
 use crate::error::{DbError, Result};
 use frame::{Inner, Slot};
-use ringdb_io::executor::Io;
 use ringdb_io::FileId;
+use ringdb_io::Io;
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;

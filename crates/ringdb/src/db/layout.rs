@@ -10,8 +10,8 @@
 //! are 0.
 
 use super::Options;
-use ringdb_io::engine::Region;
 use ringdb_io::FileId;
+use ringdb_io::Region;
 
 /// The data file's name when `Db::open` is given a directory.
 pub const DATA_FILE: &str = "data.ringdb";

@@ -33,8 +33,8 @@ pub use options::{DbStats, Options};
 pub use runtime::Storage;
 
 use crate::error::{DbError, Result};
-use ringdb_io::executor::Runtime;
-use ringdb_io::target::Target;
+use ringdb_io::Runtime;
+use ringdb_io::Target;
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
 

@@ -12,10 +12,10 @@ use super::{Db, Options};
 use crate::error::{DbError, Result};
 use crate::page;
 use crate::wal::Durability;
-use ringdb_io::engine::RegionEngine;
-use ringdb_io::executor::Runtime;
-use ringdb_io::target::{Target, TargetOptions};
+use ringdb_io::RegionEngine;
+use ringdb_io::Runtime;
 use ringdb_io::{EngineKind, FixedBufferPool, IoConfig};
+use ringdb_io::{Target, TargetOptions};
 use std::path::{Path, PathBuf};
 
 /// What `Db::open` was given.

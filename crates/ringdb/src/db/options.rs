@@ -10,8 +10,8 @@ use crate::checkpoint::CheckpointStats;
 use crate::error::{DbError, Result};
 use crate::tree::TreeStats;
 use crate::wal::{Durability, WalStats};
-use ringdb_io::executor::RuntimeStats;
 use ringdb_io::IoConfig;
+use ringdb_io::RuntimeStats;
 use serde::Serialize;
 
 /// The smallest log accepted, in bytes.

@@ -14,8 +14,8 @@ use crate::meta::{Meta, META_PID};
 use crate::page;
 use crate::tree::BTree;
 use crate::wal::Durability;
-use ringdb_io::executor::{Io, Runtime};
 use ringdb_io::{Engine, FixedBufferPool};
+use ringdb_io::{Io, Runtime};
 use std::path::Path;
 use std::rc::Rc;
 

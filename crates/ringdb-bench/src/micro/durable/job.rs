@@ -8,10 +8,10 @@
 use super::{Measured, Method, Plan, Point, WARMUP_OPS};
 use crate::error::{BenchError, Result};
 use crate::micro::qd1::{one_op, run_sampling_workers};
-use ringdb_io::target::{Target, TargetOptions};
 use ringdb_io::{
     open_engine, AlignedBuf, Engine, EngineKind, FileId, IoConfig, IoError, IoRequest, OpKind,
 };
+use ringdb_io::{Target, TargetOptions};
 use ringdb_lab::counters::{rdtsc, ticks_to_ns, LatencyHist};
 use std::fs::{File, OpenOptions};
 use std::os::fd::{AsRawFd, RawFd};

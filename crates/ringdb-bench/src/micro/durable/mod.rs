@@ -36,7 +36,7 @@ use super::target::prepare_target;
 use super::{first_allowed_cpu, MicroOpts, MicroResult};
 use crate::error::{BenchError, Result};
 use job::{measure, nvme_point};
-use ringdb_io::target::{Target, TargetOptions};
+use ringdb_io::{Target, TargetOptions};
 use ringdb_lab::counters::LatencySummary;
 use ringdb_lab::device::DeviceInfo;
 use std::os::unix::fs::FileTypeExt;
