@@ -111,13 +111,110 @@ fn the_sqe128_ring_builds_or_is_refused_with_a_typed_error() {
     }
 }
 
+/// The ring configurations the positive path runs on: default, SQPOLL, and IOPOLL when the
+/// namespace's device has poll queues.
+fn passthrough_configs(dev: &str) -> Vec<(&'static str, IoConfig)> {
+    let mut configs = vec![("default", passthrough())];
+    configs.push((
+        "sqpoll",
+        IoConfig {
+            sqpoll: Some(ringdb_io::SqPoll {
+                idle_ms: 100,
+                cpu: None,
+            }),
+            ..passthrough()
+        },
+    ));
+    if check_iopoll(Path::new(dev)).is_ok() {
+        configs.push((
+            "iopoll",
+            IoConfig {
+                iopoll: true,
+                ..passthrough()
+            },
+        ));
+    }
+    configs
+}
+
+fn wait_all(e: &mut dyn ringdb_io::Engine, n: usize) -> Vec<ringdb_io::IoCompletion> {
+    let mut out = Vec::new();
+    while out.len() < n {
+        e.submit(1).unwrap();
+        e.reap(&mut out);
+    }
+    out
+}
+
+/// Pushes one request per buffer `first..first + 4` of `pool` (block `i` at `i * bs`) and
+/// waits for them, checking each moved `bs` bytes.
+fn four_blocks(
+    eng: &mut dyn ringdb_io::Engine,
+    pool: &ringdb_io::FixedBufferPool,
+    first: usize,
+    write: bool,
+    bs: usize,
+    what: &str,
+) {
+    use ringdb_io::{FileId, IoRequest};
+    for i in 0..4 {
+        let (offset, buf) = ((i * bs) as u64, pool.ptr(first + i));
+        let r = if write {
+            IoRequest::write(FileId(0), offset, buf, bs as u32, i as u64)
+        } else {
+            IoRequest::read(FileId(0), offset, buf, bs as u32, i as u64)
+        }
+        .with_buf_index(Some(pool.fixed_index(first + i)));
+        // SAFETY: the pool outlives the engine's completions (waited for right below).
+        unsafe { eng.push(&r) }.unwrap();
+    }
+    for c in wait_all(eng, 4) {
+        assert_eq!(c.result, bs as i32, "{what} {c:?}");
+    }
+}
+
+/// Writes a pattern, flushes, reads it back bit-exact, and checks a misaligned request is
+/// refused before it is queued, on one ring configuration.
+fn round_trip(dev_fd: i32, name: &str, cfg: &IoConfig, tag: u8, bs: usize) {
+    use ringdb_io::{FileId, FixedBufferPool, IoRequest, OpKind};
+    let fixed = cfg.fixed_buffers;
+    let what = format!("{name} fixed={fixed}");
+    let mut pool = FixedBufferPool::new(8, bs).unwrap();
+    let iov = pool.iovecs();
+    let mut eng = open_engine(cfg, &[dev_fd], fixed.then_some(&iov[..])).unwrap();
+    for i in 0..4 {
+        for (j, b) in pool.slice_mut(i).iter_mut().enumerate() {
+            *b = (j as u8) ^ (i as u8).wrapping_mul(31) ^ tag;
+        }
+    }
+    four_blocks(eng.as_mut(), &pool, 0, true, bs, &format!("{what} write"));
+    // SAFETY: a flush carries no buffer.
+    unsafe { eng.push(&IoRequest::sync(OpKind::Fsync, FileId(0), 99)) }.unwrap();
+    let c = wait_all(eng.as_mut(), 1);
+    assert_eq!((c[0].user_data, c[0].result), (99, 0), "{what} flush");
+    four_blocks(eng.as_mut(), &pool, 4, false, bs, &format!("{what} read"));
+    // The pool rounds each buffer up to a page; only the first `bs` bytes moved.
+    for i in 0..4 {
+        assert!(
+            pool.slice(i)[..bs] == pool.slice(4 + i)[..bs],
+            "{what}: block {i} differs"
+        );
+    }
+    let bad = IoRequest::read(FileId(0), 1, pool.ptr(0), bs as u32, 7);
+    // SAFETY: refused before queueing; nothing reaches the kernel.
+    let e = unsafe { eng.push(&bad) }.expect_err("misaligned refused");
+    assert!(matches!(e, IoError::Misaligned { .. }), "{e}");
+    assert_eq!(eng.in_flight(), 0);
+    drop(eng);
+    eprintln!("verified: passthrough {name} fixedbufs={fixed}: write, flush, read back");
+}
+
 /// The positive path, on a real NVMe namespace only: set `RINGDB_NVME_CHAR=/dev/ngXnY` (the
 /// NVMe VM does). Writes a pattern, flushes (NVMe Flush), reads it back bit-exact, with plain
 /// and registered buffers, on a default, an SQPOLL and (when the device has poll queues) an
 /// IOPOLL ring, and checks that a misaligned request is refused before it is queued.
 #[test]
 fn nvme_roundtrip_flush_and_alignment_when_a_namespace_is_given() {
-    use ringdb_io::{Engine, FileId, FixedBufferPool, IoCompletion, IoRequest, OpKind, SqPoll};
     let Ok(dev) = std::env::var("RINGDB_NVME_CHAR") else {
         eprintln!("RINGDB_NVME_CHAR not set: no NVMe namespace to test on");
         return;
@@ -134,88 +231,14 @@ fn nvme_roundtrip_flush_and_alignment_when_a_namespace_is_given() {
     let geo = target.nvme.expect("an NVMe char device has a geometry");
     assert!(target.is_block_device && target.size == geo.capacity());
     let bs = 4 * geo.lba_size as usize;
-    let iopoll_ok = check_iopoll(Path::new(&dev)).is_ok();
-    let mut configs = vec![("default", passthrough())];
-    configs.push((
-        "sqpoll",
-        IoConfig {
-            sqpoll: Some(SqPoll {
-                idle_ms: 100,
-                cpu: None,
-            }),
-            ..passthrough()
-        },
-    ));
-    if iopoll_ok {
-        configs.push((
-            "iopoll",
-            IoConfig {
-                iopoll: true,
-                ..passthrough()
-            },
-        ));
-    }
-    fn wait_all(e: &mut dyn Engine, n: usize) -> Vec<IoCompletion> {
-        let mut out = Vec::new();
-        while out.len() < n {
-            e.submit(1).unwrap();
-            e.reap(&mut out);
-        }
-        out
-    }
-    for (round, (name, base)) in configs.into_iter().enumerate() {
+    for (round, (name, base)) in passthrough_configs(&dev).into_iter().enumerate() {
         for fixed in [false, true] {
             let cfg = IoConfig {
                 fixed_buffers: fixed,
                 ..base.clone()
             };
-            let mut pool = FixedBufferPool::new(8, bs).unwrap();
-            let iov = pool.iovecs();
-            let mut eng = open_engine(&cfg, &[target.fd()], fixed.then_some(&iov[..])).unwrap();
             let tag = (round * 2 + usize::from(fixed)) as u8;
-            for i in 0..4 {
-                for (j, b) in pool.slice_mut(i).iter_mut().enumerate() {
-                    *b = (j as u8) ^ (i as u8).wrapping_mul(31) ^ tag;
-                }
-            }
-            let off = |i: usize| (i * bs) as u64;
-            for i in 0..4 {
-                let r = IoRequest::write(FileId(0), off(i), pool.ptr(i), bs as u32, i as u64)
-                    .with_buf_index(Some(pool.fixed_index(i)));
-                // SAFETY: the pool outlives the engine's completions (wait_all below).
-                unsafe { eng.push(&r) }.unwrap();
-            }
-            for c in wait_all(eng.as_mut(), 4) {
-                assert_eq!(c.result, bs as i32, "{name} fixed={fixed} write {c:?}");
-            }
-            // SAFETY: a flush carries no buffer.
-            unsafe { eng.push(&IoRequest::sync(OpKind::Fsync, FileId(0), 99)) }.unwrap();
-            let c = wait_all(eng.as_mut(), 1);
-            assert_eq!(c[0].user_data, 99);
-            assert_eq!(c[0].result, 0, "{name} fixed={fixed} flush");
-            for i in 0..4 {
-                let r = IoRequest::read(FileId(0), off(i), pool.ptr(4 + i), bs as u32, i as u64)
-                    .with_buf_index(Some(pool.fixed_index(4 + i)));
-                // SAFETY: as above.
-                unsafe { eng.push(&r) }.unwrap();
-            }
-            for c in wait_all(eng.as_mut(), 4) {
-                assert_eq!(c.result, bs as i32, "{name} fixed={fixed} read {c:?}");
-            }
-            // The pool rounds each buffer up to a page; only the first `bs` bytes moved.
-            for i in 0..4 {
-                assert!(
-                    pool.slice(i)[..bs] == pool.slice(4 + i)[..bs],
-                    "{name} fixed={fixed}: block {i} differs"
-                );
-            }
-            let bad = IoRequest::read(FileId(0), 1, pool.ptr(0), bs as u32, 7);
-            // SAFETY: refused before queueing; nothing reaches the kernel.
-            let e = unsafe { eng.push(&bad) }.expect_err("misaligned refused");
-            assert!(matches!(e, IoError::Misaligned { .. }), "{e}");
-            assert_eq!(eng.in_flight(), 0);
-            drop(eng);
-            eprintln!("verified: passthrough {name} fixedbufs={fixed}: write, flush, read back");
+            round_trip(target.fd(), name, &cfg, tag, bs);
         }
     }
 }
