@@ -1,5 +1,8 @@
 //! `ringdb`: the command line of the ringdb storage engine and I/O lab.
 
+// The doc comments on the commands are clap's help text, printed verbatim (`k<i>` is not HTML).
+#![allow(rustdoc::invalid_html_tags)]
+
 mod hints;
 mod io_cmd;
 mod kv_cmd;

@@ -144,7 +144,7 @@ impl LadderOpts {
 pub struct Step {
     /// The step's name, from [`STEPS`].
     pub name: String,
-    /// "ok", or "unsupported here: <reason>", or "failed: <error>".
+    /// `"ok"`, or `"unsupported here: <reason>"`, or `"failed: <error>"`.
     pub status: String,
     /// Transactions per second measured.
     pub tps: f64,
