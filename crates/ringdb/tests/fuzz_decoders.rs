@@ -26,7 +26,7 @@ use ringdb::wal::{self, Decoded, Op};
 use ringdb::TreeRoot;
 
 // ---------------------------------------------------------------------------------------------
-// Inputs and mutations.
+// Inputs and the formats' field tables (mutations: `fuzz_harness`).
 
 /// Page sizes: the valid ones, and a few that are not.
 fn any_page_size() -> impl Strategy<Value = usize> {

@@ -1,7 +1,9 @@
 //! The AFL++ targets' bodies, one function per decoder, and their seeds. Each takes the raw
-//! input: a decoder's parameters (page size, expected page id, LSN, read sizes) come from its
-//! first bytes, the rest is what the decoder reads. A target panics only when a decoder did
-//! (or broke what it promised), and AFL++ records that as a crash.
+//! input: a decoder's parameters (flags, page size, expected page id, LSN, read sizes) come
+//! from its first bytes, the rest is what the decoder reads. A flag makes the input's checksum
+//! right before decoding, since AFL++ cannot forge a CRC32C and would otherwise stop at it. A
+//! target panics only when a decoder did (or broke what it promised), and AFL++ records that
+//! as a crash.
 
 use ringdb::checkpoint;
 use ringdb::meta::{Meta, META_PID};
@@ -53,42 +55,91 @@ pub fn node_check(data: &[u8]) {
     assert!(node.used_space() <= node.capacity());
 }
 
-/// `page::verify` against the expected id in the first 8 bytes.
+/// The first byte, and the rest. Its low bit asks to make the input's checksum right before
+/// decoding: AFL++ cannot forge a CRC32C, so without this it would never get past one.
+fn split_flags(data: &[u8]) -> (u8, Vec<u8>) {
+    match data.split_first() {
+        Some((&flags, rest)) => (flags, rest.to_vec()),
+        None => (0, Vec::new()),
+    }
+}
+
+/// Sets a page's checksum field to the page's checksum.
+fn fix_page_checksum(bytes: &mut [u8]) {
+    if bytes.len() >= page::HEADER_SIZE {
+        let sum = page::compute_checksum(bytes);
+        bytes[..4].copy_from_slice(&sum.to_le_bytes());
+    }
+}
+
+/// `page::verify` against the expected id in the 8 bytes after the flags.
 pub fn page_verify(data: &[u8]) {
-    let (expected_id, page_bytes) = split_u64(data);
-    if page::verify(page_bytes, expected_id).is_ok() {
-        assert!(page::check_header(page_bytes, expected_id).is_ok());
-        assert_eq!(page::page_id(page_bytes), expected_id);
+    let (flags, rest) = split_flags(data);
+    let (expected_id, page_bytes) = split_u64(&rest);
+    let mut page_bytes = page_bytes.to_vec();
+    if flags & 1 != 0 {
+        fix_page_checksum(&mut page_bytes);
+    }
+    if page::verify(&page_bytes, expected_id).is_ok() {
+        assert!(page::check_header(&page_bytes, expected_id).is_ok());
+        assert_eq!(page::page_id(&page_bytes), expected_id);
     }
 }
 
 /// The meta page as recovery reads it: `verify`, then `Meta::read_from` (which must not
 /// panic on its own either).
 pub fn meta(data: &[u8]) {
-    let _ = page::verify(data, META_PID);
-    if let Ok(meta) = Meta::read_from(data) {
+    let (flags, mut bytes) = split_flags(data);
+    if flags & 1 != 0 {
+        fix_page_checksum(&mut bytes);
+    }
+    let _ = page::verify(&bytes, META_PID);
+    if let Ok(meta) = Meta::read_from(&bytes) {
         assert!(meta.root.root < meta.next_pid);
-        assert!(meta.free_pages.len() <= Meta::free_capacity(data.len()));
+        assert!(meta.free_pages.len() <= Meta::free_capacity(bytes.len()));
     }
 }
 
-/// WAL records from the LSN in the first 8 bytes, walked like recovery walks the log.
+/// WAL records from the LSN in the 8 bytes after the flags, walked like recovery walks the
+/// log (with the flag, each record's CRC is made right for its stated length first).
 pub fn wal_record(data: &[u8]) {
-    let (lsn, log) = split_u64(data);
+    let (flags, rest) = split_flags(data);
+    let (lsn, log) = split_u64(&rest);
+    let mut log = log.to_vec();
     let mut at = 0;
-    while let Some((len, _)) = wal::decode_record(&log[at..], lsn.wrapping_add(at as u64)) {
+    while at < log.len() {
+        if flags & 1 != 0 && log.len() - at >= wal::RECORD_HEADER {
+            let len = u32::from_le_bytes(log[at + 4..at + 8].try_into().expect("4")) as usize;
+            if len >= 8 && len <= log.len() - at {
+                let crc = crc32c::crc32c(&log[at + 4..at + len]);
+                log[at..at + 4].copy_from_slice(&crc.to_le_bytes());
+            }
+        }
+        let Some((len, _)) = wal::decode_record(&log[at..], lsn.wrapping_add(at as u64)) else {
+            break;
+        };
         assert!(len >= wal::RECORD_HEADER && len <= log.len() - at);
         at += len;
     }
 }
 
-/// The double-write file of the page size the first byte selects.
+/// The double-write file of the page size the flags' bits 1.. select (with the low bit, its
+/// CRC is made right over the length its header names).
 pub fn dw_header(data: &[u8]) {
-    let Some((&select, file)) = data.split_first() else {
-        return;
-    };
-    let page_size = PAGE_SIZES[select as usize % PAGE_SIZES.len()];
-    if let Some(dw) = checkpoint::decode_dw(file, page_size) {
+    let (flags, mut file) = split_flags(data);
+    let page_size = PAGE_SIZES[(flags >> 1) as usize % PAGE_SIZES.len()];
+    if flags & 1 != 0 && file.len() >= 40 {
+        let images = u64::from_le_bytes(file[24..32].try_into().expect("8"));
+        let header_pages = u64::from(u32::from_le_bytes(file[36..40].try_into().expect("4")));
+        let total = images
+            .checked_add(header_pages)
+            .and_then(|pages| pages.checked_mul(page_size as u64));
+        if let Some(total) = total.filter(|&t| t >= 4 && t <= file.len() as u64) {
+            let crc = crc32c::crc32c(&file[4..total as usize]);
+            file[..4].copy_from_slice(&crc.to_le_bytes());
+        }
+    }
+    if let Some(dw) = checkpoint::decode_dw(&file, page_size) {
         assert!(!dw.pages.is_empty() && (dw.pages.len() + 1) * page_size <= file.len());
     }
 }
@@ -175,7 +226,8 @@ pub fn seeds() -> Vec<(&'static str, String, Vec<u8>)> {
         }
         page::seal(&mut leaf, 7);
         seeds.push(("node_check", format!("leaf-{i}"), leaf.clone()));
-        let mut with_id = 7u64.to_le_bytes().to_vec();
+        let mut with_id = vec![0u8];
+        with_id.extend_from_slice(&7u64.to_le_bytes());
         with_id.extend_from_slice(&leaf);
         seeds.push(("page_verify", format!("leaf-{i}"), with_id));
         let meta = Meta {
@@ -189,14 +241,28 @@ pub fn seeds() -> Vec<(&'static str, String, Vec<u8>)> {
             wal_bytes: 1 << 20,
         };
         let image = checkpoint::meta_page(&meta, size);
-        seeds.push(("meta", format!("meta-{i}"), image.as_slice().to_vec()));
+        let mut input = vec![0u8];
+        input.extend_from_slice(image.as_slice());
+        seeds.push(("meta", format!("meta-{i}"), input));
     }
     seeds.extend(more_seeds());
+    // The same inputs with the flag that makes their checksum right after AFL++ mutated them.
+    let flagged: Vec<_> = seeds
+        .iter()
+        .filter(|(target, _, _)| !matches!(*target, "node_check" | "frame"))
+        .map(|(target, name, bytes)| {
+            let mut bytes = bytes.clone();
+            bytes[0] |= 1;
+            (*target, format!("{name}-fix-checksum"), bytes)
+        })
+        .collect();
+    seeds.extend(flagged);
     seeds
 }
 
 fn more_seeds() -> Vec<(&'static str, String, Vec<u8>)> {
-    let mut log = 4096u64.to_le_bytes().to_vec();
+    let mut log = vec![0u8];
+    log.extend_from_slice(&4096u64.to_le_bytes());
     let mut records = Vec::new();
     let put = |k: &[u8]| Op::Put {
         key: k.to_vec(),
@@ -231,7 +297,8 @@ fn more_seeds() -> Vec<(&'static str, String, Vec<u8>)> {
     ]
 }
 
-/// A double-write file of one 1 KiB page (page size selector 0), as `checkpoint.rs` lays it out.
+/// A double-write file of one 1 KiB page (flags 0: page size 1 KiB), as `checkpoint.rs` lays
+/// it out.
 fn dw_seed() -> Vec<u8> {
     let page_size = 1024;
     let mut image = vec![0u8; page_size];
