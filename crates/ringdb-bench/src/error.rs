@@ -28,3 +28,25 @@ pub enum BenchError {
     #[error("a job thread failed: {0}")]
     Job(String),
 }
+
+/// Opening a database fails with the engine's `OpenError`: a benchmark reports it as any
+/// other engine error.
+impl From<ringdb::OpenError> for BenchError {
+    fn from(e: ringdb::OpenError) -> Self {
+        BenchError::Db(e.into())
+    }
+}
+
+/// A write (or a close) fails with the engine's `WriteError`.
+impl From<ringdb::WriteError> for BenchError {
+    fn from(e: ringdb::WriteError) -> Self {
+        BenchError::Db(e.into())
+    }
+}
+
+/// A read fails with the engine's `ReadError`.
+impl From<ringdb::ReadError> for BenchError {
+    fn from(e: ringdb::ReadError) -> Self {
+        BenchError::Db(e.into())
+    }
+}

@@ -7,9 +7,10 @@ use ringdb_bench::error::BenchError;
 use ringdb_io::{IoError, Setting, SetupRefusal, Switch};
 use std::error::Error;
 
-/// A hint in flag words for `error`, when one helps.
+/// A hint in flag words for `error`, when one helps: the engine's own hint first (it knows
+/// what the database was doing), then the I/O layer's for the I/O error behind it.
 pub fn hint(error: &(dyn Error + 'static)) -> Option<String> {
-    io_cause(error).and_then(io_hint)
+    crate::hints_db::db_hint(error).or_else(|| io_cause(error).and_then(io_hint))
 }
 
 /// The I/O layer's error behind `error`, however it is wrapped (the wrappers are transparent,
@@ -18,8 +19,22 @@ fn io_cause<'a>(error: &'a (dyn Error + 'static)) -> Option<&'a IoError> {
     if let Some(io) = error.downcast_ref::<IoError>() {
         return Some(io);
     }
-    if let Some(BenchError::Io(io)) = error.downcast_ref::<BenchError>() {
-        return Some(io);
+    match error.downcast_ref::<BenchError>() {
+        Some(BenchError::Io(io)) => return Some(io),
+        Some(BenchError::Db(db)) => return db.io_cause(),
+        _ => {}
+    }
+    if let Some(db) = error.downcast_ref::<ringdb::DbError>() {
+        return db.io_cause();
+    }
+    if let Some(open) = error.downcast_ref::<ringdb::error::OpenError>() {
+        return open.io_cause();
+    }
+    if let Some(write) = error.downcast_ref::<ringdb::error::WriteError>() {
+        return write.io_cause();
+    }
+    if let Some(read) = error.downcast_ref::<ringdb::error::ReadError>() {
+        return read.io_cause();
     }
     if let Some(ringdb_net::NetError::Ring(io)) = error.downcast_ref::<ringdb_net::NetError>() {
         return Some(io);

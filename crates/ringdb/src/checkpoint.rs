@@ -20,7 +20,7 @@
 //! repaired, and the data file never mixes two checkpoints.
 
 use crate::buffer::{BufferManager, DirtyPage, PageId};
-use crate::error::{DbError, Result};
+use crate::error::{CheckpointFailure, CheckpointPart, StorageError};
 use crate::meta::{Meta, META_PID};
 use crate::page;
 use crate::tree::BTree;
@@ -32,6 +32,7 @@ use serde::Serialize;
 use std::cell::{Cell, RefCell};
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 
 const DW_MAGIC: u64 = u64::from_le_bytes(*b"RINGDBDW");
@@ -81,7 +82,7 @@ pub struct Checkpointer {
     waiters: RefCell<Vec<Waker>>,
     /// A write in place failed: the data file may now mix two checkpoints until recovery
     /// writes the double-write file again, so no further checkpoint may overwrite that file.
-    failed: RefCell<Option<String>>,
+    failed: RefCell<Option<Arc<CheckpointFailure>>>,
     stats: Cell<CheckpointStats>,
 }
 
@@ -119,7 +120,7 @@ impl Checkpointer {
     }
 
     /// Takes a checkpoint, or waits for the one running to finish.
-    pub async fn run(&self, tree: &BTree) -> Result<()> {
+    pub async fn run(&self, tree: &BTree) -> Result<(), StorageError> {
         self.check_failed()?;
         if self.running.get() {
             return self.wait_for_running().await;
@@ -133,11 +134,12 @@ impl Checkpointer {
         self.wal.wait_durable(cut.end).await?;
         self.assert_write_ahead(&cut.pages);
         // 3. The double-write file.
-        self.write_double_write(&cut).await?;
+        self.write_double_write(&cut).await.map_err(failed)?;
         // 4. In place. From here a failure leaves the data file to recovery.
         if let Err(e) = self.write_in_place(&cut.pages, cut.meta_image).await {
-            *self.failed.borrow_mut() = Some(e.to_string());
-            return Err(e);
+            let first = Arc::new(e);
+            *self.failed.borrow_mut() = Some(first.clone());
+            return Err(StorageError::CheckpointFailed { source: first });
         }
         // 5. Done.
         self.bm.mark_clean(&cut.pages);
@@ -158,15 +160,17 @@ impl Checkpointer {
         Ok(())
     }
 
-    fn check_failed(&self) -> Result<()> {
+    fn check_failed(&self) -> Result<(), StorageError> {
         match self.failed.borrow().as_ref() {
-            Some(why) => Err(DbError::CheckpointFailed(why.clone())),
+            Some(first) => Err(StorageError::CheckpointFailed {
+                source: first.clone(),
+            }),
             None => Ok(()),
         }
     }
 
     /// Waits for the checkpoint running now; fails if it failed.
-    async fn wait_for_running(&self) -> Result<()> {
+    async fn wait_for_running(&self) -> Result<(), StorageError> {
         WaitDone {
             ckpt: self,
             epoch: self.epoch.get(),
@@ -223,21 +227,28 @@ impl Checkpointer {
 
     /// Writes the cut's pages and meta page to the double-write file with one write and
     /// makes it durable.
-    async fn write_double_write(&self, cut: &Cut) -> Result<()> {
+    async fn write_double_write(&self, cut: &Cut) -> Result<(), CheckpointFailure> {
         let mut images: Vec<(PageId, &[u8])> = Vec::with_capacity(cut.pages.len() + 1);
         images.push((META_PID, cut.meta_image.as_slice()));
         images.extend(cut.pages.iter().map(|p| (p.pid, p.image.as_slice())));
         let dw = encode_dw(cut.epoch, self.bm.page_size(), &images);
         let dw_len = dw.len();
         let r = crate::chunked::write_all(&self.io, self.files.dw, 0, dw).await;
-        check_len(r, dw_len, "the double-write file")?;
+        check_len(r, dw_len, CheckpointPart::DoubleWriteFile)?;
         self.io
             .fsync(self.files.dw, true)
             .await
-            .map_err(|e| DbError::CheckpointFailed(format!("syncing the double-write file: {e}")))
+            .map_err(|source| CheckpointFailure::Sync {
+                part: CheckpointPart::DoubleWriteFile,
+                source,
+            })
     }
 
-    async fn write_in_place(&self, pages: &[DirtyPage], meta_image: AlignedBuf) -> Result<()> {
+    async fn write_in_place(
+        &self,
+        pages: &[DirtyPage],
+        meta_image: AlignedBuf,
+    ) -> Result<(), CheckpointFailure> {
         let ps = self.bm.page_size() as u64;
         let data = self.files.data;
         for chunk in pages.chunks(WRITE_BATCH) {
@@ -251,26 +262,47 @@ impl Checkpointer {
                 }
             }));
             for (pid, r) in self.io.submit_together(writes).await {
-                check_len(r, ps as usize, &format!("page {pid}"))?;
+                check_len(r, ps as usize, CheckpointPart::Page { page: pid })?;
             }
         }
         let (r, _) = self.io.write(data, 0, meta_image).await;
-        check_len(r, ps as usize, "the meta page")?;
-        self.io
-            .fsync(data, true)
-            .await
-            .map_err(|e| DbError::CheckpointFailed(format!("syncing the data file: {e}")))
+        check_len(r, ps as usize, CheckpointPart::MetaPage)?;
+        sync_data_file(&self.io, data).await
     }
 }
 
-fn check_len(r: ringdb_io::Result<usize>, want: usize, what: &str) -> Result<()> {
+/// A checkpoint's failure as the storage error its caller sees.
+fn failed(e: CheckpointFailure) -> StorageError {
+    StorageError::CheckpointFailed {
+        source: Arc::new(e),
+    }
+}
+
+/// The whole of `part` (`want` bytes) written, or why not.
+fn check_len(
+    r: ringdb_io::Result<usize>,
+    want: usize,
+    part: CheckpointPart,
+) -> Result<(), CheckpointFailure> {
     match r {
         Ok(n) if n == want => Ok(()),
-        Ok(n) => Err(DbError::CheckpointFailed(format!(
-            "short write of {what}: {n} of {want} bytes (disk full?)"
-        ))),
-        Err(e) => Err(DbError::CheckpointFailed(format!("writing {what}: {e}"))),
+        Ok(n) => Err(CheckpointFailure::ShortWrite {
+            part,
+            written_bytes: n,
+            expected_bytes: want,
+        }),
+        Err(source) => Err(CheckpointFailure::Write { part, source }),
     }
+}
+
+/// Makes the data file durable (the end of a checkpoint, and of its recovery).
+async fn sync_data_file(io: &Io, data: FileId) -> Result<(), CheckpointFailure> {
+    io.fsync(data, true)
+        .await
+        .map_err(|source| CheckpointFailure::Sync {
+            part: CheckpointPart::DataFile,
+            source,
+        })
 }
 
 /// The sealed meta page of `meta`.
@@ -320,7 +352,7 @@ pub async fn read_dw(
     file: FileId,
     len: u64,
     page_size: usize,
-) -> Result<Option<DoubleWrite>> {
+) -> Result<Option<DoubleWrite>, StorageError> {
     if len < page_size as u64 {
         return Ok(None);
     }
@@ -388,21 +420,20 @@ pub fn decode_dw(all: &[u8], page_size: usize) -> Option<DoubleWrite> {
 
 /// Writes every page of `dw` in place and makes the data file durable (recovery of a
 /// checkpoint that a crash interrupted, or of torn pages).
-pub async fn apply_dw(io: &Io, data: FileId, page_size: usize, dw: &DoubleWrite) -> Result<()> {
+pub async fn apply_dw(
+    io: &Io,
+    data: FileId,
+    page_size: usize,
+    dw: &DoubleWrite,
+) -> Result<(), StorageError> {
     for (pid, img) in &dw.pages {
         page::verify(img, *pid)?;
         let mut buf = AlignedBuf::new(page_size);
         buf.as_mut_slice().copy_from_slice(img);
         let (r, _) = io.write(data, pid * page_size as u64, buf).await;
-        check_len(
-            r,
-            page_size,
-            &format!("page {pid} (from the double-write file)"),
-        )?;
+        check_len(r, page_size, CheckpointPart::RestoredPage { page: *pid }).map_err(failed)?;
     }
-    io.fsync(data, true)
-        .await
-        .map_err(|e| DbError::CheckpointFailed(format!("syncing the data file: {e}")))
+    sync_data_file(io, data).await.map_err(failed)
 }
 
 struct Running<'a> {

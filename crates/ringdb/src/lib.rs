@@ -12,7 +12,9 @@
 //! - [`page`]: the common page header every on-disk page starts with (type, page id, LSN,
 //!   CRC32C checksum), and the seal/verify pair the buffer manager runs around each write and
 //!   read.
-//! - [`verify`]: the full check of a tree (`ringdb check`); [`error`]: the one error type.
+//! - [`verify`]: the full check of a tree (`ringdb check`); [`error`]: the errors, one type per
+//!   entry point ([`OpenError`], [`WriteError`], [`ReadError`]) over [`StorageError`], and the
+//!   umbrella [`DbError`].
 
 pub mod buffer;
 pub mod checkpoint;
@@ -29,6 +31,6 @@ pub mod wal;
 
 pub use buffer::{BufferManager, PageGuard, PageId, PoolConfig, PoolStats, Reservation};
 pub use db::{Db, DbHandle, DbStats, Options};
-pub use error::{DbError, Result};
+pub use error::{DbError, OpenError, ReadError, Result, StorageError, WriteError};
 pub use tree::{BTree, TreeRoot, TreeStats};
 pub use wal::{Durability, Op, WalStats};

@@ -17,7 +17,7 @@
 //! ```
 
 use crate::buffer::PageId;
-use crate::error::{DbError, Result};
+use crate::error::{Corruption, OpenError, StorageError};
 use crate::page;
 use crate::tree::TreeRoot;
 
@@ -81,54 +81,53 @@ impl Meta {
 
     /// Parses a meta page read from disk (already checksum-verified), refusing one that does
     /// not describe a ringdb tree of this page size.
-    pub fn read_from(p: &[u8]) -> Result<Meta> {
+    pub fn read_from(p: &[u8]) -> Result<Meta, OpenError> {
         // Whatever its bytes say, a buffer that is no page has no meta record to read.
         if !page::valid_page_size(p.len()) {
-            return Err(page::PageError::BadSize {
+            return Err(StorageError::from(page::PageError::BadSize {
                 page: META_PID,
                 len: p.len(),
-            }
+            })
             .into());
         }
         let b = body(p);
-        let bad = |what: String| DbError::Corrupt {
-            page: META_PID,
-            what,
-        };
+        let bad = |reason: Corruption| OpenError::from(StorageError::corrupt(META_PID, reason));
         if rd_u64(b, 0) == u64::from_le_bytes(*b"RINGDBM1") {
-            return Err(bad(
-                "an older ringdb format (without a log); recreate the database".into(),
-            ));
+            return Err(bad(Corruption::OlderFormat));
         }
         if rd_u64(b, 0) != MAGIC {
-            return Err(bad("not a ringdb meta page (bad magic)".into()));
+            return Err(bad(Corruption::NotMeta));
         }
         let page_size = rd_u32(b, 8);
         if page_size as usize != p.len() {
-            return Err(DbError::InvalidArg(format!(
-                "the database was created with {page_size}-byte pages; open it with --page-size {page_size}"
-            )));
+            return Err(OpenError::PageSizeMismatch {
+                path: None,
+                on_disk: page_size as usize,
+                requested: p.len(),
+            });
         }
         let height = rd_u32(b, 12);
         let root = rd_u64(b, 16);
         let next_pid = rd_u64(b, 24);
         let n = rd_u32(b, 32) as usize;
         if height == 0 || height > 64 || root == META_PID || root >= next_pid {
-            return Err(bad(format!(
-                "root {root} / height {height} / next page {next_pid} are inconsistent"
-            )));
+            return Err(bad(Corruption::BadRoot {
+                root,
+                height,
+                next_page: next_pid,
+            }));
         }
         if n > Self::free_capacity(p.len()) {
-            return Err(bad(format!("{n} free pages listed, more than fit")));
+            return Err(bad(Corruption::FreeListTooLong { count: n }));
         }
         let free_pages = (0..n)
             .map(|i| rd_u64(b, FREE_IDS + 8 * i))
             .collect::<Vec<_>>();
-        if let Some(bad_pid) = free_pages
+        if let Some(&free_page) = free_pages
             .iter()
             .find(|&&f| f == META_PID || f >= next_pid || f == root)
         {
-            return Err(bad(format!("free page {bad_pid} out of range")));
+            return Err(bad(Corruption::FreePageOutOfRange { free_page }));
         }
         Ok(Meta {
             page_size,

@@ -28,7 +28,7 @@
 //! The log's live part runs from the redo LSN of the last complete checkpoint to the end; a
 //! record that would overwrite it must wait for a checkpoint ([`Wal::has_room`]).
 
-use crate::error::{DbError, Result, WaitFor};
+use crate::error::{LogFailure, OpenError, StorageError, WaitFor};
 use ringdb_io::FileId;
 use ringdb_io::Io;
 use std::cell::{Cell, RefCell};
@@ -49,8 +49,8 @@ const KIND_PAD: u8 = 2;
 const OP_PUT: u8 = 1;
 const OP_DELETE: u8 = 2;
 /// Groups a commit waits through (each one written, or one it waited for) before it gives up
-/// with `DbError::Stalled`: every group makes the log durable further, so reaching this means
-/// none did.
+/// with `StorageError::Stalled`: every group makes the log durable further, so reaching this
+/// means none did.
 const DURABLE_WAIT_ROUNDS_MAX: u64 = 1 << 24;
 
 /// How a commit is made durable (the paper's Fig. 9 methods).
@@ -282,7 +282,7 @@ struct State {
     writing: bool,
     /// A write or sync failed: nothing after `durable` can be trusted; commits fail from now
     /// on and the database must be reopened (recovery decides what survived).
-    failed: Option<String>,
+    failed: Option<Arc<LogFailure>>,
     durable_waiters: Vec<Waker>,
     /// Start LSNs of batches appended but not yet applied to the tree (a multiset).
     in_flight: BTreeMap<u64, u32>,
@@ -333,8 +333,9 @@ pub struct Wal {
 
 impl Wal {
     /// A log over `file` (a file of the runtime's table; `sync_file`, a handle on the same
-    /// file, is what the helper thread of mode `thread` syncs) of `capacity` bytes, whose next record goes at `end`; everything before
-    /// `end` is durable (recovery synced it), and the live part starts at `reusable`.
+    /// file, is what the helper thread of mode `thread` syncs: that mode needs one) of
+    /// `capacity` bytes, whose next record goes at `end`; everything before `end` is durable
+    /// (recovery synced it), and the live part starts at `reusable`.
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         io: Io,
@@ -345,7 +346,7 @@ impl Wal {
         end: u64,
         reusable: u64,
         align: usize,
-    ) -> Result<Wal> {
+    ) -> Result<Wal, OpenError> {
         assert!(mode.logged(), "a log in mode off");
         assert!(capacity.is_multiple_of(8) && capacity >= 64 * 1024);
         assert!(reusable <= end && end - reusable <= capacity);
@@ -355,11 +356,10 @@ impl Wal {
             "log end {end} not aligned to {align}"
         );
         let syncer = match mode {
-            Durability::Thread => Some(SyncThread::start(sync_file.ok_or_else(|| {
-                DbError::InvalidArg(
-                    "durability thread needs the log as an open file (not a simulated disk)".into(),
-                )
-            })?)?),
+            // `Db::open_on` refuses mode `thread` without a log file, before recovery.
+            Durability::Thread => Some(SyncThread::start(
+                sync_file.expect("durability thread needs the log as an open file"),
+            )?),
             _ => None,
         };
         Ok(Wal {
@@ -424,9 +424,11 @@ impl Wal {
         (self.inner.capacity / 4) as usize
     }
 
-    fn check_failed(st: &State) -> Result<()> {
+    fn check_failed(st: &State) -> Result<(), StorageError> {
         match &st.failed {
-            Some(why) => Err(DbError::LogFailed(why.clone())),
+            Some(first) => Err(StorageError::LogFailed {
+                source: first.clone(),
+            }),
             None => Ok(()),
         }
     }
@@ -455,7 +457,7 @@ impl Wal {
 
     /// Appends the record of `ops` to the tail and marks it in flight (not yet applied);
     /// returns its start and end LSNs. Call [`has_room`](Self::has_room) first.
-    pub fn append(&self, ops: &[Op]) -> Result<(u64, u64)> {
+    pub fn append(&self, ops: &[Op]) -> Result<(u64, u64), StorageError> {
         let len = self.record_len(ops);
         assert!(len <= self.max_record(), "record of {len} bytes");
         let cap = self.inner.capacity;
@@ -535,7 +537,7 @@ impl Wal {
 
     /// Waits until the log is durable up to `lsn` (writing it if no one else is), or fails
     /// if the log failed.
-    pub async fn wait_durable(&self, lsn: u64) -> Result<()> {
+    pub async fn wait_durable(&self, lsn: u64) -> Result<(), StorageError> {
         for _ in 0..DURABLE_WAIT_ROUNDS_MAX {
             let write = {
                 let st = self.inner.st.borrow();
@@ -556,14 +558,14 @@ impl Wal {
                 .await;
             }
         }
-        Err(DbError::Stalled {
+        Err(StorageError::Stalled {
             waiting_for: WaitFor::DurableLog { lsn },
             rounds: DURABLE_WAIT_ROUNDS_MAX,
         })
     }
 
     /// Writes the tail (up to `upto` only when group commit is off) and makes it durable.
-    async fn write_group(&self, upto: u64) -> Result<()> {
+    async fn write_group(&self, upto: u64) -> Result<(), StorageError> {
         let inner = &self.inner;
         let (from, bytes) = {
             let mut st = inner.st.borrow_mut();
@@ -581,26 +583,28 @@ impl Wal {
             (from, bytes)
         };
         let to = from + bytes.len() as u64;
-        let res = self.write_and_sync(from, bytes).await;
+        // The first failure stays: every later commit reports it.
+        let res = self.write_and_sync(from, bytes).await.map_err(|e| {
+            let mut st = inner.st.borrow_mut();
+            let first = st.failed.get_or_insert_with(|| Arc::new(e));
+            StorageError::LogFailed {
+                source: first.clone(),
+            }
+        });
         let mut st = inner.st.borrow_mut();
         st.writing = false;
-        match &res {
-            Ok(()) => {
-                assert!(
-                    to >= st.durable && to <= st.written,
-                    "durable LSN moves from {} to {to}, written {}",
-                    st.durable,
-                    st.written
-                );
-                st.durable = to;
-                st.stats.writes += 1;
-                st.stats.bytes += to - from;
-                if inner.mode != Durability::None {
-                    st.stats.syncs += 1;
-                }
-            }
-            Err(e) => {
-                st.failed.get_or_insert_with(|| e.to_string());
+        if res.is_ok() {
+            assert!(
+                to >= st.durable && to <= st.written,
+                "durable LSN moves from {} to {to}, written {}",
+                st.durable,
+                st.written
+            );
+            st.durable = to;
+            st.stats.writes += 1;
+            st.stats.bytes += to - from;
+            if inner.mode != Durability::None {
+                st.stats.syncs += 1;
             }
         }
         st.assert_lsn_order();
@@ -613,7 +617,7 @@ impl Wal {
         res
     }
 
-    async fn write_and_sync(&self, from: u64, mut bytes: Vec<u8>) -> Result<()> {
+    async fn write_and_sync(&self, from: u64, mut bytes: Vec<u8>) -> Result<(), LogFailure> {
         let inner = &self.inner;
         let cap = inner.capacity;
         let mut at = from;
@@ -625,37 +629,34 @@ impl Wal {
             match r {
                 Ok(w) if w == n => {}
                 Ok(w) => {
-                    return Err(DbError::LogFailed(format!(
-                        "short log write at LSN {at}: {w} of {n} bytes (disk full?)"
-                    )))
+                    return Err(LogFailure::ShortWrite {
+                        lsn: at,
+                        written_bytes: w,
+                        expected_bytes: n,
+                    })
                 }
-                Err(e) => {
-                    return Err(DbError::LogFailed(format!(
-                        "log write at LSN {at} failed: {e}"
-                    )))
-                }
+                Err(source) => return Err(LogFailure::Write { lsn: at, source }),
             }
             at += n as u64;
             bytes = rest;
         }
-        let synced = match inner.mode {
+        match inner.mode {
             // On a passthrough engine a sync of the log is an NVMe Flush through the ring.
             Durability::Fdatasync | Durability::NvmeFlush => inner
                 .io
                 .fsync(inner.file, true)
                 .await
-                .map_err(|e| e.to_string()),
-            Durability::Thread => inner
-                .syncer
-                .as_ref()
-                .expect("thread mode has a sync thread")
-                .sync(&inner.io)
-                .await
-                .map_err(|e| e.to_string()),
+                .map_err(|source| LogFailure::Sync { source }),
+            Durability::Thread => {
+                let syncer = inner.syncer.as_ref();
+                syncer
+                    .expect("thread mode has a sync thread")
+                    .sync(&inner.io)
+                    .await
+            }
             Durability::None | Durability::Odsync => Ok(()),
             Durability::Off => unreachable!("a log in mode off"),
-        };
-        synced.map_err(|e| DbError::LogFailed(format!("making the log durable failed: {e}")))
+        }
     }
 }
 
@@ -688,13 +689,13 @@ struct SyncThread {
     tx: Option<std::sync::mpsc::Sender<u64>>,
     /// Highest request done, and the error of the last one, if any.
     done: Arc<AtomicU64>,
-    error: Arc<Mutex<Option<String>>>,
+    error: Arc<Mutex<Option<std::io::Error>>>,
     next: Cell<u64>,
     handle: Option<std::thread::JoinHandle<()>>,
 }
 
 impl SyncThread {
-    fn start(file: std::fs::File) -> Result<SyncThread> {
+    fn start(file: std::fs::File) -> Result<SyncThread, OpenError> {
         let (tx, rx) = std::sync::mpsc::channel::<u64>();
         let done = Arc::new(AtomicU64::new(0));
         let error = Arc::new(Mutex::new(None));
@@ -704,12 +705,12 @@ impl SyncThread {
             .spawn(move || {
                 while let Ok(seq) = rx.recv() {
                     if let Err(err) = file.sync_data() {
-                        *e.lock().unwrap_or_else(|p| p.into_inner()) = Some(err.to_string());
+                        *e.lock().unwrap_or_else(|p| p.into_inner()) = Some(err);
                     }
                     d.store(seq, Ordering::Release);
                 }
             })
-            .map_err(|e| DbError::InvalidArg(format!("starting the log sync thread: {e}")))?;
+            .map_err(|source| OpenError::SyncThread { source })?;
         Ok(SyncThread {
             tx: Some(tx),
             done,
@@ -720,14 +721,14 @@ impl SyncThread {
     }
 
     /// Asks for one `fdatasync` and waits for it, letting the ring's other tasks run.
-    async fn sync(&self, io: &Io) -> std::result::Result<(), String> {
+    async fn sync(&self, io: &Io) -> Result<(), LogFailure> {
         let seq = self.next.get() + 1;
         self.next.set(seq);
         self.tx
             .as_ref()
             .expect("running")
             .send(seq)
-            .map_err(|_| "the log sync thread is gone".to_string())?;
+            .map_err(|_| LogFailure::SyncThreadGone)?;
         // The executor has no cross-thread wake-up source, so the waiting task yields until
         // the thread is done: other tasks run meanwhile, at the price of polling.
         while self.done.load(Ordering::Acquire) < seq {
@@ -735,7 +736,7 @@ impl SyncThread {
             std::hint::spin_loop();
         }
         match self.error.lock().unwrap_or_else(|p| p.into_inner()).take() {
-            Some(e) => Err(e),
+            Some(source) => Err(LogFailure::SyncThread { source }),
             None => Ok(()),
         }
     }

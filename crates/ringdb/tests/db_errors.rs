@@ -1,7 +1,9 @@
 //! Bad input and damaged files: a typed error with a clear message, never a panic, never
 //! wrong data.
 
-use ringdb::{Db, DbError, Options};
+use ringdb::error::Corruption;
+use ringdb::page::PageError;
+use ringdb::{Db, Durability, OpenError, Options, ReadError, StorageError, WriteError};
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::PathBuf;
 
@@ -32,7 +34,17 @@ fn a_pool_below_the_minimum_is_refused() {
     )
     .err()
     .unwrap();
-    assert!(matches!(e, DbError::InvalidArg(_)), "{e:?}");
+    assert!(
+        matches!(
+            e,
+            OpenError::Pool {
+                frames: 8,
+                minimum: 16,
+                ..
+            }
+        ),
+        "{e:?}"
+    );
     assert!(e.to_string().contains("too small"), "{e}");
     let _ = std::fs::remove_dir_all(&d);
 }
@@ -50,6 +62,10 @@ fn a_bad_page_size_is_refused() {
         )
         .err()
         .unwrap();
+        assert!(
+            matches!(e, OpenError::PageSize { requested, .. } if requested == ps),
+            "{ps}: {e:?}"
+        );
         assert!(e.to_string().contains("page size"), "{ps}: {e}");
     }
     let _ = std::fs::remove_dir_all(&d);
@@ -63,9 +79,10 @@ fn records_too_large_and_empty_keys_are_refused() {
     assert!(max >= 900, "4 KiB pages hold records of {max} bytes");
     db.insert(b"k", &vec![7u8; max - 1]).unwrap();
     let e = db.insert(b"k", &vec![7u8; max]).unwrap_err();
-    assert!(matches!(e, DbError::TooLarge { .. }), "{e:?}");
+    assert!(matches!(e, WriteError::TooLarge { .. }), "{e:?}");
     assert!(e.to_string().contains("too large"), "{e}");
     let e = db.insert(b"", b"v").unwrap_err();
+    assert!(matches!(e, WriteError::EmptyKey), "{e:?}");
     assert!(e.to_string().contains("empty"), "{e}");
     // The database is still usable.
     assert_eq!(db.get(b"k").unwrap().unwrap().len(), max - 1);
@@ -89,7 +106,19 @@ fn reopening_with_another_page_size_names_the_right_one() {
     )
     .err()
     .unwrap();
+    assert!(
+        matches!(
+            e,
+            OpenError::PageSizeMismatch {
+                on_disk: 4096,
+                requested: 8192,
+                ..
+            }
+        ),
+        "{e:?}"
+    );
     assert!(e.to_string().contains("4096"), "{e}");
+    assert!(!e.to_string().contains("--"), "no command-line flag: {e}");
     let _ = std::fs::remove_dir_all(&d);
 }
 
@@ -132,6 +161,13 @@ fn a_flipped_bit_is_an_error_not_data() {
     )
     .unwrap();
     let e = db.get(&7u32.to_be_bytes()).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            ReadError::Storage(StorageError::Page(PageError::Checksum { .. }))
+        ),
+        "{e:?}"
+    );
     let msg = e.to_string();
     assert!(msg.contains("checksum") && msg.contains("page"), "{msg}");
     drop(db);
@@ -175,6 +211,16 @@ fn a_truncated_file_is_an_error() {
     )
     .err()
     .unwrap();
+    assert!(
+        matches!(
+            e,
+            OpenError::Storage(StorageError::Corrupt {
+                reason: Corruption::Truncated { .. },
+                ..
+            })
+        ),
+        "{e:?}"
+    );
     assert!(e.to_string().contains("pages"), "{e}");
     let _ = std::fs::remove_dir_all(&d);
 }
@@ -221,7 +267,16 @@ fn a_data_set_larger_than_the_target_is_refused() {
         })
         .unwrap();
     assert!(inserted > 50, "{inserted} records fit");
-    assert!(matches!(err, DbError::Full(_)), "{err:?}");
+    assert!(
+        matches!(
+            err,
+            WriteError::Full {
+                capacity_pages: 12,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
     assert!(err.to_string().contains("12 pages"), "{err}");
     drop(rt);
     let _ = std::fs::remove_dir_all(&d);
@@ -234,7 +289,16 @@ fn a_logged_database_refuses_an_iopoll_ring() {
     let mut o = opts();
     o.io.iopoll = true;
     let e = Db::open(&d, o).err().expect("refused");
-    assert!(matches!(e, DbError::InvalidArg(_)), "{e}");
+    assert!(
+        matches!(
+            e,
+            OpenError::DurabilityOnIopoll {
+                mode: Durability::Fdatasync,
+                ..
+            }
+        ),
+        "{e:?}"
+    );
     let msg = e.to_string();
     assert!(
         msg.contains("IOPOLL ring") && msg.contains("fdatasync"),

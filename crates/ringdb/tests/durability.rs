@@ -2,7 +2,8 @@
 //! batches are atomic, checkpoints bound the log, recovery replays it.
 
 use ringdb::db::{WriteBatch, DW_FILE, WAL_FILE};
-use ringdb::{Db, Durability, Options};
+use ringdb::error::TargetKind;
+use ringdb::{Db, Durability, OpenError, Options};
 use std::path::PathBuf;
 
 fn dir(name: &str) -> PathBuf {
@@ -159,6 +160,17 @@ fn a_torn_double_write_file_leaves_the_previous_checkpoint() {
 fn modes_are_checked() {
     let d = dir("modes");
     let e = Db::open(&d, opts(64, Durability::NvmeFlush)).err().unwrap();
+    assert!(
+        matches!(
+            e,
+            OpenError::Durability {
+                mode: Durability::NvmeFlush,
+                target: TargetKind::Directory,
+                ..
+            }
+        ),
+        "{e:?}"
+    );
     assert!(e.to_string().contains("NVMe"), "{e}");
     let mut db = Db::open(&d, opts(64, Durability::Fdatasync)).unwrap();
     db.insert(b"a", b"1").unwrap();
@@ -166,6 +178,7 @@ fn modes_are_checked() {
     let mut o = opts(64, Durability::Off);
     o.fresh = false;
     let e = Db::open(&d, o).err().unwrap();
+    assert!(matches!(e, OpenError::HasLog { .. }), "{e:?}");
     assert!(e.to_string().contains("write-ahead log"), "{e}");
     let _ = std::fs::remove_dir_all(&d);
 }
@@ -173,6 +186,7 @@ fn modes_are_checked() {
 #[test]
 fn a_raw_device_is_split_into_data_log_and_double_write_regions() {
     use ringdb::db::DeviceLayout;
+    use ringdb::error::LayoutError;
     let o = Options {
         pool_pages: 4096,
         ..Options::default()
@@ -187,18 +201,41 @@ fn a_raw_device_is_split_into_data_log_and_double_write_regions() {
     );
     // Too small for the log and double-write area.
     let e = DeviceLayout::plan(100 * mib, 4096, 512, &o).unwrap_err();
-    assert!(e.contains("hold no database"), "{e}");
+    assert!(
+        matches!(
+            e,
+            LayoutError::DeviceTooSmall {
+                log_bytes: 67_108_864,
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    assert!(e.to_string().contains("hold no database"), "{e}");
     // A pool whose checkpoint would not fit the double-write area.
     let big = Options {
         pool_pages: 20_000,
         ..Options::default()
     };
     let e = DeviceLayout::plan(1024 * mib, 4096, 512, &big).unwrap_err();
-    assert!(e.contains("double-write"), "{e}");
+    assert!(
+        matches!(
+            e,
+            LayoutError::DoubleWriteTooSmall {
+                pool_pages: 20_000,
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    assert!(e.to_string().contains("double-write"), "{e}");
     // A log size that is not a whole number of pages.
     let odd = Options {
         wal_bytes: (1 << 20) + 8,
         ..o
     };
-    assert!(DeviceLayout::plan(1024 * mib, 4096, 512, &odd).is_err());
+    assert!(matches!(
+        DeviceLayout::plan(1024 * mib, 4096, 512, &odd),
+        Err(LayoutError::LogAlignment { .. })
+    ));
 }

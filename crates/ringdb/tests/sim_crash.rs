@@ -19,7 +19,7 @@ fn opts() -> Options {
     }
 }
 
-fn open(sim: &SimDisk) -> ringdb::Result<Db> {
+fn open(sim: &SimDisk) -> Result<Db, ringdb::OpenError> {
     let storage = Storage {
         engine: sim.engine(64),
         len_bytes: FileSet {

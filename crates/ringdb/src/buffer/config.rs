@@ -1,12 +1,14 @@
 //! The buffer manager's sizes and policies ([`PoolConfig`]) and what it counts
 //! ([`PoolStats`]).
 
-use crate::error::{DbError, Result};
+use crate::error::OpenError;
 use serde::Serialize;
 
 /// The fewest frames a pool may have: a root-to-leaf path, a split of every level, and room
 /// for eviction to make progress.
 pub const MIN_FRAMES: usize = 16;
+/// The page sizes a pool accepts (powers of two in this range).
+const PAGE_SIZES: std::ops::RangeInclusive<usize> = 4096..=65536;
 
 /// The buffer manager's sizes and policies.
 #[derive(Clone, Copy, Debug)]
@@ -44,32 +46,32 @@ impl PoolConfig {
     }
 
     /// Refuses sizes the buffer manager cannot work with, naming the limit.
-    pub fn validate(&self) -> Result<()> {
-        if !self.page_size.is_power_of_two() || !(4096..=65536).contains(&self.page_size) {
-            return Err(DbError::InvalidArg(format!(
-                "page size {} must be a power of two from 4096 to 65536",
-                self.page_size
-            )));
+    pub fn validate(&self) -> Result<(), OpenError> {
+        if !self.page_size.is_power_of_two() || !PAGE_SIZES.contains(&self.page_size) {
+            return Err(OpenError::PageSize {
+                requested: self.page_size,
+                supported: PAGE_SIZES,
+            });
         }
         if self.frames < MIN_FRAMES {
-            return Err(DbError::InvalidArg(format!(
-                "a buffer pool of {} frames is too small: at least {MIN_FRAMES}",
-                self.frames
-            )));
+            return Err(OpenError::Pool {
+                frames: self.frames,
+                minimum: MIN_FRAMES,
+                page_size: self.page_size,
+            });
         }
-        if self.evict_batch == 0 || self.evict_batch > self.frames / 2 {
-            return Err(DbError::InvalidArg(format!(
-                "eviction batch {} must be between 1 and half the pool ({})",
-                self.evict_batch,
-                self.frames / 2
-            )));
+        let half_pool = self.frames / 2;
+        if self.evict_batch == 0 || self.evict_batch > half_pool {
+            return Err(OpenError::EvictBatch {
+                requested: self.evict_batch,
+                maximum: half_pool,
+            });
         }
-        if self.free_target == 0 || self.free_target > self.frames / 2 {
-            return Err(DbError::InvalidArg(format!(
-                "free target {} must be between 1 and half the pool ({})",
-                self.free_target,
-                self.frames / 2
-            )));
+        if self.free_target == 0 || self.free_target > half_pool {
+            return Err(OpenError::FreeTarget {
+                requested: self.free_target,
+                maximum: half_pool,
+            });
         }
         Ok(())
     }

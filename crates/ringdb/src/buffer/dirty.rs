@@ -4,7 +4,7 @@
 
 use super::evict::{check_write, Outgoing};
 use super::{BufferManager, PageId};
-use crate::error::Result;
+use crate::error::StorageError;
 use crate::page;
 
 /// A dirty page copied by a checkpoint's cut: sealed, ready to write.
@@ -78,7 +78,7 @@ impl BufferManager {
 
     /// Writes every dirty page (in batches), keeping them resident; with `sync`, then makes
     /// the data file durable.
-    pub async fn flush_all(&self, sync: bool) -> Result<()> {
+    pub async fn flush_all(&self, sync: bool) -> Result<(), StorageError> {
         let inner = &self.inner;
         // One pass over the slots; a page pinned (held across an await by some caller) is
         // skipped and stays dirty.
@@ -124,7 +124,7 @@ impl BufferManager {
 
     /// Writes a flush batch; the pages stay resident, dirty again where the write failed
     /// (the first failure is returned once all are back).
-    async fn finish_flush_batch(&self, batch: Vec<Outgoing>) -> Result<()> {
+    async fn finish_flush_batch(&self, batch: Vec<Outgoing>) -> Result<(), StorageError> {
         let inner = &self.inner;
         let mut first_err = None;
         for (slot, pid, r, buf) in self.write_pages(batch).await {

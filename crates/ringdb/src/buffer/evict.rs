@@ -7,7 +7,7 @@
 
 use super::frame::{Inner, WAIT_ROUNDS_MAX};
 use super::{BufferManager, PageId};
-use crate::error::{DbError, Result, WaitFor};
+use crate::error::{StorageError, WaitFor};
 use futures_util::future::join_all;
 use ringdb_io::PoolBuf;
 use std::future::Future;
@@ -20,7 +20,7 @@ pub(super) type Outgoing = (usize, PageId, PoolBuf);
 
 impl BufferManager {
     /// A free frame, evicting a round when the pool runs low.
-    pub(super) async fn take_frame(&self) -> Result<PoolBuf> {
+    pub(super) async fn take_frame(&self) -> Result<PoolBuf, StorageError> {
         let inner = &self.inner;
         for _ in 0..WAIT_ROUNDS_MAX {
             inner.check_poisoned()?;
@@ -44,7 +44,7 @@ impl BufferManager {
             inner.bump(|s| s.waits += 1);
             wait_frame(inner).await;
         }
-        Err(DbError::Stalled {
+        Err(StorageError::Stalled {
             waiting_for: WaitFor::FreeFrame,
             rounds: WAIT_ROUNDS_MAX,
         })
@@ -52,7 +52,7 @@ impl BufferManager {
 
     /// Waits until at least `n` frames are free (evicting as needed), so that a caller can
     /// then `alloc_page` up to `n` times without waiting. Holds no pins while it waits.
-    pub async fn ensure_free(&self, n: usize) -> Result<()> {
+    pub async fn ensure_free(&self, n: usize) -> Result<(), StorageError> {
         assert!(
             n <= self.inner.cfg.frames / 2,
             "ensure_free({n}) asks too much"
@@ -75,14 +75,14 @@ impl BufferManager {
                 self.evict_round().await?;
             }
         }
-        Err(DbError::Stalled {
+        Err(StorageError::Stalled {
             waiting_for: WaitFor::FreeFrames { frames: n },
             rounds: WAIT_ROUNDS_MAX,
         })
     }
 
     /// One round of clock-sweep: up to `evict_batch` victims, dirty ones written together.
-    async fn evict_round(&self) -> Result<()> {
+    async fn evict_round(&self) -> Result<(), StorageError> {
         let inner = &self.inner;
         assert!(!inner.evicting.get(), "one eviction round at a time");
         inner.evicting.set(true);
@@ -150,7 +150,7 @@ impl BufferManager {
     /// A round that wrote nothing: when it freed nothing either, run a checkpoint if only
     /// dirty pages are left in a pool that may not steal, else wait for the next change in the
     /// free frames (pages in I/O or pinned). `flag` ends the round.
-    async fn after_clean_round(&self, freed: u64, flag: EvictingFlag) -> Result<()> {
+    async fn after_clean_round(&self, freed: u64, flag: EvictingFlag) -> Result<(), StorageError> {
         let inner = &self.inner;
         let hook = inner.checkpoint.borrow().clone();
         if freed == 0 && !inner.cfg.steal && inner.dirty.get() > 0 {
@@ -172,7 +172,7 @@ impl BufferManager {
     /// Writes the dirty victims and frees those written; a page whose write failed stays
     /// resident and dirty (nothing is lost; the caller sees the error: EIO, ENOSPC). Returns
     /// the pages freed and the first error.
-    async fn write_back_victims(&self, dirty: Vec<Outgoing>) -> (u64, Option<DbError>) {
+    async fn write_back_victims(&self, dirty: Vec<Outgoing>) -> (u64, Option<StorageError>) {
         let inner = &self.inner;
         let (mut freed, mut first_err) = (0u64, None);
         for (slot, pid, r, buf) in self.write_pages(dirty).await {
@@ -223,12 +223,14 @@ pub(super) fn check_write(
     r: ringdb_io::Result<usize>,
     page_size: usize,
     pid: PageId,
-) -> Result<()> {
+) -> Result<(), StorageError> {
     match r {
         Ok(n) if n == page_size => Ok(()),
-        Ok(n) => Err(DbError::Full(format!(
-            "short write of page {pid}: {n} of {page_size} bytes"
-        ))),
+        Ok(n) => Err(StorageError::ShortWrite {
+            page: pid,
+            written_bytes: n,
+            page_bytes: page_size,
+        }),
         Err(e) => Err(e.into()),
     }
 }

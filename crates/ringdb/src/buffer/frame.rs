@@ -18,7 +18,7 @@
 
 use super::config::{PoolConfig, PoolStats};
 use super::{CheckpointHook, PageId};
-use crate::error::{DbError, Result};
+use crate::error::StorageError;
 use crate::page;
 use ringdb_io::FileId;
 use ringdb_io::{Io, PoolBuf};
@@ -27,7 +27,7 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::task::Waker;
 
 /// Rounds a wait for a frame or a page makes (each a wake-up, an eviction round or a load
-/// attempt) before it gives up with `DbError::Stalled`: far more than any real contention
+/// attempt) before it gives up with `StorageError::Stalled`: far more than any real contention
 /// takes, so reaching it means no progress at all (a livelock or a lost wake-up).
 pub(super) const WAIT_ROUNDS_MAX: u64 = 1 << 24;
 
@@ -280,12 +280,9 @@ impl Inner {
         }
     }
 
-    pub(super) fn check_poisoned(&self) -> Result<()> {
+    pub(super) fn check_poisoned(&self) -> Result<(), StorageError> {
         if self.poisoned.get() {
-            return Err(DbError::InvalidArg(
-                "buffer pool unusable: an eviction was cancelled while its writes were in flight"
-                    .into(),
-            ));
+            return Err(StorageError::PoolPoisoned);
         }
         Ok(())
     }

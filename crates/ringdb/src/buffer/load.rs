@@ -8,7 +8,7 @@
 
 use super::frame::{Inner, Slot, WAIT_ROUNDS_MAX};
 use super::{BufferManager, PageGuard, PageId};
-use crate::error::{DbError, Result, WaitFor};
+use crate::error::{Corruption, StorageError, WaitFor};
 use crate::page;
 use ringdb_io::PoolBuf;
 use std::future::Future;
@@ -39,7 +39,7 @@ impl BufferManager {
     ///
     /// Returns `None` when the page was freed (by a merge) before it could be loaded: it is
     /// no longer part of the tree, and the caller's restart will not lead to it.
-    pub async fn load(&self, pid: PageId) -> Result<Option<PageGuard>> {
+    pub async fn load(&self, pid: PageId) -> Result<Option<PageGuard>, StorageError> {
         let inner = &self.inner;
         for _ in 0..WAIT_ROUNDS_MAX {
             inner.check_poisoned()?;
@@ -70,26 +70,23 @@ impl BufferManager {
             };
             return self.read_into(pid, slot, buf).await.map(Some);
         }
-        Err(DbError::Stalled {
+        Err(StorageError::Stalled {
             waiting_for: WaitFor::PageLoad { page: pid },
             rounds: WAIT_ROUNDS_MAX,
         })
     }
 
     /// Where `pid` stands; fails for a page past the end of the data.
-    fn lookup(&self, pid: PageId) -> Result<Lookup> {
+    fn lookup(&self, pid: PageId) -> Result<Lookup, StorageError> {
         let st = self.inner.state.borrow();
         if st.freed.contains(&pid) {
             return Ok(Lookup::Freed);
         }
         if pid >= st.next_pid {
-            return Err(DbError::Corrupt {
-                page: pid,
-                what: format!(
-                    "a pointer leads past the end of the data ({} pages)",
-                    st.next_pid
-                ),
-            });
+            return Err(StorageError::corrupt(
+                pid,
+                Corruption::PastEnd { pages: st.next_pid },
+            ));
         }
         Ok(match st.table.get(&pid) {
             Some(&slot) if st.slots[slot].as_ref().expect("live slot").is_resident() => {
@@ -124,7 +121,12 @@ impl BufferManager {
 
     /// Reads `pid` into `buf` for the `Reading` slot `slot`, verifies it and makes it
     /// resident and pinned; on failure the slot goes away and the frame is free again.
-    async fn read_into(&self, pid: PageId, slot: usize, buf: PoolBuf) -> Result<PageGuard> {
+    async fn read_into(
+        &self,
+        pid: PageId,
+        slot: usize,
+        buf: PoolBuf,
+    ) -> Result<PageGuard, StorageError> {
         let inner = &self.inner;
         let mut cancel = CancelRead {
             inner: inner.clone(),
@@ -196,13 +198,16 @@ fn check_read(
     buf: &PoolBuf,
     pid: PageId,
     page_size: usize,
-) -> Result<()> {
+) -> Result<(), StorageError> {
     match res {
-        Ok(n) if n == page_size => page::verify(buf.as_slice(), pid).map_err(DbError::from),
-        Ok(n) => Err(DbError::Corrupt {
-            page: pid,
-            what: format!("short read: {n} of {page_size} bytes (the data file is truncated)"),
-        }),
+        Ok(n) if n == page_size => page::verify(buf.as_slice(), pid).map_err(StorageError::from),
+        Ok(n) => Err(StorageError::corrupt(
+            pid,
+            Corruption::ShortRead {
+                read_bytes: n,
+                page_bytes: page_size,
+            },
+        )),
         Err(e) => Err(e.into()),
     }
 }

@@ -48,7 +48,7 @@ pub use config::{PoolConfig, PoolStats, MIN_FRAMES};
 pub use dirty::DirtyPage;
 pub use guard::{PageGuard, Reservation};
 
-use crate::error::{DbError, Result};
+use crate::error::{OpenError, StorageError, WriteError};
 use frame::{Inner, Slot};
 use ringdb_io::FileId;
 use ringdb_io::Io;
@@ -61,7 +61,7 @@ pub type PageId = u64;
 
 /// Runs a checkpoint (or waits for the one running) when a no-steal pool has no clean page
 /// left to evict.
-pub type CheckpointHook = Rc<dyn Fn() -> Pin<Box<dyn Future<Output = Result<()>>>>>;
+pub type CheckpointHook = Rc<dyn Fn() -> Pin<Box<dyn Future<Output = Result<(), StorageError>>>>>;
 
 /// The buffer manager of one thread (one ring). Cheap to clone; not `Send`.
 #[derive(Clone)]
@@ -72,22 +72,18 @@ pub struct BufferManager {
 impl BufferManager {
     /// Leases `cfg.frames` buffers of `cfg.page_size` bytes from `io`'s pool; pages live in
     /// `file` from `next_pid` on (pages below it exist on the target).
-    pub fn new(io: Io, file: FileId, cfg: PoolConfig, next_pid: PageId) -> Result<Self> {
+    pub fn new(io: Io, file: FileId, cfg: PoolConfig, next_pid: PageId) -> Result<Self, OpenError> {
         cfg.validate()?;
         let mut free_bufs = Vec::with_capacity(cfg.frames);
         for _ in 0..cfg.frames {
-            let b = io.lease_buf().ok_or_else(|| {
-                DbError::InvalidArg(format!(
-                    "the runtime's buffer pool has fewer than the {} frames asked for",
-                    cfg.frames
-                ))
-            })?;
+            let b = io
+                .lease_buf()
+                .ok_or(OpenError::RuntimeBuffers { frames: cfg.frames })?;
             if b.len() != cfg.page_size {
-                return Err(DbError::InvalidArg(format!(
-                    "the runtime's buffers hold {} bytes, pages are {}",
-                    b.len(),
-                    cfg.page_size
-                )));
+                return Err(OpenError::RuntimeBufferSize {
+                    buffer_bytes: b.len(),
+                    page_size: cfg.page_size,
+                });
             }
             free_bufs.push(b);
         }
@@ -194,19 +190,27 @@ impl BufferManager {
     /// Fails unless `n` more pages can be allocated on the target (free ids or room to grow):
     /// a split checks this before it changes anything, so a full device never leaves half a
     /// split behind.
-    pub fn check_room(&self, n: usize) -> Result<()> {
+    pub fn check_room(&self, n: usize) -> Result<(), WriteError> {
         let st = self.inner.state.borrow();
         let Some(cap) = self.inner.cfg.capacity_pages else {
             return Ok(());
         };
         let room = st.free_pages.len() as u64 + cap.saturating_sub(st.next_pid);
         if room < n as u64 {
-            return Err(DbError::Full(format!(
-                "all {cap} pages of {} bytes are in use",
-                self.inner.cfg.page_size
-            )));
+            return Err(self.full(room, n as u64));
         }
         Ok(())
+    }
+
+    /// The target is full: `available` pages left, `needed` asked for.
+    fn full(&self, available: u64, needed: u64) -> WriteError {
+        let cfg = &self.inner.cfg;
+        WriteError::Full {
+            capacity_pages: cfg.capacity_pages.unwrap_or(0),
+            page_size: cfg.page_size,
+            available_pages: available,
+            needed_pages: needed,
+        }
     }
 
     /// An empty reservation, for [`reserve`](Self::reserve).
@@ -221,7 +225,7 @@ impl BufferManager {
     /// while waiting for the rest, so reservations cannot deadlock). The frames stay the
     /// caller's across restarts, so other tasks cannot take them between the wait and the
     /// attempt that uses them (they did, again and again, before: a starved split).
-    pub async fn reserve(&self, res: &mut Reservation, n: usize) -> Result<()> {
+    pub async fn reserve(&self, res: &mut Reservation, n: usize) -> Result<(), StorageError> {
         assert!(n <= self.inner.cfg.frames / 2, "reserve({n}) asks too much");
         let missing = n.saturating_sub(res.bufs.len());
         if missing == 0 {
@@ -238,7 +242,7 @@ impl BufferManager {
 
     /// A fresh zeroed page, pinned and dirty, in a frame of `res` if it has one, else a free
     /// frame (call `ensure_free` or `reserve` first).
-    pub fn alloc_page(&self, res: Option<&mut Reservation>) -> Result<PageGuard> {
+    pub fn alloc_page(&self, res: Option<&mut Reservation>) -> Result<PageGuard, WriteError> {
         let inner = &self.inner;
         inner.check_poisoned()?;
         let mut st = inner.state.borrow_mut();
@@ -249,13 +253,8 @@ impl BufferManager {
             }
             None => {
                 let p = st.next_pid;
-                if let Some(cap) = inner.cfg.capacity_pages {
-                    if p >= cap {
-                        return Err(DbError::Full(format!(
-                            "all {cap} pages of {} bytes are in use",
-                            inner.cfg.page_size
-                        )));
-                    }
+                if inner.cfg.capacity_pages.is_some_and(|cap| p >= cap) {
+                    return Err(self.full(0, 1));
                 }
                 st.next_pid += 1;
                 p
@@ -268,9 +267,7 @@ impl BufferManager {
         let reserved = res.and_then(|r| r.bufs.pop());
         let Some(mut buf) = reserved.or_else(|| st.free_bufs.pop()) else {
             st.free_pages.push(pid);
-            return Err(DbError::InvalidArg(
-                "alloc_page without a free frame (call ensure_free first)".into(),
-            ));
+            return Err(WriteError::NoFreeFrame);
         };
         buf.as_mut_slice().fill(0);
         let slot = st.free_slots.pop().expect("as many slots as frames");

@@ -9,7 +9,7 @@
 
 use super::batch::WriteBatch;
 use crate::checkpoint::Checkpointer;
-use crate::error::{DbError, Result, WaitFor};
+use crate::error::{ReadError, StorageError, WaitFor, WriteError};
 use crate::keylock::KeyLocks;
 use crate::meta::{Meta, META_PID};
 use crate::tree::BTree;
@@ -17,6 +17,7 @@ use crate::wal::{Durability, Op, Wal};
 use std::cell::RefCell;
 use std::ops::Bound;
 use std::rc::Rc;
+use std::sync::Arc;
 
 /// Checkpoints a commit runs (or waits for) to find room in the log before it gives up: each
 /// frees the log up to the oldest batch still being applied, so a handful always suffice.
@@ -33,8 +34,9 @@ pub(super) struct Durable {
     /// Dirty pages that start a checkpoint.
     pub(super) dirty_high: usize,
     /// A commit failed after its record was appended: memory and log may disagree, so the
-    /// database refuses work until it is reopened (recovery decides from the log).
-    pub(super) failed: RefCell<Option<String>>,
+    /// database refuses work until it is reopened (recovery decides from the log). Every
+    /// refusal carries this first failure.
+    pub(super) failed: RefCell<Option<Arc<WriteError>>>,
 }
 
 /// A handle for tasks on the database's runtime. Cheap to clone; not `Send`.
@@ -45,7 +47,7 @@ pub struct DbHandle {
 }
 
 /// Applies one operation to `tree`; returns whether its key existed.
-pub(super) async fn apply(tree: &BTree, op: &Op) -> Result<bool> {
+pub(super) async fn apply(tree: &BTree, op: &Op) -> Result<bool, WriteError> {
     match op {
         Op::Put { key, value } => tree.insert(key, value).await,
         Op::Delete { key } => tree.remove(key).await,
@@ -54,13 +56,15 @@ pub(super) async fn apply(tree: &BTree, op: &Op) -> Result<bool> {
 
 impl DbHandle {
     /// The value of `key`, if present.
-    pub async fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        self.check_failed()?;
-        self.tree.get(key).await
+    pub async fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, ReadError> {
+        if let Some(first) = self.first_failure() {
+            return Err(ReadError::Failed { first });
+        }
+        Ok(self.tree.get(key).await?)
     }
 
     /// Inserts or replaces; returns whether the key existed. With a log, a commit of its own.
-    pub async fn insert(&self, key: &[u8], value: &[u8]) -> Result<bool> {
+    pub async fn insert(&self, key: &[u8], value: &[u8]) -> Result<bool, WriteError> {
         if self.durable.is_none() {
             return self.tree.insert(key, value).await;
         }
@@ -72,7 +76,7 @@ impl DbHandle {
     }
 
     /// Removes; returns whether the key existed. With a log, a commit of its own.
-    pub async fn remove(&self, key: &[u8]) -> Result<bool> {
+    pub async fn remove(&self, key: &[u8]) -> Result<bool, WriteError> {
         if self.durable.is_none() {
             return self.tree.remove(key).await;
         }
@@ -80,7 +84,7 @@ impl DbHandle {
     }
 
     /// Commits `batch` atomically; with a log, returns once it is durable.
-    pub async fn write(&self, batch: &WriteBatch) -> Result<()> {
+    pub async fn write(&self, batch: &WriteBatch) -> Result<(), WriteError> {
         if self.durable.is_none() {
             for op in batch.ops() {
                 apply(&self.tree, op).await?;
@@ -90,18 +94,22 @@ impl DbHandle {
         self.commit(batch.ops().to_vec()).await.map(|_| ())
     }
 
-    fn check_failed(&self) -> Result<()> {
-        if let Some(d) = &self.durable {
-            if let Some(why) = d.failed.borrow().as_ref() {
-                return Err(DbError::LogFailed(why.clone()));
-            }
+    /// The failure that made the database refuse work, if one did.
+    fn first_failure(&self) -> Option<Arc<WriteError>> {
+        self.durable.as_ref()?.failed.borrow().clone()
+    }
+
+    /// Refuses a write once a commit failed after its record was logged.
+    fn check_failed(&self) -> Result<(), WriteError> {
+        match self.first_failure() {
+            Some(first) => Err(WriteError::Failed { first }),
+            None => Ok(()),
         }
-        Ok(())
     }
 
     /// The commit path: lock the keys, append the record (log first: every change in the
     /// tree has its record before it in the log), apply it, then wait until it is durable.
-    async fn commit(&self, ops: Vec<Op>) -> Result<Vec<bool>> {
+    async fn commit(&self, ops: Vec<Op>) -> Result<Vec<bool>, WriteError> {
         let d = self.durable.as_ref().expect("commit needs a log");
         self.check_failed()?;
         if ops.is_empty() {
@@ -124,7 +132,7 @@ impl DbHandle {
     }
 
     /// Refuses a batch the tree or the log cannot take; returns its record's size.
-    fn check_batch(&self, d: &Durable, ops: &[Op]) -> Result<usize> {
+    fn check_batch(&self, d: &Durable, ops: &[Op]) -> Result<usize, WriteError> {
         for op in ops {
             let (k, v) = match op {
                 Op::Put { key, value } => (key.as_slice(), value.as_slice()),
@@ -134,18 +142,21 @@ impl DbHandle {
         }
         let len = d.wal.record_len(ops);
         if len > d.wal.max_record() {
-            return Err(DbError::InvalidArg(format!(
-                "a batch of {len} bytes is larger than a quarter of the log ({} bytes); split it \
-                 or open the database with a larger log",
-                d.wal.max_record()
-            )));
+            return Err(WriteError::BatchTooLarge {
+                record_bytes: len,
+                max_bytes: d.wal.max_record(),
+            });
         }
         Ok(len)
     }
 
     /// Runs checkpoints (or waits for the one running) until the log has room for a record of
     /// `record_bytes`.
-    async fn wait_for_log_room(&self, d: &Durable, record_bytes: usize) -> Result<()> {
+    async fn wait_for_log_room(
+        &self,
+        d: &Durable,
+        record_bytes: usize,
+    ) -> Result<(), StorageError> {
         for _ in 0..LOG_ROOM_CHECKPOINTS_MAX {
             if d.wal.has_room(record_bytes) {
                 return Ok(());
@@ -155,22 +166,23 @@ impl DbHandle {
         if d.wal.has_room(record_bytes) {
             return Ok(());
         }
-        Err(DbError::Stalled {
+        Err(StorageError::Stalled {
             waiting_for: WaitFor::LogRoom { record_bytes },
             rounds: LOG_ROOM_CHECKPOINTS_MAX,
         })
     }
 
     /// Applies a batch whose record is in the log; a failure midway marks the database failed
-    /// (the record is in the log, part of it is not in the tree).
-    async fn apply_logged(&self, d: &Durable, ops: &[Op]) -> Result<Vec<bool>> {
+    /// (the record is in the log, part of it is not in the tree) and is reported as that.
+    async fn apply_logged(&self, d: &Durable, ops: &[Op]) -> Result<Vec<bool>, WriteError> {
         let mut existed = Vec::with_capacity(ops.len());
         for op in ops {
             match apply(&self.tree, op).await {
                 Ok(e) => existed.push(e),
                 Err(e) => {
-                    d.failed.borrow_mut().get_or_insert_with(|| e.to_string());
-                    return Err(e);
+                    let failure = Arc::new(e);
+                    d.failed.borrow_mut().get_or_insert_with(|| failure.clone());
+                    return Err(WriteError::Failed { first: failure });
                 }
             }
         }
@@ -179,7 +191,7 @@ impl DbHandle {
 
     /// Takes a checkpoint when too much of the pool is dirty or the live log passes half of
     /// it (and none is running).
-    async fn checkpoint_if_due(&self, d: &Durable) -> Result<()> {
+    async fn checkpoint_if_due(&self, d: &Durable) -> Result<(), StorageError> {
         let bm = self.tree.buffer();
         if !d.ckpt.running()
             && (bm.dirty_pages() > d.dirty_high || d.wal.live_bytes() > d.wal.capacity() / 2)
@@ -195,8 +207,8 @@ impl DbHandle {
         start: Bound<&[u8]>,
         end: Bound<&[u8]>,
         limit: usize,
-    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        self.tree.range(start, end, limit).await
+    ) -> Result<super::Pairs, ReadError> {
+        Ok(self.tree.range(start, end, limit).await?)
     }
 
     /// The largest key + value length accepted.
@@ -206,18 +218,18 @@ impl DbHandle {
 
     /// Writes the meta page and every dirty page; with `sync`, makes them durable. With a
     /// log: a checkpoint.
-    pub async fn flush(&self, sync: bool) -> Result<()> {
+    pub async fn flush(&self, sync: bool) -> Result<(), WriteError> {
         if let Some(d) = &self.durable {
             self.check_failed()?;
-            return d.ckpt.run(&self.tree).await;
+            return Ok(d.ckpt.run(&self.tree).await?);
         }
         self.write_meta_page().await?;
-        self.tree.buffer().flush_all(sync).await
+        Ok(self.tree.buffer().flush_all(sync).await?)
     }
 
     /// Writes the tree's root and the allocator into the meta page (in the pool: the flush
     /// writes it back with the other dirty pages). Without a log only.
-    async fn write_meta_page(&self) -> Result<()> {
+    async fn write_meta_page(&self) -> Result<(), StorageError> {
         let bm = self.tree.buffer();
         for _ in 0..META_LOAD_ROUNDS_MAX {
             if let Some(g) = bm.try_fix(META_PID) {
@@ -236,7 +248,7 @@ impl DbHandle {
             }
             drop(bm.load(META_PID).await?);
         }
-        Err(DbError::Stalled {
+        Err(StorageError::Stalled {
             waiting_for: WaitFor::PageLoad { page: META_PID },
             rounds: META_LOAD_ROUNDS_MAX,
         })

@@ -10,6 +10,7 @@
 //! are 0.
 
 use super::Options;
+use crate::error::LayoutError;
 use ringdb_io::FileId;
 use ringdb_io::Region;
 
@@ -72,33 +73,29 @@ const MIN_DATA_PAGES: u64 = 16;
 impl FileSet<Region> {
     /// Plans the layout of a device of `capacity` bytes with `block`-byte blocks for pages of
     /// `ps` bytes and the log size and pool of `opts`; says why when it cannot hold one.
-    pub fn plan(
-        capacity: u64,
-        ps: u64,
-        block: u64,
-        opts: &Options,
-    ) -> std::result::Result<Self, String> {
+    pub fn plan(capacity: u64, ps: u64, block: u64, opts: &Options) -> Result<Self, LayoutError> {
         if !ps.is_multiple_of(block) {
-            return Err(format!(
-                "page size {ps} is not a multiple of the device's {block}-byte blocks"
-            ));
+            return Err(LayoutError::BlockAlignment {
+                page_size: ps,
+                block_bytes: block,
+            });
         }
         let w = opts.wal_bytes.next_multiple_of(ps);
         if w != opts.wal_bytes {
-            return Err(format!(
-                "on a raw device the log size must be a multiple of the page size {ps} (got {})",
-                opts.wal_bytes
-            ));
+            return Err(LayoutError::LogAlignment {
+                wal_bytes: opts.wal_bytes,
+                page_size: ps,
+            });
         }
         check_double_write_room(opts.pool_pages as u64, ps, w)?;
         let min_data = MIN_DATA_PAGES * ps;
         let usable = capacity / ps * ps;
         if usable < 2 * w + min_data {
-            return Err(format!(
-                "{capacity} bytes hold no database with a log of {w} bytes (log and \
-                 double-write area {} bytes, data at least {min_data})",
-                2 * w
-            ));
+            return Err(LayoutError::DeviceTooSmall {
+                capacity_bytes: capacity,
+                log_bytes: w,
+                min_data_bytes: min_data,
+            });
         }
         let data_len = usable - 2 * w;
         let layout = DeviceLayout {
@@ -137,20 +134,16 @@ impl FileSet<Region> {
 /// Fails unless a checkpoint of a pool of `pool_pages` fits a double-write area of
 /// `area_bytes`: at most every frame plus the meta page, behind a header of 40 bytes plus 8
 /// per page.
-fn check_double_write_room(
-    pool_pages: u64,
-    ps: u64,
-    area_bytes: u64,
-) -> std::result::Result<(), String> {
+fn check_double_write_room(pool_pages: u64, ps: u64, area_bytes: u64) -> Result<(), LayoutError> {
     let pages = pool_pages + 1;
     let need = (DOUBLE_WRITE_HEADER_BYTES + DOUBLE_WRITE_ID_BYTES * pages).next_multiple_of(ps)
         + pages * ps;
     if need > area_bytes {
-        return Err(format!(
-            "a checkpoint of this pool ({pool_pages} pages) needs {need} bytes of double-write \
-             area, more than the {area_bytes} bytes the log size gives; use a larger log or a \
-             smaller pool"
-        ));
+        return Err(LayoutError::DoubleWriteTooSmall {
+            pool_pages,
+            needed_bytes: need,
+            area_bytes,
+        });
     }
     Ok(())
 }

@@ -32,11 +32,15 @@ pub use layout::{DeviceLayout, FileSet, DATA_FILE, DW_FILE, FILE_IDS, WAL_FILE};
 pub use options::{DbStats, Options};
 pub use runtime::Storage;
 
-use crate::error::{DbError, Result};
+use crate::error::{ReadError, StorageError, WriteError};
 use ringdb_io::Runtime;
 use ringdb_io::Target;
+use std::future::Future;
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
+
+/// Key/value pairs in key order, as a range scan returns them.
+pub type Pairs = Vec<(Vec<u8>, Vec<u8>)>;
 
 /// An open database. Not `Send`: it lives on the thread that opened it, like its ring.
 pub struct Db {
@@ -85,23 +89,33 @@ impl Db {
         &mut self.rt
     }
 
+    /// Runs one operation to completion on the runtime; the runtime's own failure (an
+    /// executor that stalls, say) is the operation's, below the API.
+    fn block_on<T, E: From<StorageError>>(
+        &mut self,
+        operation: impl Future<Output = Result<T, E>>,
+    ) -> Result<T, E> {
+        self.rt
+            .block_on(operation)
+            .map_err(|e| E::from(StorageError::Io(e)))?
+    }
+
     /// The value of `key`, if present.
-    pub fn get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+    pub fn get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>, ReadError> {
         let h = self.handle.clone();
-        self.rt.block_on(async move { h.get(key).await })?
+        self.block_on(async move { h.get(key).await })
     }
 
     /// Inserts or replaces; returns whether the key existed (see [`DbHandle::insert`]).
-    pub fn insert(&mut self, key: &[u8], value: &[u8]) -> Result<bool> {
+    pub fn insert(&mut self, key: &[u8], value: &[u8]) -> Result<bool, WriteError> {
         let h = self.handle.clone();
-        self.rt
-            .block_on(async move { h.insert(key, value).await })?
+        self.block_on(async move { h.insert(key, value).await })
     }
 
     /// Removes; returns whether the key existed (see [`DbHandle::remove`]).
-    pub fn remove(&mut self, key: &[u8]) -> Result<bool> {
+    pub fn remove(&mut self, key: &[u8]) -> Result<bool, WriteError> {
         let h = self.handle.clone();
-        self.rt.block_on(async move { h.remove(key).await })?
+        self.block_on(async move { h.remove(key).await })
     }
 
     /// Up to `limit` pairs in `[start, end)` order by key.
@@ -110,25 +124,24 @@ impl Db {
         start: Bound<&[u8]>,
         end: Bound<&[u8]>,
         limit: usize,
-    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+    ) -> Result<Pairs, ReadError> {
         let h = self.handle.clone();
-        self.rt
-            .block_on(async move { h.range(start, end, limit).await })?
+        self.block_on(async move { h.range(start, end, limit).await })
     }
 
     /// Writes everything to the target and makes it durable.
-    pub fn flush(&mut self) -> Result<()> {
+    pub fn flush(&mut self) -> Result<(), WriteError> {
         let h = self.handle.clone();
         let on_ring = !self.sync_off_ring;
-        self.rt.block_on(async move { h.flush(on_ring).await })??;
+        self.block_on(async move { h.flush(on_ring).await })?;
         self.sync_target_off_ring()
     }
 
     /// `fdatasync` on the data target, for an IOPOLL ring (see `sync_off_ring`).
-    fn sync_target_off_ring(&self) -> Result<()> {
+    fn sync_target_off_ring(&self) -> Result<(), WriteError> {
         match (&self.target, self.sync_off_ring) {
-            (Some(t), true) => t.file().sync_data().map_err(|source| DbError::File {
-                path: self.path.display().to_string(),
+            (Some(t), true) => t.file().sync_data().map_err(|source| WriteError::Sync {
+                path: self.path.clone(),
                 source,
             }),
             _ => Ok(()),
@@ -151,14 +164,14 @@ impl Db {
     }
 
     /// Commits `batch` atomically (see [`DbHandle::write`]).
-    pub fn write(&mut self, batch: &WriteBatch) -> Result<()> {
+    pub fn write(&mut self, batch: &WriteBatch) -> Result<(), WriteError> {
         let h = self.handle.clone();
-        self.rt.block_on(async move { h.write(batch).await })?
+        self.block_on(async move { h.write(batch).await })
     }
 
     /// Flushes and closes; errors surface here (dropping a `Db` flushes too, but can only
     /// log a failure).
-    pub fn close(mut self) -> Result<()> {
+    pub fn close(mut self) -> Result<(), WriteError> {
         self.closed = true;
         self.flush()
     }

@@ -1,15 +1,15 @@
 //! [`Db::open`]: from a path to an open database.
 //!
-//! A path is one of four things ([`PathKind`]), and what it is decides which options make
+//! A path is one of four things ([`TargetKind`]), and what it is decides which options make
 //! sense: a directory holds the three files of a database with a log; a plain file holds the
 //! data of a database without one; a block device or an NVMe generic char device holds either
 //! (with a log, as the three regions of [`DeviceLayout`]). Every refusal happens here, before
-//! anything is created or written, with a message that names what to change.
+//! anything is created or written, as an [`OpenError`] that names what to change.
 
 use super::layout::{DeviceLayout, DeviceLog, FileSet, DATA_FILE, DW_FILE, WAL_FILE};
 use super::runtime::OpenedFiles;
 use super::{Db, Options};
-use crate::error::{DbError, Result};
+use crate::error::{OpenError, TargetKind};
 use crate::page;
 use crate::wal::Durability;
 use ringdb_io::RegionEngine;
@@ -18,35 +18,18 @@ use ringdb_io::{EngineKind, FixedBufferPool, IoConfig};
 use ringdb_io::{Target, TargetOptions};
 use std::path::{Path, PathBuf};
 
-/// What `Db::open` was given.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum PathKind {
-    /// A directory, or a path without an extension that does not exist yet (created): the
-    /// data file is `data.ringdb` in it, with the log files beside it.
-    Directory,
-    /// Anything else that is not a device: the data file itself (no log).
-    File,
-    /// A block device: the whole device is the database.
-    BlockDevice,
-    /// An NVMe generic char device (`/dev/ngXnY`), reached only through passthrough.
-    NvmeCharDevice,
-}
-
-impl PathKind {
-    fn of(path: &Path) -> PathKind {
-        use std::os::unix::fs::FileTypeExt;
-        if path.is_dir() || (!path.exists() && path.extension().is_none()) {
-            return PathKind::Directory;
-        }
-        match std::fs::metadata(path).map(|m| m.file_type()) {
-            Ok(t) if t.is_char_device() => PathKind::NvmeCharDevice,
-            Ok(t) if t.is_block_device() => PathKind::BlockDevice,
-            _ => PathKind::File,
-        }
+/// What `Db::open` was given: a directory, or a path without an extension that does not exist
+/// yet (created: the data file is `data.ringdb` in it, with the log files beside it); a char
+/// device (an NVMe generic one); a block device; anything else is the data file itself.
+fn target_kind(path: &Path) -> TargetKind {
+    use std::os::unix::fs::FileTypeExt;
+    if path.is_dir() || (!path.exists() && path.extension().is_none()) {
+        return TargetKind::Directory;
     }
-
-    fn is_device(self) -> bool {
-        matches!(self, PathKind::BlockDevice | PathKind::NvmeCharDevice)
+    match std::fs::metadata(path).map(|m| m.file_type()) {
+        Ok(t) if t.is_char_device() => TargetKind::NvmeCharDevice,
+        Ok(t) if t.is_block_device() => TargetKind::BlockDevice,
+        _ => TargetKind::File,
     }
 }
 
@@ -63,7 +46,7 @@ struct LogFiles {
 
 impl LogFiles {
     /// Opens (or creates) `wal.ringdb` and `dw.ringdb` in `dir`.
-    fn open(dir: &Path, opts: &Options) -> Result<LogFiles> {
+    fn open(dir: &Path, opts: &Options) -> Result<LogFiles, OpenError> {
         let o_dsync = opts.durability == Durability::Odsync;
         let (log, log_bytes) = open_beside(dir, WAL_FILE, opts.fresh, o_dsync)?;
         let log_path = dir.join(WAL_FILE);
@@ -94,7 +77,12 @@ impl LogFiles {
 
 /// Opens (or creates) `dir/name` for reading and writing (`O_DSYNC` if asked; emptied when
 /// `fresh`); returns it and its length.
-fn open_beside(dir: &Path, name: &str, fresh: bool, o_dsync: bool) -> Result<(std::fs::File, u64)> {
+fn open_beside(
+    dir: &Path,
+    name: &str,
+    fresh: bool,
+    o_dsync: bool,
+) -> Result<(std::fs::File, u64), OpenError> {
     use std::os::unix::fs::OpenOptionsExt;
     let path = dir.join(name);
     let mut oo = std::fs::OpenOptions::new();
@@ -110,9 +98,9 @@ fn open_beside(dir: &Path, name: &str, fresh: bool, o_dsync: bool) -> Result<(st
     Ok((f, len))
 }
 
-fn file_err(path: &Path) -> impl FnOnce(std::io::Error) -> DbError + '_ {
-    move |source| DbError::File {
-        path: path.display().to_string(),
+fn file_err(path: &Path) -> impl FnOnce(std::io::Error) -> OpenError + '_ {
+    move |source| OpenError::File {
+        path: path.to_path_buf(),
         source,
     }
 }
@@ -121,11 +109,11 @@ impl Db {
     /// Opens (or creates) the database at `path`: a directory (the data file is
     /// `path/data.ringdb`, created with the directory, and with a log `wal.ringdb` and
     /// `dw.ringdb` beside it), a file, or a block device (mode `off` only).
-    pub fn open(path: &Path, opts: Options) -> Result<Db> {
-        let kind = PathKind::of(path);
+    pub fn open(path: &Path, opts: Options) -> Result<Db, OpenError> {
+        let kind = target_kind(path);
         let opts = with_engine_for(kind, opts);
         check_options_fit(path, kind, &opts)?;
-        let file_path = if kind == PathKind::Directory {
+        let file_path = if kind == TargetKind::Directory {
             std::fs::create_dir_all(path).map_err(file_err(path))?;
             path.join(DATA_FILE)
         } else {
@@ -152,7 +140,7 @@ impl Db {
         target: Target,
         data_bytes: u64,
         opts: Options,
-    ) -> Result<Db> {
+    ) -> Result<Db, OpenError> {
         let log_files = if opts.durability.logged() {
             LogFiles::open(dir, &opts)?
         } else {
@@ -161,8 +149,8 @@ impl Db {
         let fds: Vec<_> = std::iter::once(target.fd())
             .chain(log_files.fds())
             .collect();
-        let pool = FixedBufferPool::new(opts.pool_pages, opts.page_size)?;
-        let rt = Runtime::from_config(&opts.io, &fds, Some(pool))?;
+        let pool = FixedBufferPool::new(opts.pool_pages, opts.page_size).map_err(OpenError::Io)?;
+        let rt = Runtime::from_config(&opts.io, &fds, Some(pool)).map_err(OpenError::Io)?;
         let ps = opts.page_size as u64;
         let files = OpenedFiles {
             len_bytes: FileSet {
@@ -184,22 +172,31 @@ impl Db {
 
     /// A database with a log on a raw device: its data, log and double-write area are regions
     /// of the device (see [`DeviceLayout`]), reached through a [`RegionEngine`].
-    fn open_device_logged(target: Target, file_path: &Path, opts: Options) -> Result<Db> {
+    fn open_device_logged(
+        target: Target,
+        file_path: &Path,
+        opts: Options,
+    ) -> Result<Db, OpenError> {
         let ps = opts.page_size as u64;
         let block = (target.align as u64).max(512);
-        let layout = DeviceLayout::plan(target.size, ps, block, &opts)
-            .map_err(|why| DbError::InvalidArg(format!("{}: {why}", file_path.display())))?;
+        let layout = DeviceLayout::plan(target.size, ps, block, &opts).map_err(|reason| {
+            OpenError::Layout {
+                path: file_path.to_path_buf(),
+                reason,
+            }
+        })?;
         layout.assert_fits(target.size);
         let len_bytes = FileSet {
             data: if opts.fresh { 0 } else { layout.data.len },
             log: layout.log.len,
             double_write: layout.double_write.len,
         };
-        let pool = FixedBufferPool::new(opts.pool_pages, opts.page_size)?;
+        let pool = FixedBufferPool::new(opts.pool_pages, opts.page_size).map_err(OpenError::Io)?;
         let regions = layout.into_file_order().to_vec();
         let rt = Runtime::from_config_wrapped(&opts.io, &[target.fd()], Some(pool), |e| {
             Ok(Box::new(RegionEngine::new(e, regions, block)?))
-        })?;
+        })
+        .map_err(OpenError::Io)?;
         let device_log = DeviceLog {
             block_bytes: block as usize,
             wipe: opts.fresh,
@@ -218,8 +215,8 @@ impl Db {
 
 /// A char device carries block I/O only as NVMe commands: the ring engines become
 /// passthrough on one.
-fn with_engine_for(kind: PathKind, mut opts: Options) -> Options {
-    if kind == PathKind::NvmeCharDevice
+fn with_engine_for(kind: TargetKind, mut opts: Options) -> Options {
+    if kind == TargetKind::NvmeCharDevice
         && matches!(opts.io.engine, EngineKind::Uring | EngineKind::UringSync)
     {
         opts.io.engine = EngineKind::UringPassthrough;
@@ -227,50 +224,34 @@ fn with_engine_for(kind: PathKind, mut opts: Options) -> Options {
     opts
 }
 
-/// Refuses durability modes and switches the target cannot serve.
-fn check_options_fit(path: &Path, kind: PathKind, opts: &Options) -> Result<()> {
-    let logged = opts.durability.logged();
+/// Refuses durability modes and switches the target cannot serve: a mode the kind of target
+/// cannot serve ([`TargetKind::supports`]), NVMe Flush without passthrough, and syncs on an
+/// IOPOLL ring.
+fn check_options_fit(path: &Path, kind: TargetKind, opts: &Options) -> Result<(), OpenError> {
+    let mode = opts.durability;
     let passthrough = opts.io.engine == EngineKind::UringPassthrough;
-    let is_nvme_char = kind == PathKind::NvmeCharDevice;
-    if opts.durability == Durability::NvmeFlush && !(is_nvme_char && passthrough) {
-        return Err(DbError::InvalidArg(format!(
-            "durability nvme-flush makes the log durable with NVMe Flush commands through \
-             passthrough: it needs the database on an NVMe generic char device (/dev/ngXnY) \
-             with engine uring-passthrough; {} is not one: use fdatasync",
-            path.display()
-        )));
+    if !kind.supports(mode) {
+        return Err(OpenError::Durability {
+            path: path.to_path_buf(),
+            mode,
+            target: kind,
+        });
     }
-    if logged && kind == PathKind::File {
-        return Err(DbError::InvalidArg(format!(
-            "{}: a database with a log (durability {}) is a directory (data, log and \
-             double-write files) or a raw device (its regions); pass a directory, or use \
-             durability off",
-            path.display(),
-            opts.durability
-        )));
+    if mode == Durability::NvmeFlush && !passthrough {
+        return Err(OpenError::NvmeFlushEngine {
+            path: path.to_path_buf(),
+            engine: opts.io.engine,
+        });
     }
-    if kind.is_device() && matches!(opts.durability, Durability::Thread | Durability::Odsync) {
-        return Err(DbError::InvalidArg(format!(
-            "durability {} needs the log as a file; on a raw device ({}) use fdatasync{}",
-            opts.durability,
-            path.display(),
-            if is_nvme_char { " or nvme-flush" } else { "" }
-        )));
-    }
-    if logged && opts.io.iopoll && !passthrough {
-        return Err(DbError::InvalidArg(format!(
-            "durability {} syncs the log and checkpoints with fsync/fdatasync, which cannot \
-             run on an IOPOLL ring; drop --iopoll, or use durability off (on an NVMe \
-             namespace through passthrough, syncs are NVMe Flush commands and IOPOLL works)",
-            opts.durability
-        )));
+    if mode.logged() && opts.io.iopoll && !passthrough {
+        return Err(OpenError::DurabilityOnIopoll { mode });
     }
     Ok(())
 }
 
 /// Opens the data file or device (emptying a file when `fresh`) and checks that pages suit
 /// its direct I/O alignment.
-fn open_target(file_path: &Path, opts: &Options) -> Result<Target> {
+fn open_target(file_path: &Path, opts: &Options) -> Result<Target, OpenError> {
     let target = Target::open(
         file_path,
         TargetOptions {
@@ -278,17 +259,18 @@ fn open_target(file_path: &Path, opts: &Options) -> Result<Target> {
             write: true,
             create: true,
         },
-    )?;
+    )
+    .map_err(OpenError::Io)?;
     if opts.fresh && !target.is_block_device {
         target.file().set_len(0).map_err(file_err(file_path))?;
     }
     let ps = opts.page_size as u64;
     if target.direct && !ps.is_multiple_of(target.align as u64) {
-        return Err(DbError::InvalidArg(format!(
-            "page size {ps} is not a multiple of {}'s direct I/O alignment {}",
-            file_path.display(),
-            target.align
-        )));
+        return Err(OpenError::Alignment {
+            path: file_path.to_path_buf(),
+            page_size: opts.page_size,
+            alignment: target.align,
+        });
     }
     Ok(target)
 }
@@ -301,7 +283,7 @@ fn db_io_polls_through_block_layer(io: &IoConfig) -> bool {
 
 /// Refuses to open a database with another page size than it was created with, naming the
 /// right one (read from page 0's header through the page cache, before any direct I/O).
-fn check_page_size(path: &Path, page_size: usize) -> Result<()> {
+fn check_page_size(path: &Path, page_size: usize) -> Result<(), OpenError> {
     use std::io::Read;
     let mut head = [0u8; page::HEADER_SIZE];
     let read = std::fs::File::open(path).and_then(|mut f| f.read_exact(&mut head));
@@ -314,12 +296,11 @@ fn check_page_size(path: &Path, page_size: usize) -> Result<()> {
     }
     let shift = head[26];
     if shift < 32 && (1usize << shift) != page_size {
-        return Err(DbError::InvalidArg(format!(
-            "{} was created with {}-byte pages; open it with page size {}",
-            path.display(),
-            1usize << shift,
-            1usize << shift
-        )));
+        return Err(OpenError::PageSizeMismatch {
+            path: Some(path.to_path_buf()),
+            on_disk: 1usize << shift,
+            requested: page_size,
+        });
     }
     Ok(())
 }

@@ -7,7 +7,7 @@
 
 use crate::buffer::{PoolConfig, PoolStats};
 use crate::checkpoint::CheckpointStats;
-use crate::error::{DbError, Result};
+use crate::error::OpenError;
 use crate::tree::TreeStats;
 use crate::wal::{Durability, WalStats};
 use ringdb_io::IoConfig;
@@ -16,6 +16,8 @@ use serde::Serialize;
 
 /// The smallest log accepted, in bytes.
 const MIN_WAL_BYTES: u64 = 256 * 1024;
+/// A log's size is a multiple of this (its records' alignment in a file), in bytes.
+const WAL_BYTES_MULTIPLE: u64 = 8;
 /// The share of the pool that may be dirty before a checkpoint starts: these bounds.
 const CHECKPOINT_DIRTY_RANGE: std::ops::RangeInclusive<f64> = 0.05..=0.9;
 
@@ -71,7 +73,7 @@ impl Default for Options {
 impl Options {
     /// The buffer pool these options ask for over a target of `capacity_pages` (if bounded),
     /// validated. A pool under a log never steals (see [`PoolConfig::steal`]).
-    pub(super) fn pool_config(&self, capacity_pages: Option<u64>) -> Result<PoolConfig> {
+    pub(super) fn pool_config(&self, capacity_pages: Option<u64>) -> Result<PoolConfig, OpenError> {
         let mut cfg = PoolConfig::new(self.page_size, self.pool_pages);
         if let Some(b) = self.evict_batch {
             cfg.evict_batch = b;
@@ -86,18 +88,19 @@ impl Options {
     }
 
     /// Refuses a checkpoint threshold or a log size out of range (a database with a log).
-    pub(super) fn validate_log(&self) -> Result<()> {
+    pub(super) fn validate_log(&self) -> Result<(), OpenError> {
         if !CHECKPOINT_DIRTY_RANGE.contains(&self.checkpoint_dirty) {
-            return Err(DbError::InvalidArg(format!(
-                "checkpoint_dirty {} must be between 0.05 and 0.9 of the pool",
-                self.checkpoint_dirty
-            )));
+            return Err(OpenError::CheckpointDirty {
+                requested: self.checkpoint_dirty,
+                allowed: CHECKPOINT_DIRTY_RANGE,
+            });
         }
-        if self.wal_bytes < MIN_WAL_BYTES || !self.wal_bytes.is_multiple_of(8) {
-            return Err(DbError::InvalidArg(format!(
-                "a log of {} bytes is too small: at least 256 KiB, a multiple of 8",
-                self.wal_bytes
-            )));
+        if self.wal_bytes < MIN_WAL_BYTES || !self.wal_bytes.is_multiple_of(WAL_BYTES_MULTIPLE) {
+            return Err(OpenError::LogSize {
+                requested: self.wal_bytes,
+                minimum: MIN_WAL_BYTES,
+                multiple_of: WAL_BYTES_MULTIPLE,
+            });
         }
         Ok(())
     }

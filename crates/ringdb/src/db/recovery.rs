@@ -21,7 +21,7 @@ use super::runtime::OpenedFiles;
 use super::Options;
 use crate::buffer::{BufferManager, PageId, PoolConfig};
 use crate::checkpoint::{self, CheckpointFiles, Checkpointer};
-use crate::error::{DbError, Result};
+use crate::error::{Corruption, OpenError, StorageError, WriteError};
 use crate::keylock::KeyLocks;
 use crate::meta::{Meta, META_PID};
 use crate::page;
@@ -45,7 +45,7 @@ pub(super) async fn open_logged(
     opts: &Options,
     path: &Path,
     device_log: Option<DeviceLog>,
-) -> Result<DbHandle> {
+) -> Result<DbHandle, OpenError> {
     let recovery = Recovery {
         io,
         page_size: opts.page_size,
@@ -129,7 +129,7 @@ impl Recovery<'_> {
     /// double-write image stands: a format interrupted by a crash is redone, so no record of
     /// an earlier database in the log region can pass for one of this database's. A file is
     /// never blank in this sense (a new one is simply empty).
-    async fn device_is_blank(&self, len_bytes: FileSet<u64>) -> Result<bool> {
+    async fn device_is_blank(&self, len_bytes: FileSet<u64>) -> Result<bool, StorageError> {
         let Some(device_log) = self.device_log else {
             return Ok(false);
         };
@@ -148,7 +148,7 @@ impl Recovery<'_> {
     /// durable (from then on any earlier database there is gone and the device reads as
     /// blank), then the whole log region, so that no record or double-write image of an
     /// earlier database can be taken for this one's.
-    async fn wipe_log_regions(&self, len_bytes: FileSet<u64>) -> Result<()> {
+    async fn wipe_log_regions(&self, len_bytes: FileSet<u64>) -> Result<(), StorageError> {
         const CHUNK: u64 = crate::chunked::MAX_IO as u64;
         let io = &self.io;
         let header_bytes = CHUNK.min(len_bytes.double_write) as usize;
@@ -177,7 +177,7 @@ impl Recovery<'_> {
     /// Reads the meta page and the double-write file; writes an intact double-write image of
     /// this checkpoint or a newer one in place again (its pages may be torn or missing there:
     /// idempotent) and reads the meta page it restored.
-    async fn restore_double_write(&self, len_bytes: FileSet<u64>) -> Result<Restored> {
+    async fn restore_double_write(&self, len_bytes: FileSet<u64>) -> Result<Restored, OpenError> {
         let (io, ps) = (&self.io, self.page_size);
         let mut meta = read_meta(io, ps, len_bytes.data).await?;
         let dw = checkpoint::read_dw(io, FILE_IDS.double_write, len_bytes.double_write, ps).await?;
@@ -205,33 +205,34 @@ impl Recovery<'_> {
         meta: Option<Meta>,
         existing: bool,
         data_bytes: u64,
-    ) -> Result<Option<Meta>> {
+    ) -> Result<Option<Meta>, OpenError> {
         match meta {
-            Some(m) if !m.logged => Err(DbError::InvalidArg(format!(
-                "{} was created without a write-ahead log; open it with durability off",
-                self.path.display()
-            ))),
-            Some(m) => Ok(Some(m)),
-            None if existing && data_bytes >= self.page_size as u64 => Err(DbError::Corrupt {
-                page: META_PID,
-                what: "the meta page is unreadable (torn or corrupted) and the double-write \
-                       file holds no copy of it"
-                    .into(),
+            Some(m) if !m.logged => Err(OpenError::NoLog {
+                path: self.path.to_path_buf(),
             }),
+            Some(m) => Ok(Some(m)),
+            None if existing && data_bytes >= self.page_size as u64 => {
+                Err(StorageError::corrupt(META_PID, Corruption::MetaLost).into())
+            }
             None => Ok(None),
         }
     }
 
     /// The log's size: the meta page's, or `wanted` for a new database. On a device the log
     /// region was planned with it and must match.
-    fn log_bytes(&self, meta: Option<&Meta>, wanted: u64, region_bytes: u64) -> Result<u64> {
+    fn log_bytes(
+        &self,
+        meta: Option<&Meta>,
+        wanted: u64,
+        region_bytes: u64,
+    ) -> Result<u64, OpenError> {
         let wal_bytes = meta.map_or(wanted, |m| m.wal_bytes);
         if self.device_log.is_some() && wal_bytes != region_bytes {
-            return Err(DbError::InvalidArg(format!(
-                "{} was formatted with a log of {wal_bytes} bytes; open it with that log size \
-                 (the regions of the device depend on it)",
-                self.path.display()
-            )));
+            return Err(OpenError::LogSizeMismatch {
+                path: self.path.to_path_buf(),
+                on_disk_bytes: wal_bytes,
+                requested_bytes: region_bytes,
+            });
         }
         Ok(wal_bytes)
     }
@@ -243,7 +244,7 @@ impl Recovery<'_> {
         wal_bytes: u64,
         file_bytes: u64,
         redo: u64,
-    ) -> Result<(Vec<(u64, Vec<Op>)>, u64)> {
+    ) -> Result<(Vec<(u64, Vec<Op>)>, u64), StorageError> {
         if file_bytes > 0 {
             self.io.fsync(FILE_IDS.log, true).await?;
         }
@@ -257,7 +258,7 @@ impl Recovery<'_> {
         cfg: PoolConfig,
         opts: &Options,
         log: LogStart,
-    ) -> Result<Rc<Durable>> {
+    ) -> Result<Rc<Durable>, OpenError> {
         let align = self
             .device_log
             .map_or(FILE_LOG_ALIGN_BYTES, |d| d.block_bytes);
@@ -289,25 +290,23 @@ impl Recovery<'_> {
 
 /// Pages past the data file's end (`data_pages`) must be free ones (allocated and freed
 /// between two checkpoints); any other is missing (a truncated file).
-fn check_data_pages(meta: Option<&Meta>, data_pages: u64) -> Result<()> {
+fn check_data_pages(meta: Option<&Meta>, data_pages: u64) -> Result<(), StorageError> {
     let Some(m) = meta else {
         return Ok(());
     };
     let free: std::collections::HashSet<u64> = m.free_pages.iter().copied().collect();
     if let Some(missing) = (data_pages..m.next_pid).find(|p| !free.contains(p)) {
-        return Err(DbError::Corrupt {
-            page: missing,
-            what: format!(
-                "the meta page counts {} pages, the data file holds {data_pages} (truncated?)",
-                m.next_pid
-            ),
-        });
+        let reason = Corruption::Truncated {
+            counted_pages: m.next_pid,
+            file_pages: data_pages,
+        };
+        return Err(StorageError::corrupt(missing, reason));
     }
     Ok(())
 }
 
 /// The tree the meta page describes, or a new empty one.
-async fn open_tree(bm: &BufferManager, meta: Option<&Meta>) -> Result<BTree> {
+async fn open_tree(bm: &BufferManager, meta: Option<&Meta>) -> Result<BTree, WriteError> {
     match meta {
         Some(m) => {
             bm.set_free_pages(m.free_pages.clone());
@@ -334,7 +333,11 @@ fn install_checkpoint_hook(bm: &BufferManager, durable: &Rc<Durable>, tree: &Rc<
 /// Replays `records`: each batch whole, in log order, marked in flight so that a checkpoint
 /// taken meanwhile (the pool may fill) starts its redo at the batch being replayed. Returns
 /// the batches replayed.
-async fn replay(wal: &Wal, tree: &BTree, records: Vec<(u64, Vec<Op>)>) -> Result<usize> {
+async fn replay(
+    wal: &Wal,
+    tree: &BTree,
+    records: Vec<(u64, Vec<Op>)>,
+) -> Result<usize, WriteError> {
     let replayed = records.len();
     let mut previous = None;
     for (lsn, ops) in records {
@@ -353,12 +356,12 @@ async fn replay(wal: &Wal, tree: &BTree, records: Vec<(u64, Vec<Op>)>) -> Result
 }
 
 /// Reads page 0 straight from the data file (a log database keeps it out of the pool).
-async fn read_meta(io: &Io, page_size: usize, data_len: u64) -> Result<Option<Meta>> {
+async fn read_meta(io: &Io, page_size: usize, data_len: u64) -> Result<Option<Meta>, OpenError> {
     if data_len < page_size as u64 {
         return Ok(None);
     }
     let (r, buf) = io.read(FILE_IDS.data, 0, AlignedBuf::new(page_size)).await;
-    if r? < page_size {
+    if r.map_err(StorageError::from)? < page_size {
         return Ok(None);
     }
     if page::verify(buf.as_slice(), META_PID).is_err() {
@@ -373,7 +376,7 @@ async fn read_log(
     cap: u64,
     file_len: u64,
     from: u64,
-) -> Result<(Vec<(u64, Vec<Op>)>, u64)> {
+) -> Result<(Vec<(u64, Vec<Op>)>, u64), StorageError> {
     const CHUNK: usize = 1 << 20;
     let mut out = Vec::new();
     let mut lsn = from;

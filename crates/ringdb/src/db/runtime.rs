@@ -9,7 +9,7 @@ use super::handle::DbHandle;
 use super::layout::{DeviceLog, FileSet, FILE_IDS};
 use super::{recovery, Db, Options};
 use crate::buffer::{BufferManager, PoolConfig};
-use crate::error::{DbError, Result};
+use crate::error::{Corruption, OpenError, StorageError, TargetKind, WriteError};
 use crate::meta::{Meta, META_PID};
 use crate::page;
 use crate::tree::BTree;
@@ -50,8 +50,17 @@ pub(super) struct OpenedFiles {
 impl Db {
     /// Opens a database over `storage` (e.g. a simulated disk in tests): file 0 is the data
     /// file, 1 the log, 2 the double-write file.
-    pub fn open_on(storage: Storage, name: &Path, opts: Options) -> Result<Db> {
-        let pool = FixedBufferPool::new(opts.pool_pages, opts.page_size)?;
+    pub fn open_on(storage: Storage, name: &Path, opts: Options) -> Result<Db, OpenError> {
+        let mode = opts.durability;
+        let thread_without_file = mode == Durability::Thread && storage.wal_file.is_none();
+        if !TargetKind::Engine.supports(mode) || thread_without_file {
+            return Err(OpenError::Durability {
+                path: name.to_path_buf(),
+                mode,
+                target: TargetKind::Engine,
+            });
+        }
+        let pool = FixedBufferPool::new(opts.pool_pages, opts.page_size).map_err(OpenError::Io)?;
         let rt = Runtime::with_pool(storage.engine, opts.io.batching, pool);
         let files = OpenedFiles {
             len_bytes: storage.len_bytes,
@@ -70,14 +79,11 @@ impl Db {
         file_path: &Path,
         opts: Options,
         device_log: Option<DeviceLog>,
-    ) -> Result<Db> {
-        if opts.durability == Durability::NvmeFlush && device_log.is_none() {
-            return Err(DbError::InvalidArg(
-                "durability nvme-flush needs the database on an NVMe generic char device \
-                 (/dev/ngXnY) through passthrough; use fdatasync"
-                    .into(),
-            ));
-        }
+    ) -> Result<Db, OpenError> {
+        assert!(
+            opts.durability != Durability::NvmeFlush || device_log.is_some(),
+            "durability nvme-flush without an NVMe device (the open paths refuse it)"
+        );
         let cfg = opts.pool_config(files.capacity_pages)?;
         if opts.durability.logged() {
             opts.validate_log()?;
@@ -87,9 +93,11 @@ impl Db {
             let path = file_path.to_path_buf();
             rt.block_on(async move {
                 recovery::open_logged(io, cfg, files, &opts, &path, device_log).await
-            })??
+            })
+            .map_err(StorageError::from)??
         } else {
-            rt.block_on(open_unlogged(io, cfg, &files, file_path))??
+            rt.block_on(open_unlogged(io, cfg, &files, file_path))
+                .map_err(StorageError::from)??
         };
         Ok(Db::assemble(handle, rt, file_path))
     }
@@ -101,7 +109,7 @@ async fn open_unlogged(
     cfg: PoolConfig,
     files: &OpenedFiles,
     file_path: &Path,
-) -> Result<DbHandle> {
+) -> Result<DbHandle, OpenError> {
     let data_bytes = files.len_bytes.data;
     let existing = data_bytes > 0;
     // A block device is a new database unless page 0 is a ringdb meta page.
@@ -128,35 +136,28 @@ async fn open_tree(
     pages_on_disk: u64,
     is_block_device: bool,
     file_path: &Path,
-) -> Result<BTree> {
+) -> Result<BTree, OpenError> {
     let g = bm.load(META_PID).await.map_err(|e| match e {
-        DbError::Page(pe) if is_block_device => DbError::InvalidArg(format!(
-            "{} does not hold a ringdb database ({pe}); open it with `fresh` to format it",
-            file_path.display()
-        )),
-        e => e,
+        StorageError::Page(source) if is_block_device => OpenError::NotADatabase {
+            path: file_path.to_path_buf(),
+            source,
+        },
+        e => e.into(),
     })?;
-    let g = g.ok_or_else(|| DbError::Corrupt {
-        page: META_PID,
-        what: "the meta page is on the free list".into(),
-    })?;
+    let g = g.ok_or_else(|| StorageError::corrupt(META_PID, Corruption::MetaOnFreeList))?;
     let meta = g.read(Meta::read_from)?;
     drop(g);
     if meta.logged {
-        return Err(DbError::InvalidArg(format!(
-            "{} has a write-ahead log; open it with a durability mode (not off), \
-             or its last commits would be ignored",
-            file_path.display()
-        )));
+        return Err(OpenError::HasLog {
+            path: file_path.to_path_buf(),
+        });
     }
     if meta.next_pid > pages_on_disk {
-        return Err(DbError::Corrupt {
-            page: META_PID,
-            what: format!(
-                "the meta page counts {} pages, the target holds {pages_on_disk}",
-                meta.next_pid
-            ),
-        });
+        let reason = Corruption::BeyondTarget {
+            counted_pages: meta.next_pid,
+            target_pages: pages_on_disk,
+        };
+        return Err(StorageError::corrupt(META_PID, reason).into());
     }
     bm.set_next_pid(meta.next_pid);
     bm.set_free_pages(meta.free_pages);
@@ -165,7 +166,7 @@ async fn open_tree(
 
 /// Formats a new database without a log: a blank meta page (written at the first flush) and
 /// an empty tree.
-async fn create_tree(bm: BufferManager) -> Result<BTree> {
+async fn create_tree(bm: BufferManager) -> Result<BTree, WriteError> {
     bm.ensure_free(2).await?;
     let g = bm.alloc_page(None)?;
     assert_eq!(g.pid(), META_PID, "a new database starts at page 0");

@@ -6,7 +6,7 @@
 use super::invariants::{debug_check_parent, debug_check_split};
 use super::{Attempt, BTree, Need, PathStep, TreeRoot};
 use crate::buffer::{PageGuard, PageId, Reservation};
-use crate::error::{DbError, Result};
+use crate::error::{Corruption, StorageError, WriteError};
 use crate::node::{NodeMut, NodeRef};
 
 /// A node that split in two: the separator for its parent and the two halves.
@@ -26,7 +26,7 @@ impl BTree {
         key: &[u8],
         value: &[u8],
         res: &mut Reservation,
-    ) -> Result<Attempt<bool>> {
+    ) -> Result<Attempt<bool>, WriteError> {
         let (mut path, leaf) = match self.descend(key)? {
             Ok(x) => x,
             Err(n) => return Ok(Err(n)),
@@ -35,7 +35,7 @@ impl BTree {
         let (exists, fits) = leaf.read(|p| {
             let n = NodeRef::new(p).map_err(|e| Self::corrupt(leaf.pid(), e))?;
             let exists = n.search(key).is_ok();
-            Ok::<_, DbError>((exists, n.fits_upsert(key, value)))
+            Ok::<_, StorageError>((exists, n.fits_upsert(key, value)))
         })?;
         if fits {
             leaf.write(|p| NodeMut::new(p).upsert(key, value))
@@ -63,7 +63,7 @@ impl BTree {
         key: &[u8],
         value: &[u8],
         res: &mut Reservation,
-    ) -> Result<Split> {
+    ) -> Result<Split, WriteError> {
         let right = self.bm.alloc_page(Some(res))?;
         let sep = leaf.write(|l| right.write(|r| NodeMut::new(l).split_into(r)));
         let target = if key >= sep.as_slice() { &right } else { &leaf };
@@ -87,7 +87,7 @@ impl BTree {
         path: &mut Vec<PathStep>,
         mut split: Split,
         res: &mut Reservation,
-    ) -> Result<Option<Split>> {
+    ) -> Result<Option<Split>, WriteError> {
         while let Some(PathStep {
             guard: parent,
             index,
@@ -118,7 +118,7 @@ impl BTree {
         index: usize,
         child: Split,
         res: &mut Reservation,
-    ) -> Result<Split> {
+    ) -> Result<Split, WriteError> {
         let pright = self.bm.alloc_page(Some(res))?;
         let up = parent.write(|l| pright.write(|r| NodeMut::new(l).split_into(r)));
         let left_count = parent
@@ -143,11 +143,11 @@ impl BTree {
     }
 
     /// The root split: a new root above the two halves, one level higher.
-    fn grow_root(&self, split: Split, res: &mut Reservation) -> Result<()> {
+    fn grow_root(&self, split: Split, res: &mut Reservation) -> Result<(), WriteError> {
         let root = self.root.get();
         let nr = self.bm.alloc_page(Some(res))?;
-        let level =
-            u16::try_from(root.height).map_err(|_| Self::corrupt(nr.pid(), "tree too high"))?;
+        let level = u16::try_from(root.height)
+            .map_err(|_| Self::corrupt(nr.pid(), Corruption::TreeTooHigh))?;
         nr.write(|p| {
             NodeMut::init_inner(p, level, split.left);
             NodeMut::new(p).insert_split(0, &split.sep, split.left, split.right)

@@ -21,7 +21,7 @@
 //!   every structural change in debug builds.
 
 use crate::buffer::{BufferManager, PageGuard, PageId, Reservation};
-use crate::error::{DbError, Result};
+use crate::error::{Corruption, StorageError, WriteError};
 use crate::node::{self, NodeMut, NodeRef};
 use serde::Serialize;
 use std::cell::Cell;
@@ -87,7 +87,7 @@ struct PathStep {
 
 impl BTree {
     /// Creates an empty tree: one empty leaf as the root.
-    pub async fn create(bm: BufferManager) -> Result<BTree> {
+    pub async fn create(bm: BufferManager) -> Result<BTree, WriteError> {
         bm.ensure_free(1).await?;
         let g = bm.alloc_page(None)?;
         g.write(NodeMut::init_leaf);
@@ -136,11 +136,12 @@ impl BTree {
         self.stats.set(s);
     }
 
-    /// Runs `attempt` until it finishes, waiting for what it needs in between.
-    async fn run<T>(
+    /// Runs `attempt` until it finishes, waiting for what it needs in between (a failed wait
+    /// is an `E` too).
+    async fn run<T, E: From<StorageError>>(
         &self,
-        mut attempt: impl FnMut(&Self, &mut Reservation) -> Result<Attempt<T>>,
-    ) -> Result<T> {
+        mut attempt: impl FnMut(&Self, &mut Reservation) -> Result<Attempt<T>, E>,
+    ) -> Result<T, E> {
         // The page the last wait brought in stays pinned until the next attempt starts; the
         // frames reserved for a split stay this task's until it is done.
         let mut loaded: Option<PageGuard> = None;
@@ -169,19 +170,19 @@ impl BTree {
     }
 
     /// The value of `key`, if present.
-    pub async fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+    pub async fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, StorageError> {
         self.run(|t, _| t.get_attempt(key)).await
     }
 
     /// Inserts or replaces; returns whether the key existed.
-    pub async fn insert(&self, key: &[u8], value: &[u8]) -> Result<bool> {
+    pub async fn insert(&self, key: &[u8], value: &[u8]) -> Result<bool, WriteError> {
         self.check_record(key, value)?;
         self.run(|t, res| t.insert_attempt(key, value, res)).await
     }
 
     /// Removes; returns whether the key existed.
-    pub async fn remove(&self, key: &[u8]) -> Result<bool> {
-        self.run(|t, _| t.remove_attempt(key)).await
+    pub async fn remove(&self, key: &[u8]) -> Result<bool, WriteError> {
+        Ok(self.run(|t, _| t.remove_attempt(key)).await?)
     }
 
     /// Up to `limit` pairs with keys in `range`, in key order.
@@ -190,7 +191,7 @@ impl BTree {
         start: Bound<&[u8]>,
         end: Bound<&[u8]>,
         limit: usize,
-    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>, StorageError> {
         let mut out = Vec::new();
         let mut from: Bound<Vec<u8>> = match start {
             Bound::Included(k) => Bound::Included(k.to_vec()),
@@ -209,12 +210,12 @@ impl BTree {
         Ok(out)
     }
 
-    pub(crate) fn check_record(&self, key: &[u8], value: &[u8]) -> Result<()> {
+    pub(crate) fn check_record(&self, key: &[u8], value: &[u8]) -> Result<(), WriteError> {
         if key.is_empty() {
-            return Err(DbError::InvalidArg("keys must not be empty".into()));
+            return Err(WriteError::EmptyKey);
         }
         if key.len() + value.len() > self.max_record {
-            return Err(DbError::TooLarge {
+            return Err(WriteError::TooLarge {
                 key: key.len(),
                 value: value.len(),
                 max: self.max_record,
@@ -224,15 +225,12 @@ impl BTree {
         Ok(())
     }
 
-    fn corrupt(pid: PageId, e: impl std::fmt::Display) -> DbError {
-        DbError::Corrupt {
-            page: pid,
-            what: e.to_string(),
-        }
+    fn corrupt(pid: PageId, reason: impl Into<Corruption>) -> StorageError {
+        StorageError::corrupt(pid, reason)
     }
 
     /// Reads the node in `g`: `Ok(None)` for a leaf, else the child index and page for `key`.
-    fn route(g: &PageGuard, key: &[u8]) -> Result<Option<(usize, PageId)>> {
+    fn route(g: &PageGuard, key: &[u8]) -> Result<Option<(usize, PageId)>, StorageError> {
         g.read(|p| {
             let n = NodeRef::new(p).map_err(|e| Self::corrupt(g.pid(), e))?;
             if n.is_leaf() {
@@ -245,7 +243,7 @@ impl BTree {
     }
 
     /// Descends from the root to the leaf for `key`, keeping the inner nodes pinned.
-    fn descend(&self, key: &[u8]) -> Result<Attempt<(Vec<PathStep>, PageGuard)>> {
+    fn descend(&self, key: &[u8]) -> Result<Attempt<(Vec<PathStep>, PageGuard)>, StorageError> {
         let root = self.root.get();
         let mut path = Vec::with_capacity(root.height as usize);
         let mut g = fix!(self, root.root);
@@ -257,17 +255,16 @@ impl BTree {
         if path.len() + 1 != root.height as usize {
             return Err(Self::corrupt(
                 g.pid(),
-                format!(
-                    "leaf at depth {} in a tree of height {}",
-                    path.len() + 1,
-                    root.height
-                ),
+                Corruption::LeafDepth {
+                    depth: path.len() + 1,
+                    height: root.height,
+                },
             ));
         }
         Ok(Ok((path, g)))
     }
 
-    fn get_attempt(&self, key: &[u8]) -> Result<Attempt<Option<Vec<u8>>>> {
+    fn get_attempt(&self, key: &[u8]) -> Result<Attempt<Option<Vec<u8>>>, StorageError> {
         let (_path, leaf) = match self.descend(key)? {
             Ok(x) => x,
             Err(n) => return Ok(Err(n)),

@@ -5,7 +5,7 @@
 use super::invariants::debug_check_merged;
 use super::{Attempt, BTree, PathStep, TreeRoot};
 use crate::buffer::{PageGuard, PageId};
-use crate::error::{DbError, Result};
+use crate::error::StorageError;
 use crate::node::{self, NodeMut, NodeRef};
 
 /// A leaf is merged with a sibling when it is less full than this (and the two fit in one).
@@ -14,7 +14,7 @@ const MERGE_BELOW_FILL: f64 = 0.25;
 impl BTree {
     /// One attempt at removing `key`, merging underfull nodes on the way up; returns whether
     /// the key existed.
-    pub(super) fn remove_attempt(&self, key: &[u8]) -> Result<Attempt<bool>> {
+    pub(super) fn remove_attempt(&self, key: &[u8]) -> Result<Attempt<bool>, StorageError> {
         let (mut path, leaf) = match self.descend(key)? {
             Ok(x) => x,
             Err(n) => return Ok(Err(n)),
@@ -53,7 +53,7 @@ impl BTree {
     }
 
     /// A root inner node left without separators hands the root to its only child.
-    fn collapse_root(&self) -> Result<()> {
+    fn collapse_root(&self) -> Result<(), StorageError> {
         loop {
             let root = self.root.get();
             if root.height == 1 {
@@ -96,7 +96,7 @@ impl BTree {
         parent: &PageGuard,
         index: usize,
         child: &PageGuard,
-    ) -> Result<Option<PageId>> {
+    ) -> Result<Option<PageId>, StorageError> {
         let under = child
             .read(|p| NodeRef::new(p).map(|n| n.fill() < MERGE_BELOW_FILL))
             .map_err(|e| Self::corrupt(child.pid(), e))?;
@@ -113,7 +113,7 @@ impl BTree {
         let left_idx = if index < pcount { index } else { index - 1 };
         let (lpid, rpid, sep) = parent.read(|p| {
             let n = NodeRef::new(p).map_err(|e| Self::corrupt(parent.pid(), e))?;
-            Ok::<_, DbError>((
+            Ok::<_, StorageError>((
                 n.child_at(left_idx),
                 n.child_at(left_idx + 1),
                 n.key(left_idx).to_vec(),

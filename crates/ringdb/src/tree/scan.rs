@@ -2,7 +2,7 @@
 //! through the smallest separator above the current one (its *fence*), one descent per leaf.
 
 use super::{Attempt, BTree, Need};
-use crate::error::{DbError, Result};
+use crate::error::StorageError;
 use crate::node::NodeRef;
 use std::ops::Bound;
 
@@ -15,7 +15,7 @@ impl BTree {
         end: Bound<&[u8]>,
         limit: usize,
         out: &mut Vec<(Vec<u8>, Vec<u8>)>,
-    ) -> Result<Attempt<Option<Vec<u8>>>> {
+    ) -> Result<Attempt<Option<Vec<u8>>>, StorageError> {
         let probe: &[u8] = match from {
             Bound::Included(k) | Bound::Excluded(k) => k,
             Bound::Unbounded => &[],
@@ -46,7 +46,7 @@ impl BTree {
             };
             for i in first..n.count() {
                 if out.len() >= limit {
-                    return Ok::<_, DbError>(true);
+                    return Ok::<_, StorageError>(true);
                 }
                 let k = n.key(i);
                 let past = match end {

@@ -1,0 +1,136 @@
+//! [`WriteError`] (insert, remove, write, flush, close) and [`ReadError`] (get, range).
+//!
+//! A commit that fails after its record reached the log leaves memory and log disagreeing, so
+//! the database refuses work from then on until it is reopened (recovery decides from the
+//! log). That first failure is kept ([`Arc`]) and every refusal carries it, reads included:
+//! that is the one cause reads have of their own beyond a [`StorageError`].
+
+use super::StorageError;
+use ringdb_io::IoError;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// Why an insert, remove, write (batch), flush or close failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum WriteError {
+    /// An empty key: keys are at least one byte long.
+    #[error("keys must not be empty")]
+    EmptyKey,
+    /// A key/value pair larger than a page can hold.
+    #[error(
+        "key of {key} bytes + value of {value} bytes is too large: at most {max} bytes together \
+         for {page_size}-byte pages"
+    )]
+    #[non_exhaustive]
+    TooLarge {
+        /// The key's length in bytes.
+        key: usize,
+        /// The value's length in bytes.
+        value: usize,
+        /// The most bytes a key and its value may take together.
+        max: usize,
+        /// The database's page size in bytes.
+        page_size: usize,
+    },
+    /// A batch whose log record is larger than the log accepts (a quarter of it, so that
+    /// checkpoints can always make room).
+    #[error(
+        "a batch of {record_bytes} bytes is larger than a quarter of the log ({max_bytes} \
+         bytes); split it or open the database with a larger log"
+    )]
+    #[non_exhaustive]
+    BatchTooLarge {
+        /// The batch's log record in bytes.
+        record_bytes: usize,
+        /// The largest record the log accepts.
+        max_bytes: usize,
+    },
+    /// The data does not fit the target (a device, or a device's data region): every page is
+    /// in use. Nothing was changed.
+    #[error(
+        "the data file is full: {needed_pages} more pages needed, {available_pages} left of its \
+         {capacity_pages} pages of {page_size} bytes"
+    )]
+    #[non_exhaustive]
+    Full {
+        /// Pages the target holds.
+        capacity_pages: u64,
+        /// Bytes per page.
+        page_size: usize,
+        /// Pages still free (free ids and room to grow).
+        available_pages: u64,
+        /// Pages the write needed.
+        needed_pages: u64,
+    },
+    /// A page was allocated without a free frame for it (a caller of the buffer manager did
+    /// not call `ensure_free` or `reserve` first).
+    #[error("alloc_page without a free frame (call ensure_free first)")]
+    NoFreeFrame,
+    /// A commit failed after its record was logged: the database refuses work until it is
+    /// reopened (recovery keeps every acknowledged commit).
+    #[error(
+        "a commit failed after its record was logged ({first}); reopen the database to recover"
+    )]
+    #[non_exhaustive]
+    Failed {
+        /// The failure that left memory and log disagreeing: the commit's own, or for every
+        /// later refusal the first one.
+        #[source]
+        first: Arc<WriteError>,
+    },
+    /// Making the data durable with `fdatasync` on the target (off the ring, for an IOPOLL
+    /// ring) failed.
+    #[error("{}: {source}", path.display())]
+    #[non_exhaustive]
+    Sync {
+        /// The data file or device.
+        path: PathBuf,
+        /// The system's error.
+        source: std::io::Error,
+    },
+    /// Below the API: I/O, a damaged page, the log or a checkpoint.
+    #[error(transparent)]
+    Storage(#[from] StorageError),
+}
+
+impl WriteError {
+    /// The I/O layer's error behind this one, if an I/O failure caused it.
+    pub fn io_cause(&self) -> Option<&IoError> {
+        match self {
+            WriteError::Storage(e) => e.io_cause(),
+            WriteError::Failed { first } => first.io_cause(),
+            _ => None,
+        }
+    }
+}
+
+/// Why a get or a range scan failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ReadError {
+    /// An earlier commit failed after its record was logged: the database refuses work until
+    /// it is reopened (see [`WriteError::Failed`]).
+    #[error(
+        "a commit failed after its record was logged ({first}); reopen the database to recover"
+    )]
+    #[non_exhaustive]
+    Failed {
+        /// The first failure.
+        #[source]
+        first: Arc<WriteError>,
+    },
+    /// Below the API: I/O, a damaged page, the log or a checkpoint.
+    #[error(transparent)]
+    Storage(#[from] StorageError),
+}
+
+impl ReadError {
+    /// The I/O layer's error behind this one, if an I/O failure caused it.
+    pub fn io_cause(&self) -> Option<&IoError> {
+        match self {
+            ReadError::Storage(e) => e.io_cause(),
+            ReadError::Failed { first } => first.io_cause(),
+        }
+    }
+}
