@@ -27,13 +27,13 @@ fn io_cause<'a>(error: &'a (dyn Error + 'static)) -> Option<&'a IoError> {
     if let Some(db) = error.downcast_ref::<ringdb::DbError>() {
         return db.io_cause();
     }
-    if let Some(open) = error.downcast_ref::<ringdb::error::OpenError>() {
+    if let Some(open) = error.downcast_ref::<ringdb::OpenError>() {
         return open.io_cause();
     }
-    if let Some(write) = error.downcast_ref::<ringdb::error::WriteError>() {
+    if let Some(write) = error.downcast_ref::<ringdb::WriteError>() {
         return write.io_cause();
     }
-    if let Some(read) = error.downcast_ref::<ringdb::error::ReadError>() {
+    if let Some(read) = error.downcast_ref::<ringdb::ReadError>() {
         return read.io_cause();
     }
     if let Some(ringdb_net::NetError::Ring(io)) = error.downcast_ref::<ringdb_net::NetError>() {

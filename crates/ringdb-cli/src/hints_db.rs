@@ -6,8 +6,8 @@
 //! for `main` to print under the error. The I/O layer's errors have hints of their own
 //! (`hints`), found through `io_cause`.
 
-use ringdb::error::{LayoutError, OpenError, ReadError, StorageError, TargetKind, WriteError};
 use ringdb::{DbError, Durability};
+use ringdb::{LayoutError, OpenError, ReadError, StorageError, TargetKind, WriteError};
 use ringdb_bench::error::BenchError;
 use std::error::Error;
 

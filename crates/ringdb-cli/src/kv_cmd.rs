@@ -2,7 +2,7 @@
 //! for the crash tests (a child runs `put-many` with an ack log and is killed at random).
 
 use clap::Args;
-use ringdb::db::WriteBatch;
+use ringdb::WriteBatch;
 use ringdb::{Db, DbHandle, Durability, Options};
 use ringdb_bench::units::parse_size;
 use std::cell::{Cell, RefCell};

@@ -181,7 +181,7 @@ impl Settings {
 /// data file.
 fn holds_a_database(db: &Path) -> bool {
     std::fs::metadata(db).is_ok_and(|m| !m.is_dir() || m.len() > 0)
-        && (!db.is_dir() || db.join(ringdb::db::DATA_FILE).exists())
+        && (!db.is_dir() || db.join(ringdb::DATA_FILE).exists())
 }
 
 /// Loads the records into a fresh database (`load`), or checks that the existing one holds

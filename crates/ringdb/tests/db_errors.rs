@@ -1,8 +1,8 @@
 //! Bad input and damaged files: a typed error with a clear message, never a panic, never
 //! wrong data.
 
-use ringdb::error::Corruption;
 use ringdb::page::PageError;
+use ringdb::Corruption;
 use ringdb::{Db, Durability, OpenError, Options, ReadError, StorageError, WriteError};
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::PathBuf;
@@ -133,7 +133,7 @@ fn a_flipped_bit_is_an_error_not_data() {
         db.insert(&i.to_be_bytes(), &v).unwrap();
     }
     db.close().unwrap();
-    let file = d.join(ringdb::db::DATA_FILE);
+    let file = d.join(ringdb::DATA_FILE);
     let mut f = std::fs::OpenOptions::new()
         .read(true)
         .write(true)
@@ -194,7 +194,7 @@ fn a_truncated_file_is_an_error() {
     .unwrap()
     .close()
     .unwrap();
-    let file = d.join(ringdb::db::DATA_FILE);
+    let file = d.join(ringdb::DATA_FILE);
     let len = std::fs::metadata(&file).unwrap().len();
     std::fs::OpenOptions::new()
         .write(true)

@@ -1,9 +1,9 @@
 //! The log: commits survive a crash (simulated by abandoning the `Db` without closing it),
 //! batches are atomic, checkpoints bound the log, recovery replays it.
 
-use ringdb::db::{WriteBatch, DW_FILE, WAL_FILE};
-use ringdb::error::TargetKind;
+use ringdb::TargetKind;
 use ringdb::{Db, Durability, OpenError, Options};
+use ringdb::{WriteBatch, DW_FILE, WAL_FILE};
 use std::path::PathBuf;
 
 fn dir(name: &str) -> PathBuf {
@@ -185,8 +185,8 @@ fn modes_are_checked() {
 
 #[test]
 fn a_raw_device_is_split_into_data_log_and_double_write_regions() {
-    use ringdb::db::DeviceLayout;
-    use ringdb::error::LayoutError;
+    use ringdb::DeviceLayout;
+    use ringdb::LayoutError;
     let o = Options {
         pool_pages: 4096,
         ..Options::default()

@@ -22,8 +22,8 @@ use ringdb::checkpoint::{self, DoubleWrite};
 use ringdb::meta::{Meta, META_PID};
 use ringdb::node::{self, NodeMut, NodeRef};
 use ringdb::page::{self, PageError, PageType};
+use ringdb::tree::TreeRoot;
 use ringdb::wal::{self, Decoded, Op};
-use ringdb::TreeRoot;
 
 // ---------------------------------------------------------------------------------------------
 // Inputs and the formats' field tables (mutations: `fuzz_harness`).

@@ -2,8 +2,8 @@
 //! writes and tear one at a 512-byte boundary, EIO and ENOSPC on demand, all driven by a seed
 //! so that a failure replays exactly (`RINGDB_SIM_SEED=<n>` runs one seed).
 
-use ringdb::db::{FileSet, Storage, WriteBatch};
 use ringdb::{Db, Durability, Options};
+use ringdb::{FileSet, Storage, WriteBatch};
 use ringdb_io::{OpKind, SimDisk, SimFault};
 use std::cell::{Cell, RefCell};
 use std::collections::HashSet;

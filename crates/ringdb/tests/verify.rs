@@ -1,9 +1,11 @@
 //! `verify::verify_tree`: a healthy tree passes with the right counts; flipped bits on disk,
 //! broken fences, pages reached twice, leaks and a wrong height are reported, naming the page.
 
+use ringdb::buffer::PageId;
 use ringdb::node::{NodeMut, NodeRef};
+use ringdb::tree::TreeRoot;
 use ringdb::verify::{verify_tree, VerifyReport};
-use ringdb::{Db, Options, PageId, TreeRoot};
+use ringdb::{Db, Options};
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 

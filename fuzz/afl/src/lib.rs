@@ -10,7 +10,7 @@ use ringdb::meta::{Meta, META_PID};
 use ringdb::node::{self, NodeMut, NodeRef};
 use ringdb::page::{self, PageType};
 use ringdb::wal::{self, Op};
-use ringdb::TreeRoot;
+use ringdb::tree::TreeRoot;
 use ringdb_net::frame::{checksum, FrameDecoder, FrameSink, Header, FLAG_EOS, HEADER_LEN};
 
 /// The targets, as their binaries are named.

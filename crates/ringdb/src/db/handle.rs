@@ -254,7 +254,13 @@ impl DbHandle {
         })
     }
 
-    /// The tree, for tools that read it directly (`ringdb check`).
+    /// [`super::Db::verify`], from a task of the database's runtime.
+    pub async fn verify(&self) -> crate::VerifyReport {
+        crate::verify::verify_btree(&self.tree).await
+    }
+
+    /// The tree, for this crate's tests and the benchmarks' calibration: not part of the API.
+    #[doc(hidden)]
     pub fn tree(&self) -> &BTree {
         &self.tree
     }

@@ -28,7 +28,7 @@ mod runtime;
 
 pub use batch::WriteBatch;
 pub use handle::DbHandle;
-pub use layout::{DeviceLayout, FileSet, DATA_FILE, DW_FILE, FILE_IDS, WAL_FILE};
+pub use layout::{DeviceLayout, FileSet, DATA_FILE, DW_FILE, WAL_FILE};
 pub use options::{DbStats, Options};
 pub use runtime::Storage;
 
@@ -146,6 +146,14 @@ impl Db {
             }),
             _ => Ok(()),
         }
+    }
+
+    /// Walks the whole tree and checks every page (checksum, page id, layout) and every
+    /// invariant (key order, separators, levels, the free list, no leaked page). Never panics
+    /// on corrupt data: each violation is a problem in the report.
+    pub fn verify(&mut self) -> Result<crate::VerifyReport, ReadError> {
+        let handle = self.handle.clone();
+        self.block_on(async move { Ok(handle.verify().await) })
     }
 
     /// Everything the database counts.
