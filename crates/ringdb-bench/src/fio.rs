@@ -1,7 +1,7 @@
 //! Runs fio with the options equivalent to an [`IoSpec`] on the same target, so that
 //! `ringdb io --compare-fio` sets both tools side by side in one invocation.
 
-use crate::error::{BenchError, Result};
+use crate::error::{FioError, Result};
 use crate::rawio::{IoReport, IoSpec, RwMode};
 use crate::units::fio_size;
 use ringdb_io::{EngineKind, IoConfig, SetupMode};
@@ -105,9 +105,7 @@ fn push_uring_switches(io: &IoConfig, a: &mut Vec<String>, label: &mut String) {
 /// Runs fio for `spec` and reads its JSON into an [`IoReport`].
 pub fn run_fio(spec: &IoSpec) -> Result<IoReport> {
     if fio_version().is_none() {
-        return Err(BenchError::Fio(
-            "fio is not installed; install it (apt-get install fio) or drop --compare-fio".into(),
-        ));
+        return Err(FioError::NotInstalled.into());
     }
     let (args, label) = fio_args(spec);
     // fio reports the CPU of its job thread only; the whole process tree (io-wq workers and
@@ -116,19 +114,22 @@ pub fn run_fio(spec: &IoSpec) -> Result<IoReport> {
     let out = Command::new("fio")
         .args(&args)
         .output()
-        .map_err(|e| BenchError::Fio(format!("could not start fio: {e}")))?;
+        .map_err(|source| FioError::Start { source })?;
     let tree_cpu = CpuTime::children_now().since(children0);
     let stdout = String::from_utf8_lossy(&out.stdout);
     if !out.status.success() {
         let err = String::from_utf8_lossy(&out.stderr);
-        return Err(BenchError::Fio(format!(
-            "fio exited with {}: {}",
-            out.status,
-            err.lines()
-                .chain(stdout.lines())
-                .find(|l| !l.trim().is_empty())
-                .unwrap_or("")
-        )));
+        let message = err
+            .lines()
+            .chain(stdout.lines())
+            .find(|l| !l.trim().is_empty())
+            .unwrap_or("")
+            .to_string();
+        return Err(FioError::Exited {
+            status: out.status,
+            message,
+        }
+        .into());
     }
     let mut report = parse_fio_json(&stdout, spec, label)?;
     if report.runtime_s > 0.0 && report.ios > 0 {
@@ -191,15 +192,13 @@ pub fn parse_fio_json(text: &str, spec: &IoSpec, label: String) -> Result<IoRepo
 
 /// The first job of fio's JSON report (fio may print notes before the JSON object).
 fn first_job(text: &str) -> Result<Value> {
-    let start = text
-        .find('{')
-        .ok_or_else(|| BenchError::Fio("no JSON in fio's output".into()))?;
-    let v: Value = serde_json::from_str(&text[start..])
-        .map_err(|e| BenchError::Fio(format!("unreadable JSON from fio: {e}")))?;
+    let start = text.find('{').ok_or(FioError::NoJson)?;
+    let v: Value =
+        serde_json::from_str(&text[start..]).map_err(|source| FioError::Json { source })?;
     v["jobs"]
         .get(0)
         .cloned()
-        .ok_or_else(|| BenchError::Fio("fio's JSON has no job".into()))
+        .ok_or_else(|| FioError::NoJob.into())
 }
 
 /// A JSON number, 0 when absent.

@@ -5,7 +5,7 @@
 //! those slots, and hand the refills to the kernel together with the next wait (one
 //! `io_uring_enter` per reap pass under the adaptive policy).
 
-use crate::error::{BenchError, Result};
+use crate::error::{check_range, BenchError, BenchSetting, Result};
 use crate::pattern::{self, Rng};
 use ringdb_io::{
     open_engine, EngineKind, EngineStats, FileId, FixedBufferPool, IoCompletion, IoConfig, IoError,
@@ -39,6 +39,10 @@ pub enum RwMode {
 }
 
 impl RwMode {
+    /// The names [`RwMode`] parses from (besides `rw`, an alias of `randrw`).
+    pub const NAMES: &'static [&'static str] =
+        &["read", "write", "randread", "randwrite", "randrw"];
+
     pub fn name(self) -> &'static str {
         match self {
             RwMode::Read => "read",
@@ -74,9 +78,11 @@ impl FromStr for RwMode {
             "randwrite" => RwMode::RandWrite,
             "randrw" | "rw" => RwMode::RandRw,
             _ => {
-                return Err(BenchError::InvalidArg(format!(
-                    "unknown --rw {s:?}; expected read, write, randread, randwrite or randrw"
-                )))
+                return Err(BenchError::Unknown {
+                    setting: BenchSetting::ReadWriteMode,
+                    value: s.to_string(),
+                    one_of: RwMode::NAMES,
+                })
             }
         })
     }
@@ -136,35 +142,24 @@ impl IoSpec {
 
     fn validate(&self) -> Result<()> {
         self.io.validate()?;
-        if self.bs == 0 || self.bs > MAX_BS {
-            return Err(BenchError::InvalidArg(format!(
-                "--bs must be in 1..={MAX_BS} bytes, got {}",
-                self.bs
-            )));
-        }
+        check_range(BenchSetting::BlockSize, self.bs, 1, MAX_BS)?;
         if !self.bs.is_multiple_of(8) {
-            return Err(BenchError::InvalidArg(format!(
-                "--bs must be a multiple of 8 bytes, got {}",
-                self.bs
-            )));
+            return Err(BenchError::NotMultiple {
+                setting: BenchSetting::BlockSize,
+                value: self.bs,
+                multiple: 8,
+            });
         }
-        if self.numjobs == 0 || self.numjobs > MAX_JOBS {
-            return Err(BenchError::InvalidArg(format!(
-                "--numjobs must be in 1..={MAX_JOBS}, got {}",
-                self.numjobs
-            )));
-        }
-        if self.rwmixread > 100 {
-            return Err(BenchError::InvalidArg(format!(
-                "--rwmixread is a percentage (0..=100), got {}",
-                self.rwmixread
-            )));
-        }
+        check_range(BenchSetting::Jobs, self.numjobs.into(), 1, MAX_JOBS.into())?;
+        check_range(BenchSetting::ReadMix, self.rwmixread.into(), 0, 100)?;
         if self.runtime.is_none() && self.ios.is_none() {
-            return Err(BenchError::InvalidArg("give --runtime or --ios".into()));
+            return Err(BenchError::Missing {
+                one_of: &[BenchSetting::Runtime, BenchSetting::Ios],
+                purpose: "a run needs one to stop",
+            });
         }
-        if self.ios == Some(0) {
-            return Err(BenchError::InvalidArg("--ios must be at least 1".into()));
+        if let Some(ios) = self.ios {
+            check_range(BenchSetting::Ios, ios, 1, u64::MAX)?;
         }
         if self.io.iopoll && !self.direct {
             return Err(IoError::Unsupported {
@@ -251,7 +246,7 @@ pub fn run(spec: &IoSpec) -> Result<IoReport> {
                 main_thread.unpark();
                 r
             })
-            .map_err(|e| BenchError::Job(format!("spawning job thread: {e}")))?;
+            .map_err(|e| BenchError::job_spawn(format!("ringdb-job{job}"), e))?;
         handles.push(h);
     }
 
@@ -279,23 +274,31 @@ pub fn run(spec: &IoSpec) -> Result<IoReport> {
         bar.finish_and_clear();
     }
 
-    let mut results = Vec::new();
+    let results = join_jobs(handles)?;
+    Ok(summarise(&spec, &results, wall, cpu, iowq.seen() as u64))
+}
+
+/// Joins every job thread; the first error (in job order) wins, a panic counting as one.
+fn join_jobs(handles: Vec<std::thread::JoinHandle<Result<JobResult>>>) -> Result<Vec<JobResult>> {
+    let mut results = Vec::with_capacity(handles.len());
     let mut first_err = None;
-    for h in handles {
+    for (job, h) in handles.into_iter().enumerate() {
         match h.join() {
             Ok(Ok(r)) => results.push(r),
             Ok(Err(e)) => {
                 first_err.get_or_insert(e);
             }
-            Err(_) => {
-                first_err.get_or_insert(BenchError::Job("a job thread panicked".into()));
+            Err(payload) => {
+                first_err.get_or_insert_with(|| {
+                    BenchError::job_panicked(format!("ringdb-job{job}"), payload.as_ref())
+                });
             }
         }
     }
-    if let Some(e) = first_err {
-        return Err(e);
+    match first_err {
+        Some(e) => Err(e),
+        None => Ok(results),
     }
-    Ok(summarise(&spec, &results, wall, cpu, iowq.seen() as u64))
 }
 
 fn progress_bar(spec: &IoSpec) -> Option<indicatif::ProgressBar> {
@@ -352,27 +355,29 @@ fn prepare_target(spec: &mut IoSpec) -> Result<()> {
             spec.size = target.size;
         }
         if spec.size > target.size {
-            return Err(BenchError::InvalidArg(format!(
-                "--size {} exceeds the capacity of {} ({} bytes)",
-                spec.size,
-                spec.path.display(),
-                target.size
-            )));
+            return Err(BenchError::SizeExceedsDevice {
+                path: spec.path.clone(),
+                size_bytes: spec.size,
+                capacity_bytes: target.size,
+            });
         }
     } else if spec.size == 0 {
-        return Err(BenchError::InvalidArg(
-            "--size must be given for a file".into(),
-        ));
+        return Err(BenchError::Missing {
+            one_of: &[BenchSetting::Size],
+            purpose: "a file needs one (only a block device defaults to all of it)",
+        });
     }
-    target.check_aligned("--bs", spec.bs)?;
+    target.check_aligned("block size", spec.bs)?;
     if spec.io.iopoll {
         ringdb_io::check_iopoll(&spec.path)?;
     }
     if spec.size < spec.bs {
-        return Err(BenchError::InvalidArg(format!(
-            "--size {} is smaller than --bs {}",
-            spec.size, spec.bs
-        )));
+        return Err(BenchError::TooSmall {
+            setting: BenchSetting::Size,
+            value: spec.size,
+            min: spec.bs,
+            needed_by: "one block",
+        });
     }
     if !target.is_block_device && target.size < spec.size {
         drop(target);
@@ -421,25 +426,26 @@ pub fn fill_file(path: &Path, size: u64, progress: bool) -> Result<()> {
     while off < size {
         let n = (size - off).min(chunk.len() as u64) as usize;
         pattern::fill(&mut chunk[..n], off, 0);
-        f.write_all(&chunk[..n]).map_err(|e| fill_error(path, e))?;
+        f.write_all(&chunk[..n])
+            .map_err(|e| fill_error(path, size, e))?;
         off += n as u64;
         if let Some(b) = &bar {
             b.set_position(off - start);
         }
     }
-    f.sync_data().map_err(|e| fill_error(path, e))?;
+    f.sync_data().map_err(|e| fill_error(path, size, e))?;
     if let Some(b) = bar {
         b.finish_and_clear();
     }
     Ok(())
 }
 
-fn fill_error(path: &Path, e: std::io::Error) -> BenchError {
+fn fill_error(path: &Path, size: u64, e: std::io::Error) -> BenchError {
     if e.raw_os_error() == Some(libc::ENOSPC) {
-        BenchError::InvalidArg(format!(
-            "filling {}: the filesystem is full (ENOSPC); free space or use a smaller --size",
-            path.display()
-        ))
+        BenchError::FilesystemFull {
+            path: path.to_path_buf(),
+            size_bytes: size,
+        }
     } else {
         IoError::os(format!("filling {}", path.display()), e).into()
     }
@@ -656,10 +662,12 @@ impl JobSetup {
             return Err(IoError::from_completion(op, s.offset, result).into());
         }
         if result as u64 != spec.bs {
-            return Err(BenchError::InvalidArg(format!(
-                "short {op} at offset {}: {} of {} bytes (is the target shorter than --size?)",
-                s.offset, result, spec.bs
-            )));
+            return Err(BenchError::ShortTransfer {
+                op,
+                offset: s.offset,
+                transferred_bytes: result as u64,
+                requested_bytes: spec.bs,
+            });
         }
         done.hist
             .record_ns((now.saturating_sub(s.start) as f64 * done.ns_per_tick) as u64);

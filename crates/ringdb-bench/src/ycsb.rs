@@ -5,7 +5,7 @@
 //! Keys are 8-byte big-endian integers (so key order is numeric order); values are derived
 //! from (key, version) so a reader can tell which write it sees.
 
-use crate::error::{BenchError, Result};
+use crate::error::{BenchError, BenchSetting, Result};
 use ringdb::{Db, DbStats};
 use ringdb_lab::counters::{rdtsc, ticks_to_ns, tsc_hz, CpuTime, LatencyHist, LatencySummary};
 use ringdb_lab::iowq::IowqTracker;
@@ -421,9 +421,11 @@ impl std::str::FromStr for Workload {
             "f" => Workload::F,
             "update-only" | "u" => Workload::UpdateOnly,
             _ => {
-                return Err(BenchError::InvalidArg(format!(
-                    "unknown YCSB workload {s:?}; one of a, b, c, d, e, f, update-only"
-                )))
+                return Err(BenchError::Unknown {
+                    setting: BenchSetting::Workload,
+                    value: s.to_string(),
+                    one_of: &["a", "b", "c", "d", "e", "f", "update-only"],
+                })
             }
         })
     }
@@ -443,9 +445,11 @@ impl std::str::FromStr for Distribution {
         match s.to_ascii_lowercase().as_str() {
             "uniform" => Ok(Distribution::Uniform),
             "zipfian" | "zipf" => Ok(Distribution::Zipfian),
-            _ => Err(BenchError::InvalidArg(format!(
-                "unknown key distribution {s:?}; uniform or zipfian"
-            ))),
+            _ => Err(BenchError::Unknown {
+                setting: BenchSetting::Distribution,
+                value: s.to_string(),
+                one_of: &["uniform", "zipfian"],
+            }),
         }
     }
 }

@@ -5,7 +5,9 @@
 mod common;
 
 use common::{all_positive, assert_note, quick};
+use ringdb_bench::error::BenchSetting;
 use ringdb_bench::micro::{run, MicroResult};
+use ringdb_bench::BenchError;
 use ringdb_lab::device::DeviceInfo;
 use std::path::PathBuf;
 
@@ -209,19 +211,36 @@ fn missing_target_is_a_clear_error() {
 #[test]
 fn block_size_refuses_a_size_below_its_largest_block() {
     let path = temp_file("small");
-    let e = run("block-size", &quick(&path, 64 << 10))
-        .unwrap_err()
-        .to_string();
+    let e = run("block-size", &quick(&path, 64 << 10)).unwrap_err();
     let _ = std::fs::remove_file(&path);
-    assert!(e.contains("--size") && e.contains("1024 KiB"), "{e}");
+    assert!(
+        matches!(
+            e,
+            BenchError::TooSmall {
+                setting: BenchSetting::Size,
+                value: 65536,
+                min: 1048576,
+                ..
+            }
+        ) && e.to_string().contains("1 MiB"),
+        "{e}"
+    );
 }
 
 #[test]
 fn batch_latency_refuses_a_size_below_one_block() {
     let path = temp_file("tiny");
-    let e = run("batch-latency", &quick(&path, 1000))
-        .unwrap_err()
-        .to_string();
+    let e = run("batch-latency", &quick(&path, 1000)).unwrap_err();
     let _ = std::fs::remove_file(&path);
-    assert!(e.contains("--size"), "{e}");
+    assert!(
+        matches!(
+            e,
+            BenchError::TooSmall {
+                setting: BenchSetting::Size,
+                min: 4096,
+                ..
+            }
+        ),
+        "{e}"
+    );
 }

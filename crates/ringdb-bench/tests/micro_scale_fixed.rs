@@ -5,7 +5,9 @@
 mod common;
 
 use common::{assert_note, col, quick};
+use ringdb_bench::error::BenchSetting;
 use ringdb_bench::micro::{allowed_cpus, run, MicroOpts, MicroResult};
+use ringdb_bench::BenchError;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
@@ -239,6 +241,17 @@ fn zero_threads_is_refused() {
         max_threads: Some(0),
         ..opts(&target("zero"))
     };
-    let e = run("scale-out", &o).unwrap_err().to_string();
-    assert!(e.contains("--max-threads"), "{e}");
+    let e = run("scale-out", &o).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            BenchError::OutOfRange {
+                setting: BenchSetting::MaxThreads,
+                value: 0,
+                min: 1,
+                ..
+            }
+        ),
+        "{e}"
+    );
 }

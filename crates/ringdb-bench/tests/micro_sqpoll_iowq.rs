@@ -6,6 +6,7 @@
 mod common;
 
 use common::{all_positive, assert_note, col, quick};
+use ringdb_bench::error::BenchSetting;
 use ringdb_bench::micro::{run, MicroResult};
 use ringdb_bench::BenchError;
 use std::path::{Path, PathBuf};
@@ -244,7 +245,15 @@ fn bad_targets_are_typed_errors() {
         // Less than one block to use.
         let e = run(name, &quick(&small, 100)).unwrap_err();
         assert!(
-            matches!(e, BenchError::InvalidArg(_)) && e.to_string().contains("4096"),
+            matches!(
+                e,
+                BenchError::TooSmall {
+                    setting: BenchSetting::Size,
+                    value: 100,
+                    min: 4096,
+                    ..
+                }
+            ) && e.to_string().contains("too small"),
             "{name}: {e}"
         );
     }

@@ -10,7 +10,9 @@ use std::error::Error;
 /// A hint in flag words for `error`, when one helps: the engine's own hint first (it knows
 /// what the database was doing), then the I/O layer's for the I/O error behind it.
 pub fn hint(error: &(dyn Error + 'static)) -> Option<String> {
-    crate::hints_db::db_hint(error).or_else(|| io_cause(error).and_then(io_hint))
+    crate::hints_db::db_hint(error)
+        .or_else(|| io_cause(error).and_then(io_hint))
+        .or_else(|| crate::hints_bench::bench_hint(error))
 }
 
 /// The I/O layer's error behind `error`, however it is wrapped (the wrappers are transparent,

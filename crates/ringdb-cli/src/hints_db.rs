@@ -268,7 +268,11 @@ mod tests {
     #[test]
     fn other_errors_have_no_hint() {
         assert_eq!(db_hint(&std::io::Error::other("not the engine's")), None);
-        let e = BenchError::InvalidArg("not the engine's".into());
+        let e = BenchError::Verify {
+            mismatches: 1,
+            checked: 1,
+            first_offset: 0,
+        };
         assert_eq!(db_hint(&e), None);
     }
 }

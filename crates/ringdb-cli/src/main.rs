@@ -4,6 +4,7 @@
 #![allow(rustdoc::invalid_html_tags)]
 
 mod hints;
+mod hints_bench;
 mod hints_db;
 mod io_cmd;
 mod kv_cmd;

@@ -76,7 +76,13 @@ fn unknown_engine_and_misplaced_switch() {
         "--fixedbufs is an io_uring switch",
     );
     assert_refused(&io(&["--batch", "fixed(0)"]), "fixed batch size");
-    assert_refused(&io(&["--rw", "sideways"]), "unknown --rw");
+    let sideways = io(&["--rw", "sideways"]);
+    assert_refused(&sideways, "unknown read/write mode \"sideways\"");
+    assert_refused(
+        &sideways,
+        "one of: read, write, randread, randwrite, randrw",
+    );
+    assert_refused(&sideways, "--rw takes one of the names listed");
     assert_refused(&io(&["--bs", "4q"]), "bad size");
 }
 

@@ -72,8 +72,12 @@ fn unknown_steps_and_tiny_data_sets_are_refused() {
     );
     let out = ringdb(&["ladder", "--target", t, "--records", "10"]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("too small"));
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert!(e.contains("too small"), "{e}");
+    assert!(e.contains("hint: raise --records to at least"), "{e}");
     let out = ringdb(&["ladder", "--target", t, "--pool", "16k"]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("pool"));
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert!(e.contains("pool"), "{e}");
+    assert!(e.contains("hint: raise --pool to at least"), "{e}");
 }

@@ -134,11 +134,13 @@ fn bad_input_is_a_typed_error() {
     let _ = std::fs::remove_file(&f);
     let err = String::from_utf8_lossy(&out.stderr);
     if !err.contains("O_DIRECT is not supported") {
-        assert_refused(&out, "--bs = 1000 is not a multiple");
+        assert_refused(&out, "block size = 1000 is not a multiple");
+        assert_refused(&out, "use --bs and --size in multiples");
     }
 
     let out = ringdb(&["micro", "durable", "--ios", "0", "--target", "/dev/null"]);
-    assert_refused(&out, "--ios of at least 1");
+    assert_refused(&out, "I/O count must be at least 1, got 0");
+    assert_refused(&out, "--ios takes at least 1");
 
     let out = ringdb(&["micro", "nop-batch", "--ios", "5"]);
     assert_refused(&out, "--bs and --ios apply to durable only");

@@ -368,10 +368,10 @@ pub(super) fn load_measuring_in_memory_costs(
     };
     let r = ycsb::run(&mut db, &spec, uniform_updates(records, 7))?;
     if r.reads_per_op > 0.01 {
-        return Err(BenchError::InvalidArg(format!(
-            "the in-memory run still faulted ({:.2} reads/tx): not enough memory for a pool of {big_pool} pages",
-            r.reads_per_op
-        )));
+        return Err(BenchError::StillFaulting {
+            reads_per_transaction: r.reads_per_op,
+            pool_pages: big_pool,
+        });
     }
     c.c_tx = r.cycles_per_op;
     c.c_restart = r.cycles_per_op;

@@ -34,7 +34,7 @@ mod workload;
 pub use calibrate::{calibrate, Calibration};
 pub use table::table;
 
-use crate::error::{BenchError, Result};
+use crate::error::{BenchError, BenchSetting, Result};
 use serde::Serialize;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -253,13 +253,7 @@ pub fn run(opts: &LadderOpts, progress: &dyn Fn(&str)) -> Result<LadderReport> {
 }
 
 fn check_tasks(opts: &LadderOpts) -> Result<()> {
-    if opts.tasks == 0 || opts.tasks > MAX_TASKS {
-        return Err(BenchError::InvalidArg(format!(
-            "tasks must be in 1..={MAX_TASKS}, got {}",
-            opts.tasks
-        )));
-    }
-    Ok(())
+    crate::error::check_range(BenchSetting::Tasks, opts.tasks as u64, 1, MAX_TASKS as u64)
 }
 
 /// The steps asked for (all of [`STEPS`] by default), each checked to be one of them.
@@ -269,7 +263,11 @@ fn selected_steps(opts: &LadderOpts) -> Result<Vec<String>> {
         None => STEPS.iter().map(|s| s.to_string()).collect(),
     };
     if let Some(unknown) = names.iter().find(|n| !STEPS.contains(&n.as_str())) {
-        return Err(BenchError::InvalidArg(steps::unknown_step(unknown)));
+        return Err(BenchError::Unknown {
+            setting: BenchSetting::Step,
+            value: unknown.clone(),
+            one_of: STEPS,
+        });
     }
     Ok(names)
 }
@@ -279,27 +277,26 @@ fn selected_steps(opts: &LadderOpts) -> Result<Vec<String>> {
 fn check_data_set(opts: &LadderOpts, records: u64) -> Result<()> {
     let min_frames = ringdb::buffer::MIN_FRAMES;
     if opts.pool_pages < min_frames {
-        return Err(BenchError::InvalidArg(format!(
-            "a buffer pool of {} pages is too small: at least {} ({} KiB with {}-byte pages)",
-            opts.pool_pages,
-            min_frames,
-            min_frames * opts.page_size / 1024,
-            opts.page_size
-        )));
+        return Err(BenchError::PoolTooSmall {
+            pool_pages: opts.pool_pages,
+            min_pages: min_frames,
+            page_size_bytes: opts.page_size,
+        });
     }
     if records < MIN_RECORDS {
-        return Err(BenchError::InvalidArg(format!(
-            "{records} records is too small a data set for the ladder (at least {MIN_RECORDS})"
-        )));
+        return Err(BenchError::TooSmall {
+            setting: BenchSetting::Records,
+            value: records,
+            min: MIN_RECORDS,
+            needed_by: "the ladder's data set",
+        });
     }
     if let Some(block) = target::nvme_namespace(&opts.target) {
         if !block.exists() {
-            return Err(BenchError::InvalidArg(format!(
-                "{} is an NVMe char device, but its namespace's block device {} (which the \
-                 steps that go through the block layer use) is missing",
-                opts.target.display(),
-                block.display()
-            )));
+            return Err(BenchError::MissingBlockDevice {
+                char_device: opts.target.clone(),
+                block_device: block,
+            });
         }
     }
     Ok(())

@@ -14,7 +14,7 @@
 
 use super::target::{describe_device, usable_size};
 use super::{available_cpus, MicroOpts, MicroResult, Plot, Series};
-use crate::error::{BenchError, Result};
+use crate::error::{BenchError, BenchSetting, Result};
 use crate::pattern::{self, Rng};
 use crate::rawio::{self, IoSpec, RwMode};
 use ringdb_io::{
@@ -73,17 +73,20 @@ pub fn run(opts: &MicroOpts) -> Result<MicroResult> {
     let runtime = opts.runtime_capped_when_quick(QUICK_POINT);
     let size = usable_size(&opts.target, opts.size)?;
     if size < BS {
-        return Err(BenchError::InvalidArg(format!(
-            "batch-latency needs --size of at least {BS} bytes, got {size}"
-        )));
+        return Err(BenchError::TooSmall {
+            setting: BenchSetting::Size,
+            value: size,
+            min: BS,
+            needed_by: "batch-latency",
+        });
     }
     let calibrated_iops = calibrate(opts, size, runtime)?;
     let rate = calibrated_iops * RATE_FRACTION;
     if !rate.is_finite() || rate < 1.0 {
-        return Err(BenchError::InvalidArg(format!(
-            "calibration on {} reached {calibrated_iops:.1} write IOPS; too few to pace",
-            opts.target.display(),
-        )));
+        return Err(BenchError::TooSlowToPace {
+            path: opts.target.clone(),
+            write_iops: calibrated_iops,
+        });
     }
     if opts.progress {
         eprintln!(
@@ -361,9 +364,7 @@ impl Tally {
     fn point(&self, batch: u32, interval: u64, enters: u64) -> Result<Point> {
         let (first_due, enters0) = self.first_recorded.unwrap_or((self.record_from, 0));
         if self.recorded == 0 {
-            return Err(BenchError::InvalidArg(format!(
-                "batch {batch}: no write completed in the measured window"
-            )));
+            return Err(BenchError::NothingCompleted { batch });
         }
         // The schedule's span, or longer when the last write completed after it would have
         // been time for another batch (the device or this thread fell behind).
@@ -464,9 +465,7 @@ impl Writer {
         let hz = tsc_hz();
         let depth = self.engine.depth();
         if batch as usize > depth {
-            return Err(BenchError::InvalidArg(format!(
-                "batch {batch} exceeds the ring depth {depth}"
-            )));
+            return Err(BenchError::BatchExceedsDepth { batch, depth });
         }
         let start = rdtsc();
         let mut t = Tally::new(hz, start, warmup, depth);
@@ -530,8 +529,8 @@ impl Writer {
 
     /// Pushes one write to `offset` of the batch due at tick `due`, from a free slot.
     fn push_write(&mut self, t: &mut Tally, due: u64, offset: u64) -> Result<()> {
-        let slot = t.free.pop().ok_or_else(|| {
-            BenchError::InvalidArg("no free write slot (ring bookkeeping)".into())
+        let slot = t.free.pop().ok_or(BenchError::Internal {
+            what: "no free write slot (ring bookkeeping)",
         })?;
         t.due[slot] = due;
         t.offset[slot] = offset;
@@ -584,10 +583,12 @@ impl Writer {
                 return Err(IoError::from_completion("write", t.offset[slot], c.result).into());
             }
             if c.result as u64 != BS {
-                return Err(BenchError::InvalidArg(format!(
-                    "short write at offset {}: {} of {BS} bytes",
-                    t.offset[slot], c.result
-                )));
+                return Err(BenchError::ShortTransfer {
+                    op: "write",
+                    offset: t.offset[slot],
+                    transferred_bytes: c.result as u64,
+                    requested_bytes: BS,
+                });
             }
             let due = t.due[slot];
             if due >= t.record_from {

@@ -12,7 +12,7 @@
 
 use super::target::{describe_device, usable_size};
 use super::{available_cpus, MicroOpts, MicroResult, Plot, Series};
-use crate::error::{BenchError, Result};
+use crate::error::{BenchError, BenchSetting, Result};
 use crate::rawio::{self, IoReport, IoSpec, RwMode};
 use ringdb_io::{EngineKind, IoConfig, IoError};
 use ringdb_lab::device::DeviceInfo;
@@ -191,10 +191,12 @@ impl Sweep {
         let largest = sizes.iter().copied().max().unwrap_or(4 * KIB);
         let size = usable_size(&opts.target, opts.size)?;
         if size < largest {
-            return Err(BenchError::InvalidArg(format!(
-                "block-size needs --size of at least {} KiB (its largest block), got {size} bytes",
-                largest / KIB
-            )));
+            return Err(BenchError::TooSmall {
+                setting: BenchSetting::Size,
+                value: size,
+                min: largest,
+                needed_by: "block-size's largest block",
+            });
         }
         Ok(Sweep {
             sizes,

@@ -23,7 +23,7 @@ mod target;
 
 pub use report::{MicroResult, Plot, Series};
 
-use crate::error::{BenchError, Result};
+use crate::error::{BenchError, BenchSetting, Result};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -143,9 +143,10 @@ pub fn run(name: &str, opts: &MicroOpts) -> Result<MicroResult> {
         "scale-out" => scale_out::run(opts),
         "fixed-buffers" => fixed_buffers::run(opts),
         "durable" => durable::run(opts),
-        _ => Err(BenchError::InvalidArg(format!(
-            "unknown microbenchmark {name:?}; one of: {}",
-            NAMES.join(", ")
-        ))),
+        _ => Err(BenchError::Unknown {
+            setting: BenchSetting::Microbenchmark,
+            value: name.to_string(),
+            one_of: NAMES,
+        }),
     }
 }

@@ -74,10 +74,12 @@ fn check_completion(req: &IoRequest, res: i32) -> Result<()> {
         return Err(IoError::from_completion(op, req.offset, res).into());
     }
     if req.op != OpKind::Nop && res as u32 != req.len {
-        return Err(BenchError::InvalidArg(format!(
-            "short {op} at offset {}: {res} of {} bytes",
-            req.offset, req.len
-        )));
+        return Err(BenchError::ShortTransfer {
+            op,
+            offset: req.offset,
+            transferred_bytes: res as u64,
+            requested_bytes: req.len.into(),
+        });
     }
     Ok(())
 }
@@ -124,7 +126,7 @@ pub(super) fn run_sampling_workers<T: Send>(
             Ok(h) => h,
             Err(e) => {
                 return (
-                    Err(BenchError::Job(format!("spawning the {name} thread: {e}"))),
+                    Err(BenchError::job_spawn(format!("ringdb-{name}"), e)),
                     HashSet::new(),
                 )
             }
@@ -137,9 +139,12 @@ pub(super) fn run_sampling_workers<T: Send>(
                 seen.extend(workers_of(t));
             }
         }
-        let r = h
-            .join()
-            .unwrap_or_else(|_| Err(BenchError::Job(format!("the {name} thread panicked"))));
+        let r = h.join().unwrap_or_else(|payload| {
+            Err(BenchError::job_panicked(
+                format!("ringdb-{name}"),
+                payload.as_ref(),
+            ))
+        });
         (r, seen)
     })
 }

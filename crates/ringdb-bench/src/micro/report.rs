@@ -154,12 +154,13 @@ impl MicroResult {
 
     /// Writes the plot as SVG. Fails when this result has no plot.
     pub fn write_svg(&self, path: &Path) -> Result<()> {
-        let plot = self
-            .plot
-            .as_ref()
-            .ok_or_else(|| BenchError::InvalidArg(format!("{} has no plot", self.name)))?;
-        draw_svg(plot, path)
-            .map_err(|e| BenchError::InvalidArg(format!("plotting {}: {e}", path.display())))
+        let plot = self.plot.as_ref().ok_or_else(|| BenchError::NoPlot {
+            benchmark: self.name.to_string(),
+        })?;
+        draw_svg(plot, path).map_err(|e| BenchError::Plot {
+            path: path.to_path_buf(),
+            reason: e.to_string(),
+        })
     }
 }
 

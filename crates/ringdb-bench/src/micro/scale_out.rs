@@ -9,7 +9,7 @@
 
 use super::target::describe_target;
 use super::{allowed_cpus, MicroOpts, MicroResult, Plot, Series};
-use crate::error::{BenchError, Result};
+use crate::error::{BenchSetting, Result};
 use crate::rawio::{self, IoReport, IoSpec, RwMode, MAX_JOBS};
 use ringdb_io::{EngineKind, IoConfig, SetupMode, SqPoll};
 use serde_json::{json, Value};
@@ -107,11 +107,12 @@ impl Plan {
         let cpus = allowed_cpus();
         let usable_cpus = cpus.len() as u32;
         let max_threads = opts.max_threads.unwrap_or(usable_cpus);
-        if max_threads == 0 || max_threads > MAX_JOBS {
-            return Err(BenchError::InvalidArg(format!(
-                "--max-threads must be in 1..={MAX_JOBS}, got {max_threads}"
-            )));
-        }
+        crate::error::check_range(
+            BenchSetting::MaxThreads,
+            max_threads.into(),
+            1,
+            MAX_JOBS.into(),
+        )?;
         let rws: &'static [RwMode] = if opts.quick {
             &[RwMode::RandRead]
         } else {

@@ -234,9 +234,14 @@ pub fn run(opts: &MicroOpts) -> Result<MicroResult> {
         std::thread::Builder::new()
             .name("ringdb-sqpoll-wakeup".into())
             .spawn_scoped(s, || measure_all(path, &plan, opts.progress))
-            .map_err(|e| BenchError::Job(format!("spawning the measuring thread: {e}")))?
+            .map_err(|e| BenchError::job_spawn("ringdb-sqpoll-wakeup", e))?
             .join()
-            .unwrap_or_else(|_| Err(BenchError::Job("the measuring thread panicked".into())))
+            .unwrap_or_else(|payload| {
+                Err(BenchError::job_panicked(
+                    "ringdb-sqpoll-wakeup",
+                    payload.as_ref(),
+                ))
+            })
     })?;
     let mut r = MicroResult::new("sqpoll-wakeup", MIRRORS, COLUMNS);
     for p in &run.points {

@@ -6,7 +6,7 @@
 //! target was (a file on a virtio disk, zram, tmpfs), which is what the two descriptions do.
 
 use super::MicroOpts;
-use crate::error::{BenchError, Result};
+use crate::error::{BenchError, BenchSetting, Result};
 use crate::rawio::fill_file;
 use ringdb_io::IoError;
 use ringdb_io::{Target, TargetOptions};
@@ -44,25 +44,28 @@ pub(super) fn usable_size(path: &Path, size: u64) -> Result<u64> {
 
 /// Checks the target and makes it usable: a missing or short regular file is created and
 /// filled (as every storage microbenchmark does); returns the bytes to use, a multiple of 4 KiB.
-pub(super) fn prepare_target(opts: &MicroOpts, who: &str) -> Result<u64> {
+pub(super) fn prepare_target(opts: &MicroOpts, who: &'static str) -> Result<u64> {
     let path = opts.target.as_path();
     let size = usable_size(path, opts.size)?;
     if size < BS {
-        return Err(BenchError::InvalidArg(format!(
-            "{who} needs --size of at least {BS} bytes, got {}",
-            opts.size
-        )));
+        return Err(BenchError::TooSmall {
+            setting: BenchSetting::Size,
+            value: opts.size,
+            min: BS,
+            needed_by: who,
+        });
     }
     create_or_fill(path, size, opts.progress)?;
     let t = open_direct_read(path)?;
     t.check_aligned("block size", BS)?;
     let size = size.min(t.size - t.size % BS);
     if size < BS {
-        return Err(BenchError::InvalidArg(format!(
-            "{} holds {} bytes; {who} needs at least {BS}",
-            path.display(),
-            t.size
-        )));
+        return Err(BenchError::TargetTooSmall {
+            path: path.to_path_buf(),
+            size_bytes: t.size,
+            needed_bytes: BS,
+            needed_by: who,
+        });
     }
     Ok(size)
 }
@@ -97,10 +100,10 @@ fn create_or_fill(path: &Path, size: u64, progress: bool) -> Result<()> {
             fill_file(path, size, progress)?;
         }
         Ok(m) if m.is_dir() => {
-            return Err(BenchError::InvalidArg(format!(
-                "{} is a directory; name a file or a block device",
-                path.display()
-            )))
+            return Err(IoError::IsDirectory {
+                path: path.to_path_buf(),
+            }
+            .into())
         }
         Ok(m) if m.is_file() => {
             if m.len() < size {
@@ -109,10 +112,9 @@ fn create_or_fill(path: &Path, size: u64, progress: bool) -> Result<()> {
         }
         Ok(m) if m.file_type().is_block_device() => {}
         Ok(_) => {
-            return Err(BenchError::InvalidArg(format!(
-                "{} is neither a regular file nor a block device",
-                path.display()
-            )))
+            return Err(BenchError::UnsupportedTarget {
+                path: path.to_path_buf(),
+            })
         }
     }
     Ok(())

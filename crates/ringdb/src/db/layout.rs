@@ -34,7 +34,7 @@ pub struct FileSet<T> {
 }
 
 impl<T> FileSet<T> {
-    /// The three values in the runtime's file order (the order of [`FILE_IDS`]: data, log,
+    /// The three values in the runtime's file order (the order of `FILE_IDS`: data, log,
     /// double-write), for APIs that take a list of files.
     pub fn into_file_order(self) -> [T; 3] {
         [self.data, self.log, self.double_write]

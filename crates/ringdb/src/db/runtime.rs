@@ -20,7 +20,7 @@ use std::path::Path;
 use std::rc::Rc;
 
 /// What `Db::open_on` is given: an engine over the files (data, log, double-write: file ids
-/// 0, 1 and 2, see [`FILE_IDS`]), their lengths, and the handles that must outlive it.
+/// 0, 1 and 2, see `FILE_IDS`), their lengths, and the handles that must outlive it.
 pub struct Storage {
     /// The engine over the three files.
     pub engine: Box<dyn Engine>,

@@ -6,7 +6,7 @@
 //! completed the requests it pushed.
 
 use super::{Measured, Method, Plan, Point, WARMUP_OPS};
-use crate::error::{BenchError, Result};
+use crate::error::{BenchError, JobFailure, Result};
 use crate::micro::qd1::{one_op, run_sampling_workers};
 use ringdb_io::{
     open_engine, AlignedBuf, Engine, EngineKind, FileId, IoConfig, IoError, IoRequest, OpKind,
@@ -70,7 +70,7 @@ impl SyncThread {
                     }
                 }
             })
-            .map_err(|e| BenchError::Job(format!("starting the fdatasync thread: {e}")))?;
+            .map_err(|e| BenchError::job_spawn("ringdb-durable-sync", e))?;
         Ok(SyncThread {
             tx: Some(tx),
             rx,
@@ -80,7 +80,10 @@ impl SyncThread {
 
     /// One `fdatasync` on the helper thread; blocks until it is done.
     fn sync(&self) -> Result<()> {
-        let gone = || BenchError::Job("the fdatasync thread is gone".into());
+        let gone = || BenchError::Job {
+            thread: "ringdb-durable-sync".into(),
+            failure: JobFailure::Gone,
+        };
         self.tx
             .as_ref()
             .ok_or_else(gone)?
@@ -141,7 +144,9 @@ impl LinkedRing {
             let mut sq = self.ring.submission();
             sq.push(&write)
                 .and_then(|_| sq.push(&sync))
-                .map_err(|_| BenchError::Job("the linked ring's SQ is full".into()))?;
+                .map_err(|_| BenchError::Internal {
+                    what: "the linked ring's SQ is full",
+                })?;
         }
         let (mut write_res, mut sync_res) = (None, None);
         while write_res.is_none() || sync_res.is_none() {
@@ -166,9 +171,12 @@ impl LinkedRing {
             return Err(IoError::from_completion("write", offset, w).into());
         }
         if w as u32 != len {
-            return Err(BenchError::InvalidArg(format!(
-                "short linked write at offset {offset}: {w} of {len} bytes (the fdatasync was cancelled)"
-            )));
+            return Err(BenchError::ShortTransfer {
+                op: "linked write (its fdatasync cancelled)",
+                offset,
+                transferred_bytes: w as u64,
+                requested_bytes: len.into(),
+            });
         }
         if s < 0 {
             return Err(IoError::from_completion("fdatasync", offset, s).into());

@@ -34,7 +34,8 @@ mod report;
 
 use super::target::prepare_target;
 use super::{first_allowed_cpu, MicroOpts, MicroResult};
-use crate::error::{BenchError, Result};
+use crate::error::check_range;
+use crate::error::{BenchError, BenchSetting, Result};
 use job::{measure, nvme_point};
 use ringdb_io::{Target, TargetOptions};
 use ringdb_lab::counters::LatencySummary;
@@ -209,19 +210,11 @@ fn nvme_flush_refusal(path: &Path) -> String {
 /// Checks `--bs` and `--ios` and the target; returns the plan and the target's description.
 fn plan(opts: &MicroOpts, ng: bool) -> Result<Plan> {
     let bs = opts.bs.unwrap_or(DEFAULT_BS);
-    if bs == 0 || bs > u32::MAX as u64 {
-        return Err(BenchError::InvalidArg(format!(
-            "durable needs --bs between 1 byte and 4 GiB, got {bs}"
-        )));
-    }
+    check_range(BenchSetting::BlockSize, bs, 1, u32::MAX.into())?;
     let ios = opts
         .ios
         .unwrap_or(if opts.quick { QUICK_IOS } else { DEFAULT_IOS });
-    if ios == 0 {
-        return Err(BenchError::InvalidArg(
-            "durable needs --ios of at least 1".into(),
-        ));
-    }
+    check_range(BenchSetting::Ios, ios, 1, u64::MAX)?;
     let runtime = opts.runtime_capped_when_quick(QUICK_RUNTIME);
     let cpu = first_allowed_cpu();
     let region = if ng {
@@ -237,14 +230,16 @@ fn plan(opts: &MicroOpts, ng: bool) -> Result<Plan> {
                 create: false,
             },
         )?;
-        t.check_aligned("--bs", bs)?;
+        t.check_aligned("block size", bs)?;
         size - size % bs
     };
     if region < bs {
-        return Err(BenchError::InvalidArg(format!(
-            "durable needs --size of at least --bs ({bs} bytes), got {}",
-            opts.size
-        )));
+        return Err(BenchError::TooSmall {
+            setting: BenchSetting::Size,
+            value: opts.size,
+            min: bs,
+            needed_by: "one block of durable",
+        });
     }
     Ok(Plan {
         path: opts.target.clone(),
