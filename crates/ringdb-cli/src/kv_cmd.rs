@@ -259,11 +259,7 @@ pub struct CheckArgs {
 /// Recovers, verifies the tree and every page's checksum; Ok(false) on any problem.
 pub fn check(a: CheckArgs) -> Result<bool, Box<dyn std::error::Error>> {
     let mut db = a.db.open(false)?;
-    let h = db.handle();
-    let report = db.runtime().block_on(async move {
-        let t = h.tree();
-        ringdb::verify::verify_tree(t.buffer(), t.root(), &t.buffer().free_pages()).await
-    })?;
+    let report = db.verify()?;
     let ok = report.is_ok();
     if a.json {
         println!("{}", serde_json::to_string_pretty(&report)?);

@@ -85,6 +85,7 @@ pub mod verify;
 pub mod wal;
 
 pub use buffer::PoolStats;
+pub use checkpoint::CheckpointStats;
 pub use db::{
     Db, DbHandle, DbStats, DeviceLayout, FileSet, Options, Storage, WriteBatch, DATA_FILE, DW_FILE,
     WAL_FILE,
