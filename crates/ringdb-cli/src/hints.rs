@@ -9,7 +9,9 @@ use std::error::Error;
 
 /// A hint in flag words for `error`, when one helps.
 pub fn hint(error: &(dyn Error + 'static)) -> Option<String> {
-    io_cause(error).and_then(io_hint)
+    io_cause(error)
+        .and_then(io_hint)
+        .or_else(|| crate::hints_net::net_hint(error))
 }
 
 /// The I/O layer's error behind `error`, however it is wrapped (the wrappers are transparent,

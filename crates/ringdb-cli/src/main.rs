@@ -1,6 +1,7 @@
 //! `ringdb`: the command line of the ringdb storage engine and I/O lab.
 
 mod hints;
+mod hints_net;
 mod io_cmd;
 mod kv_cmd;
 mod ladder_cmd;
