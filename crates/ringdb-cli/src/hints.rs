@@ -13,6 +13,7 @@ pub fn hint(error: &(dyn Error + 'static)) -> Option<String> {
     crate::hints_db::db_hint(error)
         .or_else(|| io_cause(error).and_then(io_hint))
         .or_else(|| crate::hints_bench::bench_hint(error))
+        .or_else(|| crate::hints_net::net_hint(error))
 }
 
 /// The I/O layer's error behind `error`, however it is wrapped (the wrappers are transparent,

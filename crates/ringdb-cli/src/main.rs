@@ -6,6 +6,7 @@
 mod hints;
 mod hints_bench;
 mod hints_db;
+mod hints_net;
 mod io_cmd;
 mod kv_cmd;
 mod ladder_cmd;

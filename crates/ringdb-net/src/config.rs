@@ -1,7 +1,7 @@
 //! Transport selection and every io_uring network switch, parsed from one spec string such as
 //! `epoll`, `uring+zc-send`, `uring-sqpoll+regfds+regbufs` or `uring-defer+multishot+pollfirst`.
 
-use crate::error::{NetError, Result};
+use crate::error::{NetError, NetSetting, NetSwitch, Result, SpecPart};
 use ringdb_io::{SetupMode, SqPoll};
 use serde::Serialize;
 use std::fmt;
@@ -24,6 +24,7 @@ pub enum TransportKind {
 }
 
 impl TransportKind {
+    /// Every transport, in the order the benchmarks report them.
     pub const ALL: [TransportKind; 5] = [
         TransportKind::Epoll,
         TransportKind::Uring,
@@ -32,6 +33,7 @@ impl TransportKind {
         TransportKind::UringZcRecv,
     ];
 
+    /// The transport's spec word (`epoll`, `uring+zc-send`, ...).
     pub fn name(self) -> &'static str {
         match self {
             TransportKind::Epoll => "epoll",
@@ -42,8 +44,20 @@ impl TransportKind {
         }
     }
 
+    /// Whether the transport runs on io_uring.
     pub fn is_uring(self) -> bool {
         self != TransportKind::Epoll
+    }
+
+    /// The spec switch that selects this transport on a uring base (`None` for the plain
+    /// ones: `epoll`, `uring`).
+    pub fn switch(self) -> Option<NetSwitch> {
+        match self {
+            TransportKind::Epoll | TransportKind::Uring => None,
+            TransportKind::UringZcSend => Some(NetSwitch::ZeroCopySend),
+            TransportKind::UringMultishot => Some(NetSwitch::Multishot),
+            TransportKind::UringZcRecv => Some(NetSwitch::ZeroCopyReceive),
+        }
     }
 }
 
@@ -59,6 +73,7 @@ pub const DEFAULT_SQPOLL_IDLE_MS: u32 = 100;
 /// Everything a transport needs to know. Each switch is off by default.
 #[derive(Clone, Debug, Serialize)]
 pub struct NetConfig {
+    /// How bytes move between user space and the socket.
     pub transport: TransportKind,
     /// How the ring runs completion task work (the transports always add
     /// `IORING_SETUP_SINGLE_ISSUER`: one thread drives each ring). Paper Sec. 4.6: DeferTR.
@@ -73,13 +88,15 @@ pub struct NetConfig {
     pub reg_bufs: bool,
     /// NAPI busy poll (`IORING_REGISTER_NAPI`); only where the device has NAPI contexts.
     pub napi: bool,
-    /// Size of one send buffer (slot) and how many there are.
+    /// Size of one send buffer (slot), in bytes.
     pub send_buf_size: usize,
+    /// How many send buffers (slots) there are.
     pub send_bufs: usize,
     /// Per-connection receive buffer (single-shot), or the size of one provided buffer.
     pub recv_buf_size: usize,
     /// Provided buffers in the multishot ring (a power of two).
     pub recv_bufs: usize,
+    /// Submission queue entries of each ring.
     pub ring_entries: u32,
     /// Longest wait without any progress before an operation gives up with a timeout error.
     pub io_timeout: Duration,
@@ -132,19 +149,18 @@ impl NetConfig {
                 self.set_ring(SetupMode::Default, true);
             }
             other => {
-                return Err(NetError::invalid(
-                    "transport",
-                    format!(
-                    "unknown base {other:?} in {spec:?} (epoll, uring, uring-defer, uring-coop, uring-default, uring-sqpoll)"
-                ),
-                ))
+                return Err(NetError::UnknownTransportWord {
+                    spec: spec.to_string(),
+                    part: SpecPart::Base,
+                    word: other.to_string(),
+                })
             }
         }
         for sw in parts {
             match sw {
-                "zc-send" | "zcsend" => self.set_kind(TransportKind::UringZcSend, spec)?,
-                "multishot" => self.set_kind(TransportKind::UringMultishot, spec)?,
-                "zc-recv" | "zcrx" => self.set_kind(TransportKind::UringZcRecv, spec)?,
+                "zc-send" | "zcsend" => self.set_kind(TransportKind::UringZcSend)?,
+                "multishot" => self.set_kind(TransportKind::UringMultishot)?,
+                "zc-recv" | "zcrx" => self.set_kind(TransportKind::UringZcRecv)?,
                 "regfds" | "regfiles" => self.reg_files = true,
                 "regbufs" => self.reg_bufs = true,
                 "napi" => self.napi = true,
@@ -152,12 +168,11 @@ impl NetConfig {
                 "defer" => self.set_ring(SetupMode::Defer, false),
                 "sqpoll" => self.set_ring(SetupMode::Default, true),
                 other => {
-                    return Err(NetError::invalid(
-                        "transport",
-                        format!(
-                            "unknown switch {other:?} in {spec:?} (zc-send, multishot, zc-recv, regfds, regbufs, napi, pollfirst, sqpoll)"
-                        ),
-                    ))
+                    return Err(NetError::UnknownTransportWord {
+                        spec: spec.to_string(),
+                        part: SpecPart::Switch,
+                        word: other.to_string(),
+                    })
                 }
             }
         }
@@ -173,12 +188,18 @@ impl NetConfig {
         });
     }
 
-    fn set_kind(&mut self, kind: TransportKind, spec: &str) -> Result<()> {
-        if self.transport != TransportKind::Uring {
-            return Err(NetError::invalid(
-                "transport",
-                format!("{spec:?}: {kind} needs the uring base and excludes other transports"),
-            ));
+    /// Selects the transport `kind` (one of the `+switch` transports) on a uring base.
+    fn set_kind(&mut self, kind: TransportKind) -> Result<()> {
+        let switch = kind.switch().expect("set_kind is given a switch transport");
+        if self.transport == TransportKind::Epoll {
+            return Err(NetError::NeedsUring { switch });
+        }
+        if let Some(first) = self.transport.switch() {
+            return Err(NetError::Conflict {
+                first,
+                second: switch,
+                reason: "each is a transport of its own",
+            });
         }
         self.transport = kind;
         Ok(())
@@ -214,52 +235,61 @@ impl NetConfig {
 
     /// Refuses combinations that mean nothing, before any resource exists.
     pub fn validate(&self) -> Result<()> {
-        if self.transport == TransportKind::Epoll
-            && (self.reg_files
-                || self.reg_bufs
-                || self.napi
-                || self.poll_first
-                || self.sqpoll.is_some())
-        {
-            return Err(NetError::invalid(
-                "transport",
-                "regfds/regbufs/napi/pollfirst/sqpoll are io_uring switches; epoll has none of them",
-            ));
+        self.validate_switches()?;
+        NetError::check_range(
+            NetSetting::SendBufferSize,
+            self.send_buf_size,
+            1,
+            u32::MAX as usize / 2,
+        )?;
+        NetError::check_range(NetSetting::SendBuffers, self.send_bufs, 1, 4096)?;
+        NetError::check_range(
+            NetSetting::ReceiveBufferSize,
+            self.recv_buf_size,
+            64,
+            1 << 30,
+        )?;
+        if !self.recv_bufs.is_power_of_two() || self.recv_bufs > MAX_RECV_BUFS {
+            return Err(NetError::NotPowerOfTwo {
+                setting: NetSetting::ReceiveBuffers,
+                value: self.recv_bufs as u64,
+                max: MAX_RECV_BUFS as u64,
+            });
+        }
+        // Both factors are bounded above, so the product cannot overflow.
+        let send_memory = self.send_buf_size * self.send_bufs;
+        NetError::check_range(NetSetting::SendMemory, send_memory, 1, 1 << 30)
+    }
+
+    /// Refuses io_uring switches on epoll, and switches that exclude each other.
+    fn validate_switches(&self) -> Result<()> {
+        if self.transport == TransportKind::Epoll {
+            let uring_only = [
+                (self.reg_files, NetSwitch::RegisteredFiles),
+                (self.reg_bufs, NetSwitch::RegisteredBuffers),
+                (self.napi, NetSwitch::Napi),
+                (self.poll_first, NetSwitch::PollFirst),
+                (self.sqpoll.is_some(), NetSwitch::Sqpoll),
+            ];
+            if let Some(&(_, switch)) = uring_only.iter().find(|(on, _)| *on) {
+                return Err(NetError::NeedsUring { switch });
+            }
         }
         if self.transport == TransportKind::Uring && self.reg_bufs && self.poll_first {
-            return Err(NetError::invalid(
-                "transport",
-                "uring+regbufs sends and receives with WRITE_FIXED/READ_FIXED, which have no poll-first flag; drop one of them",
-            ));
-        }
-        if self.send_buf_size == 0 || self.send_buf_size > u32::MAX as usize / 2 {
-            return Err(NetError::invalid("send buffer size", "must be 1 B..2 GiB"));
-        }
-        if self.send_bufs == 0 || self.send_bufs > 4096 {
-            return Err(NetError::invalid("send buffers", "must be 1..4096"));
-        }
-        if self.recv_buf_size < 64 || self.recv_buf_size > (1 << 30) {
-            return Err(NetError::invalid(
-                "receive buffer size",
-                "must be 64 B..1 GiB",
-            ));
-        }
-        if !self.recv_bufs.is_power_of_two() || self.recv_bufs > 32768 {
-            return Err(NetError::invalid(
-                "receive buffers",
-                "the provided-buffer ring needs a power of two up to 32768",
-            ));
-        }
-        if (self.send_buf_size * self.send_bufs) > (1 << 30) {
-            return Err(NetError::invalid(
-                "send buffers",
-                "send memory (size x count) must stay under 1 GiB, the limit of one registered buffer",
-            ));
+            return Err(NetError::Conflict {
+                first: NetSwitch::RegisteredBuffers,
+                second: NetSwitch::PollFirst,
+                reason: "uring+regbufs sends and receives with WRITE_FIXED/READ_FIXED, which have no poll-first flag",
+            });
         }
         Ok(())
     }
 }
 
+/// The most provided buffers the multishot ring takes.
+const MAX_RECV_BUFS: usize = 32768;
+
+/// Parses a spec onto the default configuration ([`NetConfig::apply_spec`]).
 impl FromStr for NetConfig {
     type Err = NetError;
     fn from_str(s: &str) -> Result<Self> {
@@ -299,5 +329,51 @@ mod tests {
         assert!("uring+zc-send+multishot".parse::<NetConfig>().is_err());
         assert!("tcp".parse::<NetConfig>().is_err());
         assert!("uring+regbufs+pollfirst".parse::<NetConfig>().is_err());
+    }
+
+    #[test]
+    fn refusals_carry_the_switch_and_the_word() {
+        let error = "epoll+regfds".parse::<NetConfig>().unwrap_err();
+        assert!(matches!(
+            error,
+            NetError::NeedsUring {
+                switch: NetSwitch::RegisteredFiles
+            }
+        ));
+        let error = "uring+zc-send+multishot".parse::<NetConfig>().unwrap_err();
+        assert!(matches!(
+            error,
+            NetError::Conflict {
+                first: NetSwitch::ZeroCopySend,
+                second: NetSwitch::Multishot,
+                ..
+            }
+        ));
+        match "uring+zerocopy".parse::<NetConfig>().unwrap_err() {
+            NetError::UnknownTransportWord { part, word, .. } => {
+                assert_eq!(part, SpecPart::Switch);
+                assert_eq!(word, "zerocopy");
+            }
+            other => panic!("wrong error: {other}"),
+        }
+        let mut config = NetConfig {
+            recv_bufs: 48,
+            ..NetConfig::default()
+        };
+        assert!(matches!(
+            config.validate(),
+            Err(NetError::NotPowerOfTwo { value: 48, .. })
+        ));
+        config.recv_bufs = 64;
+        config.send_bufs = 0;
+        assert!(matches!(
+            config.validate(),
+            Err(NetError::OutOfRange {
+                setting: NetSetting::SendBuffers,
+                value: 0,
+                min: 1,
+                max: 4096
+            })
+        ));
     }
 }

@@ -1,24 +1,38 @@
 //! The shuffle's wire format: a 24-byte header (magic, sender, flags, payload length, tuple
 //! size, payload checksum) followed by the payload. A stream decoder reassembles frames from
-//! arbitrary slices (partial reads) and refuses anything malformed.
+//! arbitrary slices (partial reads) and refuses anything malformed with a
+//! [`NetError::MalformedFrame`] whose [`FrameFault`] says what was wrong.
+//!
+//! This is a module of its own because it is a protocol: a peer of another build, a fuzzer or a
+//! test speaks it byte for byte, and the decoder is the one place that must refuse whatever
+//! they send without crashing, hanging or handing the sink a frame that breaks the format.
 
-use crate::error::{NetError, Result};
+use crate::error::{FrameFault, NetError, Result};
 
-pub const MAGIC: u32 = 0x4642_4452; // "RDBF" little-endian
+/// The first four bytes of every header: `"RDBF"` little-endian.
+pub const MAGIC: u32 = 0x4642_4452;
+/// Bytes of a header.
 pub const HEADER_LEN: usize = 24;
 /// Last frame on a connection: no payload follows, ever.
 pub const FLAG_EOS: u16 = 1;
 
+/// A frame header, as it is on the wire (little-endian, after the magic).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Header {
+    /// The node that sent the frame.
     pub sender: u16,
+    /// [`FLAG_EOS`] or nothing; other bits are refused.
     pub flags: u16,
+    /// Bytes of payload that follow the header.
     pub len: u32,
+    /// Bytes of each tuple in the payload.
     pub tuple_size: u32,
+    /// [`checksum`] of the payload.
     pub checksum: u64,
 }
 
 impl Header {
+    /// Writes the header, magic first, into the first [`HEADER_LEN`] bytes of `out`.
     pub fn encode(&self, out: &mut [u8]) {
         out[0..4].copy_from_slice(&MAGIC.to_le_bytes());
         out[4..6].copy_from_slice(&self.sender.to_le_bytes());
@@ -28,11 +42,12 @@ impl Header {
         out[16..24].copy_from_slice(&self.checksum.to_le_bytes());
     }
 
-    pub fn decode(b: &[u8; HEADER_LEN]) -> std::result::Result<Header, String> {
+    /// Reads a header; refuses one without the magic (the other checks are the decoder's).
+    pub fn decode(b: &[u8; HEADER_LEN]) -> std::result::Result<Header, FrameFault> {
         let u32_at = |i: usize| u32::from_le_bytes(b[i..i + 4].try_into().expect("4 bytes"));
         let magic = u32_at(0);
         if magic != MAGIC {
-            return Err(format!("bad magic {magic:#010x} (want {MAGIC:#010x})"));
+            return Err(FrameFault::BadMagic { found: magic });
         }
         Ok(Header {
             sender: u16::from_le_bytes([b[4], b[5]]),
@@ -43,6 +58,7 @@ impl Header {
         })
     }
 
+    /// Whether this is the end-of-stream frame.
     pub fn is_eos(&self) -> bool {
         self.flags & FLAG_EOS != 0
     }
@@ -76,6 +92,7 @@ pub fn checksum(data: &[u8]) -> u64 {
 pub trait FrameSink {
     /// A header arrived; its payload follows in `payload` calls.
     fn begin(&mut self, h: &Header) -> Result<()>;
+    /// Bytes of the current frame's payload, in order (a payload may come in many pieces).
     fn payload(&mut self, data: &[u8]) -> Result<()>;
     /// The whole payload of `h` arrived.
     fn end(&mut self, h: &Header) -> Result<()>;
@@ -92,6 +109,8 @@ pub struct FrameDecoder {
 }
 
 impl FrameDecoder {
+    /// A decoder of the stream from `peer` (named in errors) that refuses payloads longer than
+    /// `max_len` bytes.
     pub fn new(peer: impl Into<String>, max_len: u32) -> Self {
         FrameDecoder {
             peer: peer.into(),
@@ -113,20 +132,21 @@ impl FrameDecoder {
         self.hdr_fill > 0 || self.cur.is_some()
     }
 
-    fn bad(&self, reason: impl Into<String>) -> NetError {
+    fn bad(&self, fault: FrameFault) -> NetError {
         NetError::MalformedFrame {
             peer: self.peer.clone(),
-            reason: reason.into(),
+            fault,
         }
     }
 
+    /// Decodes `data`, the next bytes of the stream, handing every header and payload piece to
+    /// `sink` as it completes; fails on the first malformed byte or sink error.
     pub fn feed(&mut self, mut data: &[u8], sink: &mut dyn FrameSink) -> Result<()> {
         while !data.is_empty() {
             if self.eos {
-                return Err(self.bad(format!(
-                    "{} bytes after the end-of-stream frame",
-                    data.len()
-                )));
+                return Err(self.bad(FrameFault::BytesAfterEnd {
+                    len_bytes: data.len(),
+                }));
             }
             if let Some((h, left)) = self.cur {
                 let n = (left as usize).min(data.len());
@@ -149,19 +169,19 @@ impl FrameDecoder {
                 continue;
             }
             self.hdr_fill = 0;
-            let h = Header::decode(&self.hdr).map_err(|r| self.bad(r))?;
+            let h = Header::decode(&self.hdr).map_err(|fault| self.bad(fault))?;
             if h.len > self.max_len {
-                return Err(self.bad(format!(
-                    "payload length {} exceeds the limit {}",
-                    h.len, self.max_len
-                )));
+                return Err(self.bad(FrameFault::TooLong {
+                    len_bytes: h.len,
+                    max_bytes: self.max_len,
+                }));
             }
             if h.flags & !FLAG_EOS != 0 {
-                return Err(self.bad(format!("unknown flags {:#x}", h.flags)));
+                return Err(self.bad(FrameFault::UnknownFlags { flags: h.flags }));
             }
             if h.is_eos() {
                 if h.len != 0 {
-                    return Err(self.bad("end-of-stream frame with a payload"));
+                    return Err(self.bad(FrameFault::EndOfStreamWithPayload));
                 }
                 self.eos = true;
                 sink.begin(&h)?;
@@ -246,6 +266,19 @@ mod tests {
         let mut d = FrameDecoder::new("t", 16);
         let e = d.feed(&frame(&[1u8; 32], 0), &mut c).unwrap_err();
         assert!(e.to_string().contains("exceeds"), "{e}");
+        assert!(
+            matches!(
+                e,
+                NetError::MalformedFrame {
+                    fault: FrameFault::TooLong {
+                        len_bytes: 32,
+                        max_bytes: 16
+                    },
+                    ..
+                }
+            ),
+            "{e}"
+        );
     }
 
     #[test]

@@ -1,11 +1,17 @@
 //! Round-trip latency with small messages (paper Fig. 15): a client sends `size` bytes, the
 //! server echoes them, the client measures the round trip into an HDR histogram. TCP or UDP,
 //! any transport on both ends.
+//!
+//! The server and the client are separate calls ([`serve`], [`run_client`]) so that they can
+//! run in separate processes, as `ringdb pingpong` runs them: in one process the two ends would
+//! share CPU caches and scheduler decisions, and the measurement would flatter every transport.
+//! Both ends first exchange a hello over plain sockets, then hand the connection to a
+//! transport; UDP ends with a goodbye byte, TCP with the client closing.
 
 use crate::config::NetConfig;
-use crate::error::{NetError, Result};
+use crate::error::{CloseStage, FrameFault, NetError, NetSetting, Result};
 use crate::sys::{accept_tcp, connect_tcp, Conn};
-use crate::transport::{self, Event, Transport};
+use crate::transport::{open_transport, Event, Transport};
 use hdrhistogram::Histogram;
 use ringdb_lab::counters::{rdtsc, tsc_hz};
 use serde::{Deserialize, Serialize};
@@ -13,19 +19,25 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, UdpSocket};
 use std::time::{Duration, Instant};
 
+/// The protocol of a ping-pong.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Proto {
+    /// A TCP stream: messages are cut from the byte stream by size.
     Tcp,
+    /// Connected UDP sockets: one datagram per message.
     Udp,
 }
 
+/// Parses `tcp` or `udp`.
 impl std::str::FromStr for Proto {
     type Err = NetError;
     fn from_str(s: &str) -> Result<Self> {
         match s {
             "tcp" => Ok(Proto::Tcp),
             "udp" => Ok(Proto::Udp),
-            o => Err(NetError::invalid("protocol", format!("{o:?} (tcp or udp)"))),
+            other => Err(NetError::UnknownProtocol {
+                name: other.to_string(),
+            }),
         }
     }
 }
@@ -44,11 +56,14 @@ const BYE: u8 = 0xB7;
 
 /// A server socket before the client arrived.
 pub enum ServerSocket {
+    /// A TCP listener.
     Tcp(TcpListener),
+    /// A UDP socket that will be connected to the first client that says hello.
     Udp(UdpSocket),
 }
 
 impl ServerSocket {
+    /// Binds a socket of `proto` to `addr` (`host:port`; port 0 picks a free one).
     pub fn bind(proto: Proto, addr: &str) -> Result<ServerSocket> {
         Ok(match proto {
             Proto::Tcp => ServerSocket::Tcp(
@@ -60,6 +75,7 @@ impl ServerSocket {
         })
     }
 
+    /// The address the socket is bound to (where clients connect).
     pub fn local_addr(&self) -> Result<SocketAddr> {
         match self {
             ServerSocket::Tcp(l) => l.local_addr(),
@@ -88,7 +104,7 @@ pub fn serve(cfg: &NetConfig, sock: ServerSocket, size: usize) -> Result<u64> {
     cfg.send_buf_size = size.max(8);
     cfg.send_bufs = 64;
     cfg.recv_buf_size = (size.max(64)).next_power_of_two().max(4096);
-    let mut t = transport::open(&cfg, vec![conn])?;
+    let mut t = open_transport(&cfg, vec![conn])?;
     let mut echoed = 0u64;
     let mut idle = Instant::now();
     loop {
@@ -146,7 +162,7 @@ fn accept_udp_client(s: UdpSocket, timeout: Duration) -> Result<Conn> {
     if &h[..n] != HELLO {
         return Err(NetError::MalformedFrame {
             peer: from.to_string(),
-            reason: "not a ping-pong hello".into(),
+            fault: FrameFault::NotHello,
         });
     }
     s.connect(from)
@@ -222,17 +238,27 @@ fn wait_slot(t: &mut dyn Transport, timeout: Duration) -> Result<u32> {
 /// Round-trip times of one client run.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct PingResult {
+    /// The protocol.
     pub proto: Proto,
+    /// The client's transport spec (the CLI puts the mode name it was given here).
     pub mode: String,
+    /// Bytes of each message.
     pub size: usize,
+    /// Measured round trips (after the warm-up).
     pub iters: u64,
+    /// Median round trip, microseconds.
     pub rtt_p50_us: f64,
+    /// 99th percentile round trip, microseconds.
     pub rtt_p99_us: f64,
+    /// 99.9th percentile round trip, microseconds.
     pub rtt_p999_us: f64,
+    /// Mean round trip, microseconds.
     pub rtt_avg_us: f64,
+    /// Longest round trip, microseconds.
     pub rtt_max_us: f64,
     /// RTT/2 at the median: the one-way estimate.
     pub one_way_p50_us: f64,
+    /// The client transport's system calls per round trip.
     pub syscalls_per_rtt: f64,
     /// Process CPU per round trip on the client side (microseconds).
     pub client_cpu_us_per_rtt: f64,
@@ -257,7 +283,7 @@ pub fn run_client(
     cfg.send_buf_size = size;
     cfg.send_bufs = 4;
     cfg.recv_buf_size = (size.max(64)).next_power_of_two().max(4096);
-    let t = transport::open(&cfg, vec![conn])?;
+    let t = open_transport(&cfg, vec![conn])?;
     let mut client = PingClient {
         t,
         proto,
@@ -277,20 +303,10 @@ pub fn run_client(
 
 /// Refuses message sizes the protocol cannot carry.
 fn check_message_size(proto: Proto, size: usize) -> Result<()> {
-    if size == 0 || size > (1 << 20) {
-        return Err(NetError::invalid("message size", "1 B..1 MiB"));
-    }
-    if proto == Proto::Udp && size > 65000 {
-        return Err(NetError::invalid(
-            "message size",
-            "UDP messages up to 65000 B",
-        ));
-    }
-    if proto == Proto::Udp && size == 1 {
-        return Err(NetError::invalid(
-            "message size",
-            "UDP needs at least 2 bytes",
-        ));
+    NetError::check_range(NetSetting::MessageSize, size, 1, 1 << 20)?;
+    if proto == Proto::Udp {
+        // A 1-byte datagram is the goodbye.
+        NetError::check_range(NetSetting::UdpMessageSize, size, 2, 65000)?;
     }
     Ok(())
 }
@@ -316,10 +332,7 @@ fn connect_udp_client(addr: SocketAddr, timeout: Duration) -> Result<Conn> {
     } else {
         "[::]:0"
     };
-    let connect_error = |e| NetError::Connect {
-        addr: addr.to_string(),
-        source: e,
-    };
+    let connect_error = |e| NetError::Connect { addr, source: e };
     let s = UdpSocket::bind(bind).map_err(|e| NetError::io("bind UDP", e))?;
     s.connect(addr).map_err(connect_error)?;
     s.set_read_timeout(Some(Duration::from_millis(200)))
@@ -376,7 +389,7 @@ impl PingClient {
     /// Runs `warmup` round trips, then `iters` measured ones.
     fn measure(&mut self, iters: u64, warmup: u64) -> Result<Measured> {
         let mut hist = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3)
-            .map_err(|e| NetError::invalid("histogram", e.to_string()))?;
+            .expect("constant histogram bounds are valid");
         let hz = tsc_hz();
         let (mut sys0, mut cpu0) = (0u64, 0.0f64);
         for i in 0..warmup + iters {
@@ -432,7 +445,7 @@ impl PingClient {
             if closed {
                 return Err(NetError::PeerClosed {
                     peer: self.addr.to_string(),
-                    when: format!("during round trip {i}"),
+                    when: CloseStage::RoundTrip { index: i },
                 });
             }
             if n > 0 {
@@ -458,7 +471,12 @@ impl PingClient {
         if self.got.len() != size || first_difference.is_some() {
             return Err(NetError::MalformedFrame {
                 peer: self.addr.to_string(),
-                reason: format!("echo of round trip {i} differs from what was sent ({} of {size} bytes, first difference at {first_difference:?})", self.got.len()),
+                fault: FrameFault::EchoMismatch {
+                    round_trip: i,
+                    received_bytes: self.got.len(),
+                    size_bytes: size,
+                    first_difference,
+                },
             });
         }
         Ok(())

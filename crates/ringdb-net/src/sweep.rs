@@ -5,33 +5,49 @@
 //! Over loopback the receiver's TCP processing runs in the sender's context (softirq at the end
 //! of the send system call), so the sender's figure contains most of the receive path's kernel
 //! work; the receiver's figure is its own system calls and copies out.
+//!
+//! The sender and the receiver are threads of one process so that the process's CPU time
+//! covers both ends and the kernel work between them; each thread also reads its own CPU
+//! clock, which splits the cost between sending and receiving.
 
 use crate::config::NetConfig;
-use crate::error::{NetError, Result};
+use crate::error::{CloseStage, NetError, Result};
 use crate::sys::{accept_tcp, connect_tcp, process_cpu_secs, thread_cpu_secs, Conn};
-use crate::transport::{self, Event, TransportStats};
+use crate::transport::{open_transport, Event, TransportStats};
 use ringdb_lab::counters::tsc_hz;
 use serde::{Deserialize, Serialize};
 use std::net::{SocketAddr, TcpListener};
 use std::time::{Duration, Instant};
 
+/// One measured point: one transport at one message size.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct SweepPoint {
+    /// The transport's spec (the CLI puts the name it was given here).
     pub transport: String,
+    /// Bytes of each message.
     pub size: usize,
+    /// Messages sent.
     pub messages: u64,
+    /// Bytes received.
     pub bytes: u64,
+    /// Wall-clock seconds of the whole point.
     pub secs: f64,
+    /// Throughput, GiB per second.
     pub gib_s: f64,
     /// Process CPU cycles (TSC ticks of CPU time) per byte moved.
     pub cycles_per_byte: f64,
+    /// The sending thread's CPU cycles per byte (loopback delivery included, see the module
+    /// documentation).
     pub send_thread_cycles_per_byte: f64,
+    /// The receiving thread's CPU cycles per byte.
     pub recv_thread_cycles_per_byte: f64,
+    /// The sending transport's system calls per message.
     pub send_syscalls_per_msg: f64,
     /// SEND_ZC only: share of the bytes the kernel reported as copied (IORING_NOTIF_USAGE_ZC_COPIED).
     pub zc_copied_ratio: Option<f64>,
 }
 
+/// The message sizes of a sweep unless told otherwise: 64 B to 1 MiB.
 pub const DEFAULT_SIZES: [usize; 9] = [
     64,
     256,
@@ -63,9 +79,9 @@ pub fn run_point(cfg: &NetConfig, size: usize, messages: u64) -> Result<SweepPoi
     let p0 = process_cpu_secs();
     let w0 = Instant::now();
     let sres = send_all(cfg, addr, size, messages);
-    let rres = receiver
-        .join()
-        .map_err(|_| NetError::invalid("sweep", "receiver thread panicked"))?;
+    let rres = receiver.join().map_err(|_| NetError::ThreadPanicked {
+        thread: "sweep receiver",
+    })?;
     let wall = w0.elapsed().as_secs_f64();
     let pcpu = process_cpu_secs() - p0;
     let (_, scpu, stats) = sres?;
@@ -93,7 +109,7 @@ pub fn run_point(cfg: &NetConfig, size: usize, messages: u64) -> Result<SweepPoi
 fn receive_all(l: &TcpListener, cfg: &NetConfig, total: u64) -> Result<(u64, f64)> {
     let timeout = cfg.io_timeout;
     let s = accept_tcp(l, timeout)?;
-    let mut t = transport::open(cfg, vec![Conn::tcp(s)?])?;
+    let mut t = open_transport(cfg, vec![Conn::tcp(s)?])?;
     let c0 = thread_cpu_secs();
     let mut got = 0u64;
     let mut closed = false;
@@ -119,7 +135,10 @@ fn receive_all(l: &TcpListener, cfg: &NetConfig, total: u64) -> Result<(u64, f64
     if got < total {
         return Err(NetError::PeerClosed {
             peer: "sweep sender".into(),
-            when: format!("after {got} of {total} bytes"),
+            when: CloseStage::AfterBytes {
+                received_bytes: got,
+                expected_bytes: total,
+            },
         });
     }
     Ok((got, thread_cpu_secs() - c0))
@@ -141,7 +160,7 @@ fn send_all(
     scfg.send_bufs = 8;
     scfg.recv_buf_size = 4096;
     scfg.recv_bufs = 8;
-    let mut t = transport::open(&scfg, vec![Conn::tcp(s)?])?;
+    let mut t = open_transport(&scfg, vec![Conn::tcp(s)?])?;
     for slot in 0..8u32 {
         // Touch the memory once so page faults stay out of the measurement.
         if let Some(s) = t.alloc() {
@@ -207,7 +226,9 @@ pub fn plot_svg(points: &[SweepPoint], path: &std::path::Path, title: &str) -> R
 
 /// A plotting failure, as this crate's error.
 fn plot_error(e: impl std::fmt::Display) -> NetError {
-    NetError::invalid("plot", e.to_string())
+    NetError::Plot {
+        reason: e.to_string(),
+    }
 }
 
 /// One panel of [`plot_svg`]: `metric` of every point against its size, one line per transport.

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 /// One connected socket handed to a transport.
 #[derive(Debug)]
 pub struct Conn {
+    /// The socket; the transport that takes the connection closes it.
     pub fd: OwnedFd,
     /// The peer, for error messages.
     pub peer: String,
@@ -18,6 +19,7 @@ pub struct Conn {
 }
 
 impl Conn {
+    /// A connected TCP stream, with `TCP_NODELAY` set (small messages leave at once).
     pub fn tcp(s: TcpStream) -> Result<Conn> {
         let peer = s
             .peer_addr()
@@ -32,6 +34,7 @@ impl Conn {
         })
     }
 
+    /// A UDP socket, which must be connected to its peer.
     pub fn udp(s: UdpSocket) -> Result<Conn> {
         let peer = s
             .peer_addr()
@@ -44,6 +47,7 @@ impl Conn {
         })
     }
 
+    /// The socket's file descriptor.
     pub fn raw(&self) -> RawFd {
         self.fd.as_raw_fd()
     }
@@ -107,6 +111,7 @@ pub fn incoming_napi_id(fd: RawFd) -> io::Result<u32> {
     getsockopt_int(fd, libc::SOL_SOCKET, SO_INCOMING_NAPI_ID).map(|v| v as u32)
 }
 
+/// Turns `O_NONBLOCK` on or off.
 pub fn set_nonblocking(fd: RawFd, on: bool) -> Result<()> {
     // SAFETY: F_GETFL/F_SETFL on an fd we own; no memory is passed.
     let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
@@ -127,10 +132,7 @@ pub fn set_nonblocking(fd: RawFd, on: bool) -> Result<()> {
 
 /// Connects with a deadline; a refused or unreachable peer is an error at once.
 pub fn connect_tcp(addr: SocketAddr, timeout: Duration) -> Result<TcpStream> {
-    TcpStream::connect_timeout(&addr, timeout).map_err(|source| NetError::Connect {
-        addr: addr.to_string(),
-        source,
-    })
+    TcpStream::connect_timeout(&addr, timeout).map_err(|source| NetError::Connect { addr, source })
 }
 
 /// Accepts one connection, giving up after `timeout`.
@@ -174,9 +176,22 @@ pub struct Region {
 unsafe impl Send for Region {}
 
 impl Region {
+    /// At least `len` bytes (whole pages), zeroed and populated.
     pub fn new(len: usize) -> Result<Region> {
+        Region::try_new(len).map_err(|source| {
+            NetError::io(format!("mmap {} bytes", Region::page_rounded(len)), source)
+        })
+    }
+
+    /// `len` rounded up to whole pages (at least one).
+    fn page_rounded(len: usize) -> usize {
         let page = 4096;
-        let len = len.max(1).div_ceil(page) * page;
+        len.max(1).div_ceil(page) * page
+    }
+
+    /// [`Region::new`], failing with the error `mmap` returned.
+    pub fn try_new(len: usize) -> io::Result<Region> {
+        let len = Region::page_rounded(len);
         // SAFETY: anonymous private mapping, no file; the result is checked below.
         let p = unsafe {
             libc::mmap(
@@ -189,10 +204,7 @@ impl Region {
             )
         };
         if p == libc::MAP_FAILED {
-            return Err(NetError::io(
-                format!("mmap {len} bytes"),
-                io::Error::last_os_error(),
-            ));
+            return Err(io::Error::last_os_error());
         }
         Ok(Region {
             ptr: NonNull::new(p as *mut u8).expect("mmap returned a non-null pointer"),
@@ -202,10 +214,6 @@ impl Region {
 
     pub fn len(&self) -> usize {
         self.len
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
     }
 
     pub fn as_ptr(&self) -> *mut u8 {
@@ -276,20 +284,17 @@ impl SlotPool {
     }
 
     pub fn free(&mut self, slot: u32) {
+        assert!(
+            (slot as usize) < self.count,
+            "slot {slot} is not one of {}",
+            self.count
+        );
         debug_assert!(!self.free.contains(&slot), "double free of slot {slot}");
         self.free.push(slot);
     }
 
-    pub fn available(&self) -> usize {
-        self.free.len()
-    }
-
     pub fn offset(&self, slot: u32) -> usize {
         slot as usize * self.slot_size
-    }
-
-    pub fn slot(&self, slot: u32, len: usize) -> &[u8] {
-        self.region.slice(self.offset(slot), len)
     }
 
     pub fn slot_mut(&mut self, slot: u32) -> &mut [u8] {
@@ -298,6 +303,10 @@ impl SlotPool {
     }
 
     pub fn ptr(&self, slot: u32, off: usize) -> *mut u8 {
+        assert!(
+            (slot as usize) < self.count && off <= self.slot_size,
+            "slot {slot} offset {off} lies outside the pool"
+        );
         // SAFETY: slot < count and off <= slot_size keep the pointer inside the region.
         unsafe { self.region.as_ptr().add(self.offset(slot) + off) }
     }

@@ -20,7 +20,7 @@ use proptest::prelude::*;
 use proptest::sample::Index;
 use proptest::test_runner::TestCaseError;
 use ringdb_net::frame::{checksum, FrameDecoder, FrameSink, Header, FLAG_EOS, HEADER_LEN, MAGIC};
-use ringdb_net::{NetError, Result};
+use ringdb_net::{FrameFault, NetError, Result};
 
 /// The payload limit of the decoders under test (the shuffle uses its chunk size + 64).
 const MAX_LEN: u32 = 4096;
@@ -43,10 +43,10 @@ struct Recorder {
 }
 
 impl Recorder {
-    fn bad(reason: String) -> NetError {
+    fn bad(fault: FrameFault) -> NetError {
         NetError::MalformedFrame {
             peer: "sink".into(),
-            reason,
+            fault,
         }
     }
 }
@@ -60,10 +60,16 @@ impl FrameSink for Recorder {
         );
         if let Some((sender, tuple_size)) = self.shuffle {
             if h.sender != sender {
-                return Err(Self::bad(format!("sender {}", h.sender)));
+                return Err(Self::bad(FrameFault::WrongSender {
+                    sender: h.sender,
+                    expected: sender.into(),
+                }));
             }
             if !h.is_eos() && (h.tuple_size != tuple_size || !h.len.is_multiple_of(tuple_size)) {
-                return Err(Self::bad(format!("tuple size {}", h.tuple_size)));
+                return Err(Self::bad(FrameFault::WrongTupleSize {
+                    tuple_size: h.tuple_size,
+                    expected: tuple_size as usize,
+                }));
             }
         }
         self.frames.push(Frame {
@@ -95,7 +101,10 @@ impl FrameSink for Recorder {
         );
         frame.ended = true;
         if self.shuffle.is_some() && !h.is_eos() && checksum(&frame.payload) != h.checksum {
-            return Err(Self::bad("checksum".into()));
+            return Err(Self::bad(FrameFault::ChecksumMismatch {
+                computed: checksum(&frame.payload),
+                header: h.checksum,
+            }));
         }
         Ok(())
     }

@@ -3,9 +3,7 @@
 //! ring core waits for room (submitting, or with SQPOLL waiting for the poller with
 //! `IORING_ENTER_SQ_WAIT`) instead of failing or spinning.
 
-use ringdb_net::sys::Conn;
-use ringdb_net::transport::{self, Event};
-use ringdb_net::NetConfig;
+use ringdb_net::{open_transport, Conn, Event, NetConfig};
 use std::net::{TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 
@@ -35,7 +33,7 @@ fn config(spec: &str) -> NetConfig {
 
 /// Receives until every connection delivered `MESSAGE_BYTES` bytes.
 fn receive_all(spec: &str, far: Vec<Conn>) -> Vec<usize> {
-    let mut transport = transport::open(&config(spec), far).unwrap();
+    let mut transport = open_transport(&config(spec), far).unwrap();
     let mut received = vec![0usize; CONNECTIONS];
     let started = Instant::now();
     while received.iter().any(|&bytes| bytes < MESSAGE_BYTES) {
@@ -66,7 +64,7 @@ fn eight_connections_on_a_two_entry_ring_move_every_byte() {
         let (near, far) = pairs();
         let receiver_spec = spec.to_string();
         let receiver = std::thread::spawn(move || receive_all(&receiver_spec, far));
-        let mut sender = transport::open(&config(spec), near).unwrap();
+        let mut sender = open_transport(&config(spec), near).unwrap();
         for conn in 0..CONNECTIONS {
             let slot = sender.alloc().expect("one send buffer per connection");
             sender.slot_mut(slot)[..MESSAGE_BYTES].fill(conn as u8);

@@ -2,9 +2,9 @@
 //! socket buffers are tiny (short writes, partial reads).
 
 use ringdb_net::frame::checksum;
-use ringdb_net::sys::{set_socket_buffers, Conn};
-use ringdb_net::transport::{self, Event};
-use ringdb_net::{NetConfig, NetError};
+use ringdb_net::{
+    open_transport, set_socket_buffers, Conn, Event, NetConfig, NetError, NetSwitch, Transport,
+};
 use std::net::{TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 
@@ -52,7 +52,7 @@ fn stream(spec: &str, lens: &[usize], small: bool) -> (Vec<u8>, Vec<u8>, u64) {
     let total: usize = lens.iter().sum();
     let rcfg = cfg.clone();
     let recv = std::thread::spawn(move || receive_until_closed(&rcfg, b));
-    let mut t = transport::open(&cfg, vec![Conn::tcp(a).unwrap()]).unwrap();
+    let mut t = open_transport(&cfg, vec![Conn::tcp(a).unwrap()]).unwrap();
     let mut sent = Vec::with_capacity(total);
     let mut done = 0;
     let t0 = Instant::now();
@@ -86,7 +86,7 @@ fn stream(spec: &str, lens: &[usize], small: bool) -> (Vec<u8>, Vec<u8>, u64) {
 
 /// The receiving end of [`stream`]: every byte until the peer closes.
 fn receive_until_closed(cfg: &NetConfig, socket: TcpStream) -> Vec<u8> {
-    let mut t = transport::open(cfg, vec![Conn::tcp(socket).unwrap()]).unwrap();
+    let mut t = open_transport(cfg, vec![Conn::tcp(socket).unwrap()]).unwrap();
     let mut got = Vec::new();
     let mut closed = false;
     let t0 = Instant::now();
@@ -106,7 +106,7 @@ fn receive_until_closed(cfg: &NetConfig, socket: TcpStream) -> Vec<u8> {
 }
 
 /// Polls the sending end once; returns the sends it reported done.
-fn poll_send_done(t: &mut dyn transport::Transport) -> usize {
+fn poll_send_done(t: &mut dyn Transport) -> usize {
     let mut done = 0;
     t.poll(Some(Duration::from_millis(50)), &mut |ev| {
         if let Event::SendDone { .. } = ev {
@@ -160,7 +160,7 @@ fn zc_send_waits_for_notifications_and_reports_copies() {
         b.read_to_end(&mut v).unwrap();
         v.len()
     });
-    let mut t = transport::open(&cfg, vec![Conn::tcp(a).unwrap()]).unwrap();
+    let mut t = open_transport(&cfg, vec![Conn::tcp(a).unwrap()]).unwrap();
     let t0 = Instant::now();
     for _ in 0..20 {
         let s = loop {
@@ -196,14 +196,14 @@ fn zc_send_waits_for_notifications_and_reports_copies() {
 fn zc_recv_is_refused_with_a_typed_error_on_loopback() {
     let (a, _b) = pair(false);
     let cfg: NetConfig = "uring+zc-recv".parse().unwrap();
-    let e = match transport::open(&cfg, vec![Conn::tcp(a).unwrap()]) {
+    let e = match open_transport(&cfg, vec![Conn::tcp(a).unwrap()]) {
         Ok(_) => panic!("zc-recv must be refused on loopback"),
         Err(e) => e,
     };
     match &e {
-        NetError::ZcRecvUnsupported { ifname, reason } => {
+        NetError::ZcRecvUnsupported { ifname, refusal } => {
             assert_eq!(ifname, "lo");
-            assert!(!reason.is_empty());
+            assert!(!refusal.to_string().is_empty());
         }
         other => panic!("wrong error: {other}"),
     }
@@ -214,10 +214,11 @@ fn zc_recv_is_refused_with_a_typed_error_on_loopback() {
 fn napi_is_refused_on_loopback() {
     let (a, _b) = pair(false);
     let cfg: NetConfig = "uring+napi".parse().unwrap();
-    match transport::open(&cfg, vec![Conn::tcp(a).unwrap()]) {
+    match open_transport(&cfg, vec![Conn::tcp(a).unwrap()]) {
         Ok(_) => panic!("napi must be refused on loopback"),
         Err(NetError::Unsupported { switch, reason }) => {
-            assert_eq!(switch, "napi");
+            assert_eq!(switch, NetSwitch::Napi);
+            assert_eq!(switch.to_string(), "napi");
             assert!(reason.contains("NAPI"), "{reason}");
         }
         Err(other) => panic!("wrong error: {other}"),
@@ -234,9 +235,9 @@ fn a_reset_peer_is_an_error_not_a_hang() {
         let (a, b) = pair(true);
         // SO_LINGER 0: close sends RST.
         use std::os::fd::AsRawFd;
-        ringdb_net::sys::set_linger_zero(b.as_raw_fd()).unwrap();
+        ringdb_net::set_linger_zero(b.as_raw_fd()).unwrap();
         drop(b);
-        let mut t = transport::open(&cfg, vec![Conn::tcp(a).unwrap()]).unwrap();
+        let mut t = open_transport(&cfg, vec![Conn::tcp(a).unwrap()]).unwrap();
         let t0 = Instant::now();
         let mut err = None;
         'outer: for _ in 0..64 {

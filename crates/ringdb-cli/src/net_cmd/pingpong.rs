@@ -4,8 +4,7 @@
 use super::{comma_list, exe, mode_cfg, parse_size, secs, CmdResult};
 use clap::Args;
 use ringdb_net::pingpong::{self, PingResult, Proto, ServerSocket};
-use ringdb_net::shuffle::cluster::Children;
-use ringdb_net::NetError;
+use ringdb_net::{ChildProblem, ChildProcess, Children, NetError};
 use serde_json::json;
 use std::io::{BufRead, BufReader, Write};
 use std::net::SocketAddr;
@@ -73,7 +72,8 @@ fn spawn_server(
     proto: Proto,
     mode: &str,
 ) -> Result<(Children, SocketAddr), NetError> {
-    let mut c = Command::new(exe()?);
+    let program = exe()?;
+    let mut c = Command::new(&program);
     c.args([
         "pingpong",
         "--serve",
@@ -89,9 +89,9 @@ fn spawn_server(
     .stdin(Stdio::null())
     .stdout(Stdio::piped())
     .stderr(Stdio::piped());
-    let mut child = c.spawn().map_err(|e| NetError::Child {
-        what: "ping-pong server".into(),
-        reason: format!("cannot start: {e}"),
+    let mut child = c.spawn().map_err(|source| NetError::Child {
+        process: ChildProcess::PingPongServer,
+        problem: ChildProblem::CannotStart { program, source },
     })?;
     let out = child.stdout.take().expect("piped stdout");
     let kids = Children { kids: vec![child] };
@@ -110,8 +110,10 @@ fn spawn_server(
         .strip_prefix("LISTEN ")
         .and_then(|p| p.parse().ok())
         .ok_or_else(|| NetError::Child {
-            what: "ping-pong server".into(),
-            reason: format!("exited before listening ({:?})", line.trim()),
+            process: ChildProcess::PingPongServer,
+            problem: ChildProblem::ExitedBeforeListening {
+                line: line.trim().to_string(),
+            },
         })?;
     Ok((kids, SocketAddr::from(([127, 0, 0, 1], port))))
 }
@@ -129,8 +131,11 @@ fn wait_child(mut kids: Children, timeout: Duration) -> Result<(), NetError> {
                     let _ = e.read_to_string(&mut msg);
                 }
                 return Err(NetError::Child {
-                    what: "ping-pong server".into(),
-                    reason: format!("exited with {st}: {}", msg.trim()),
+                    process: ChildProcess::PingPongServer,
+                    problem: ChildProblem::Exited {
+                        status: st,
+                        stderr: msg.trim().to_string(),
+                    },
                 });
             }
             Ok(None) if t0.elapsed() > timeout => {
@@ -199,15 +204,16 @@ pub fn run_pingpong(a: PingArgs) -> CmdResult {
         }
         Some("client") => {
             let cfg = mode_cfg(&a.mode, a.timeout)?;
-            let addr: SocketAddr = a.addr.parse().map_err(|_| {
-                NetError::invalid("--addr", format!("{:?} is not host:port", a.addr))
-            })?;
+            let addr: SocketAddr = a
+                .addr
+                .parse()
+                .map_err(|_| format!("invalid setting --addr: {:?} is not host:port", a.addr))?;
             let mut r = pingpong::run_client(&cfg, protos[0], addr, a.size, a.iters, a.warmup)?;
             r.mode = a.mode.clone();
             return print_ping(&a, &[PingRow::Done(r)]);
         }
         Some(other) => {
-            return Err(NetError::invalid("--role", format!("{other:?} (server or client)")).into())
+            return Err(format!("invalid setting --role: {other:?} (server or client)").into())
         }
         None => {}
     }
@@ -219,7 +225,7 @@ pub fn run_pingpong(a: PingArgs) -> CmdResult {
     for m in &modes {
         mode_cfg(m, a.timeout)?; // refuse bad specs before starting anything
     }
-    let bar = ringdb_net::report::progress((modes.len() * protos.len()) as u64, "pingpong");
+    let bar = ringdb_net::progress((modes.len() * protos.len()) as u64, "pingpong");
     let mut rows = Vec::new();
     for &p in &protos {
         for m in &modes {
@@ -240,7 +246,7 @@ fn print_ping(a: &PingArgs, rows: &[PingRow]) -> CmdResult {
         "ping-pong, {} B messages, {} round trips, loopback, {}",
         a.size,
         a.iters,
-        ringdb_net::sys::machine_description()
+        ringdb_net::machine_description()
     );
     println!(
         "{:<5} {:<30} {:>9} {:>9} {:>9} {:>10} {:>9} {:>10} {:>9}",
@@ -291,7 +297,7 @@ fn print_ping_json(a: &PingArgs, rows: &[PingRow]) -> CmdResult {
     println!(
         "{}",
         serde_json::to_string_pretty(&json!({
-            "machine": ringdb_net::sys::machine_description(),
+            "machine": ringdb_net::machine_description(),
             "size": a.size,
             "iters": a.iters,
             "results": v,

@@ -3,9 +3,8 @@
 
 use super::{comma_list, exe, mode_cfg, parse_size, secs, sweep, CmdResult};
 use clap::Args;
-use ringdb_net::shuffle::netns::NetnsGuard;
-use ringdb_net::shuffle::{self, NodeCommand, ShuffleReport, ShuffleSpec};
-use ringdb_net::{NetConfig, NetError, TransportKind};
+use ringdb_net::shuffle::{self, NetnsGuard, NodeCommand, ShuffleReport, ShuffleSpec};
+use ringdb_net::{NetConfig, NetError, NetSetting, TransportKind};
 use serde_json::json;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -86,7 +85,16 @@ pub struct ShuffleArgs {
     bind_ip: String,
 }
 
+/// The shuffle `a` describes, checked before anything starts (a shuffle needs 2 nodes or more).
 fn shuffle_spec(a: &ShuffleArgs) -> Result<ShuffleSpec, NetError> {
+    if a.nodes < 2 {
+        return Err(NetError::OutOfRange {
+            setting: NetSetting::Nodes,
+            value: a.nodes as u64,
+            min: 2,
+            max: 64,
+        });
+    }
     let rows = a.table_size / a.tuple_size.max(1);
     let s = ShuffleSpec {
         nodes: a.nodes,
@@ -98,12 +106,6 @@ fn shuffle_spec(a: &ShuffleArgs) -> Result<ShuffleSpec, NetError> {
         morsel: a.morsel,
     };
     s.validate()?;
-    if a.nodes < 2 {
-        return Err(NetError::invalid(
-            "--nodes",
-            "a shuffle needs at least 2 nodes",
-        ));
-    }
     Ok(s)
 }
 
@@ -128,7 +130,7 @@ pub fn run_shuffle(a: ShuffleArgs) -> CmdResult {
         None
     };
     let repeat = a.repeat.max(1);
-    let bar = ringdb_net::report::progress((repeat * transports.len() * a.nodes) as u64, "shuffle");
+    let bar = ringdb_net::progress((repeat * transports.len() * a.nodes) as u64, "shuffle");
     let mut outcomes: Vec<TransportRuns> = vec![TransportRuns::default(); transports.len()];
     for _rep in 0..repeat {
         for ((t, cfg), outcome) in transports.iter().zip(&cfgs).zip(&mut outcomes) {
@@ -196,7 +198,7 @@ impl TransportRuns {
 fn refused_up_front(a: &ShuffleArgs, cfg: &NetConfig) -> Option<String> {
     let loopback = !a.netns && !a.in_process;
     (cfg.transport == TransportKind::UringZcRecv && loopback)
-        .then(|| ringdb_net::transport::zcrx::refusal(None).to_string())
+        .then(|| ringdb_net::zero_copy_receive_refusal(None).to_string())
 }
 
 /// One shuffle over transport `t`, its report added to `outcome`; a zero-copy receive the
@@ -330,7 +332,7 @@ fn print_shuffle(a: &ShuffleArgs, spec: &ShuffleSpec, results: &[TransportResult
         spec.tuple_size,
         (spec.rows_per_node * spec.tuple_size) >> 20,
         spec.chunk >> 10,
-        ringdb_net::sys::machine_description()
+        ringdb_net::machine_description()
     );
     println!(
         "{:<24} {:>5} {:>12} {:>7} {:>9} {:>18} {:>12} {:>10}",
@@ -378,7 +380,7 @@ fn print_shuffle_json(
     println!(
         "{}",
         serde_json::to_string_pretty(&json!({
-            "machine": ringdb_net::sys::machine_description(),
+            "machine": ringdb_net::machine_description(),
             "where": place,
             "spec": spec,
             "results": v,

@@ -14,7 +14,7 @@ pub(super) fn run(a: &ShuffleArgs) -> CmdResult {
     let sizes: Vec<usize> = match &a.sweep_sizes {
         Some(s) => s
             .split(',')
-            .map(|x| parse_size(x).map_err(|e| NetError::invalid("--sweep-sizes", e)))
+            .map(|x| parse_size(x).map_err(|e| format!("invalid setting --sweep-sizes: {e}")))
             .collect::<Result<_, _>>()?,
         None => sweep::DEFAULT_SIZES.to_vec(),
     };
@@ -22,7 +22,7 @@ pub(super) fn run(a: &ShuffleArgs) -> CmdResult {
     let points = measure_sweep(a, &sizes, &cfgs)?;
     let title = format!(
         "CPU cycles per byte, one TCP connection over loopback ({})",
-        ringdb_net::sys::machine_description()
+        ringdb_net::machine_description()
     );
     if let Some(p) = &a.plot {
         sweep::plot_svg(&points, p, &title)?;
@@ -34,7 +34,7 @@ pub(super) fn run(a: &ShuffleArgs) -> CmdResult {
         println!(
             "{}",
             serde_json::to_string_pretty(&json!({
-                "machine": ringdb_net::sys::machine_description(),
+                "machine": ringdb_net::machine_description(),
                 "where": "one TCP connection over loopback, sender and receiver threads in one process",
                 "points": points,
             }))?
@@ -52,7 +52,7 @@ fn sweep_configs(a: &ShuffleArgs) -> Result<Vec<(String, NetConfig)>, NetError> 
     for t in comma_list(&a.sweep_transports) {
         let c = mode_cfg(&t, a.timeout)?;
         if c.transport == TransportKind::UringZcRecv {
-            return Err(ringdb_net::transport::zcrx::refusal(None));
+            return Err(ringdb_net::zero_copy_receive_refusal(None));
         }
         cfgs.push((t, c));
     }
@@ -65,7 +65,7 @@ fn measure_sweep(
     sizes: &[usize],
     cfgs: &[(String, NetConfig)],
 ) -> Result<Vec<SweepPoint>, NetError> {
-    let bar = ringdb_net::report::progress((sizes.len() * cfgs.len()) as u64, "sweep");
+    let bar = ringdb_net::progress((sizes.len() * cfgs.len()) as u64, "sweep");
     let mut points: Vec<SweepPoint> = Vec::new();
     for &size in sizes {
         for (t, c) in cfgs {

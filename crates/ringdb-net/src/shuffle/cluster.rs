@@ -5,7 +5,9 @@
 use super::data::{reference_join, JoinResult, ShuffleSpec};
 use super::node::{peers_of, run_node, NodeReport};
 use crate::config::NetConfig;
-use crate::error::{NetError, Result};
+use crate::error::{
+    ChildProblem, ChildProcess, FrameFault, NetError, NetSetting, NodeFailure, Result,
+};
 use crate::sys::{accept_tcp, connect_tcp, Conn};
 use serde::{Deserialize, Serialize};
 use std::io::{BufRead, BufReader, Read, Write};
@@ -15,7 +17,35 @@ use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
-const HELLO_MAGIC: u32 = 0x4c4c_4548;
+/// The first bytes on every mesh connection: which node dialled, for which of its workers.
+struct MeshHello {
+    magic: u32,
+    node: usize,
+    worker: usize,
+}
+
+impl MeshHello {
+    const MAGIC: u32 = 0x4c4c_4548;
+    const LEN: usize = 8;
+
+    /// The hello of `node`'s worker `worker`.
+    fn encode(node: usize, worker: usize) -> [u8; Self::LEN] {
+        let mut hello = [0u8; Self::LEN];
+        hello[..4].copy_from_slice(&Self::MAGIC.to_le_bytes());
+        hello[4..6].copy_from_slice(&(node as u16).to_le_bytes());
+        hello[6..8].copy_from_slice(&(worker as u16).to_le_bytes());
+        hello
+    }
+
+    /// Reads a hello (validity is the accepting side's check).
+    fn decode(hello: &[u8; Self::LEN]) -> MeshHello {
+        MeshHello {
+            magic: u32::from_le_bytes(hello[..4].try_into().expect("4 bytes")),
+            node: u16::from_le_bytes([hello[4], hello[5]]) as usize,
+            worker: u16::from_le_bytes([hello[6], hello[7]]) as usize,
+        }
+    }
+}
 
 /// Connects node `node` to every other node: it dials the nodes with a lower id and accepts
 /// from those with a higher id. Returns `conns[worker][j]`, `j` in [`peers_of`] order.
@@ -30,47 +60,36 @@ pub fn connect_mesh(
     let mut slots: Vec<Vec<Option<TcpStream>>> = (0..spec.workers)
         .map(|_| (0..peers.len()).map(|_| None).collect())
         .collect();
-    for (j, &p) in peers.iter().enumerate() {
-        if p < node {
-            for (w, row) in slots.iter_mut().enumerate() {
-                let mut s = connect_tcp(addrs[p], timeout)?;
-                let mut hello = [0u8; 8];
-                hello[..4].copy_from_slice(&HELLO_MAGIC.to_le_bytes());
-                hello[4..6].copy_from_slice(&(node as u16).to_le_bytes());
-                hello[6..8].copy_from_slice(&(w as u16).to_le_bytes());
-                s.write_all(&hello)
-                    .map_err(|e| NetError::io(format!("hello to node {p}"), e))?;
-                row[j] = Some(s);
-            }
-        }
-    }
+    dial_lower_nodes(&mut slots, &peers, node, addrs, timeout)?;
     let expect = peers.iter().filter(|&&p| p > node).count() * spec.workers;
     let deadline = Instant::now() + timeout;
     for _ in 0..expect {
         let left = deadline.saturating_duration_since(Instant::now());
-        let mut s = accept_tcp(listener, left.max(Duration::from_millis(1)))?;
-        s.set_read_timeout(Some(timeout))
-            .map_err(|e| NetError::io("SO_RCVTIMEO", e))?;
-        let mut hello = [0u8; 8];
-        s.read_exact(&mut hello)
-            .map_err(|e| NetError::io("reading a peer's hello", e))?;
-        s.set_read_timeout(None)
-            .map_err(|e| NetError::io("SO_RCVTIMEO", e))?;
-        let magic = u32::from_le_bytes(hello[..4].try_into().expect("4 bytes"));
-        let from = u16::from_le_bytes([hello[4], hello[5]]) as usize;
-        let w = u16::from_le_bytes([hello[6], hello[7]]) as usize;
+        let (s, hello) = accept_hello(listener, left.max(Duration::from_millis(1)), timeout)?;
+        let (from, w) = (hello.node, hello.worker);
         let peer = s.peer_addr().map(|a| a.to_string()).unwrap_or_default();
-        if magic != HELLO_MAGIC || from <= node || from >= spec.nodes || w >= spec.workers {
+        if hello.magic != MeshHello::MAGIC
+            || from <= node
+            || from >= spec.nodes
+            || w >= spec.workers
+        {
             return Err(NetError::MalformedFrame {
                 peer,
-                reason: format!("bad hello (magic {magic:#x}, node {from}, worker {w})"),
+                fault: FrameFault::BadHello {
+                    magic: hello.magic,
+                    node: from,
+                    worker: w,
+                },
             });
         }
         let j = peers.iter().position(|&p| p == from).expect("peer in list");
         if slots[w][j].is_some() {
             return Err(NetError::MalformedFrame {
                 peer,
-                reason: format!("second connection from node {from} worker {w}"),
+                fault: FrameFault::DuplicateConnection {
+                    node: from,
+                    worker: w,
+                },
             });
         }
         slots[w][j] = Some(s);
@@ -85,17 +104,62 @@ pub fn connect_mesh(
         .collect()
 }
 
+/// Dials every peer with a lower id than `node`, once per worker, and says hello; fills
+/// `slots[worker][j]` (`j`: the peer's index in `peers`).
+fn dial_lower_nodes(
+    slots: &mut [Vec<Option<TcpStream>>],
+    peers: &[usize],
+    node: usize,
+    addrs: &[SocketAddr],
+    timeout: Duration,
+) -> Result<()> {
+    for (j, &p) in peers.iter().enumerate().filter(|(_, &p)| p < node) {
+        for (w, row) in slots.iter_mut().enumerate() {
+            let mut s = connect_tcp(addrs[p], timeout)?;
+            s.write_all(&MeshHello::encode(node, w))
+                .map_err(|e| NetError::io(format!("hello to node {p}"), e))?;
+            row[j] = Some(s);
+        }
+    }
+    Ok(())
+}
+
+/// Accepts one connection (waiting up to `accept_timeout`) and reads its hello (waiting up to
+/// `timeout`).
+fn accept_hello(
+    listener: &TcpListener,
+    accept_timeout: Duration,
+    timeout: Duration,
+) -> Result<(TcpStream, MeshHello)> {
+    let mut s = accept_tcp(listener, accept_timeout)?;
+    s.set_read_timeout(Some(timeout))
+        .map_err(|e| NetError::io("SO_RCVTIMEO", e))?;
+    let mut hello = [0u8; MeshHello::LEN];
+    s.read_exact(&mut hello)
+        .map_err(|e| NetError::io("reading a peer's hello", e))?;
+    s.set_read_timeout(None)
+        .map_err(|e| NetError::io("SO_RCVTIMEO", e))?;
+    Ok((s, MeshHello::decode(&hello)))
+}
+
 /// Everything one shuffle run produced.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct ShuffleReport {
+    /// What was shuffled.
     pub spec: ShuffleSpec,
+    /// The transport's spec.
     pub transport: String,
+    /// Every node's report, by node id.
     pub nodes: Vec<NodeReport>,
+    /// The join of all nodes together.
     pub join: JoinResult,
+    /// The single-process reference join (equal to `join`, or the run failed).
     pub reference: JoinResult,
 }
 
 impl ShuffleReport {
+    /// The report of a run whose nodes reported `nodes`; fails with
+    /// [`NetError::JoinMismatch`] unless their join equals the reference.
     pub fn new(spec: &ShuffleSpec, cfg: &NetConfig, mut nodes: Vec<NodeReport>) -> Result<Self> {
         nodes.sort_by_key(|n| n.node);
         let mut join = JoinResult::default();
@@ -126,10 +190,12 @@ impl ShuffleReport {
         self.nodes.iter().map(|n| n.egress_gib_s()).sum::<f64>() / self.nodes.len().max(1) as f64
     }
 
+    /// Mean per-node CPU use, percent of one CPU.
     pub fn cpu_pct(&self) -> f64 {
         self.nodes.iter().map(|n| n.cpu_pct()).sum::<f64>() / self.nodes.len().max(1) as f64
     }
 
+    /// Bytes all nodes sent.
     pub fn bytes_sent(&self) -> u64 {
         self.nodes.iter().map(|n| n.bytes_sent).sum()
     }
@@ -169,7 +235,7 @@ pub fn run_local(spec: &ShuffleSpec, cfg: &NetConfig) -> Result<ShuffleReport> {
         .collect();
     let mut nodes = Vec::new();
     let mut err = None;
-    for h in handles {
+    for (node, h) in handles.into_iter().enumerate() {
         match h.join() {
             Ok(Ok(r)) => nodes.push(r),
             Ok(Err(e)) => {
@@ -177,8 +243,8 @@ pub fn run_local(spec: &ShuffleSpec, cfg: &NetConfig) -> Result<ShuffleReport> {
             }
             Err(_) => {
                 err.get_or_insert(NetError::Node {
-                    node: 0,
-                    reason: "a node thread panicked".into(),
+                    node,
+                    failure: NodeFailure::NodeThreadPanicked,
                 });
             }
         }
@@ -209,34 +275,37 @@ pub fn serve_node(spec: &ShuffleSpec, node: usize, cfg: &NetConfig, bind_ip: &st
         .split_whitespace()
         .skip(1)
         .map(|a| {
-            a.parse()
-                .map_err(|_| NetError::invalid("peer list", format!("bad address {a:?}")))
+            a.parse().map_err(|_| NetError::BadPeerAddress {
+                address: a.to_string(),
+            })
         })
         .collect::<Result<_>>()?;
-    if addrs.len() != spec.nodes {
-        return Err(NetError::invalid(
-            "peer list",
-            format!("{} addresses for {} nodes", addrs.len(), spec.nodes),
-        ));
-    }
+    NetError::check_range(
+        NetSetting::PeerAddresses,
+        addrs.len(),
+        spec.nodes,
+        spec.nodes,
+    )?;
     let conns = connect_mesh(spec, node, &l, &addrs, cfg.io_timeout)?;
     let r = run_node(spec, node, cfg, conns)?;
-    let json = serde_json::to_string(&r).map_err(|e| NetError::invalid("report", e.to_string()))?;
+    let json = serde_json::to_string(&r).map_err(|source| NetError::EncodeReport { source })?;
     writeln!(out, "RESULT {json}").map_err(|e| NetError::io("stdout", e))?;
     out.flush().map_err(|e| NetError::io("stdout", e))?;
     Ok(())
 }
 
 /// Asks the kernel to kill this process when its parent dies, so no node outlives the run.
-pub fn die_with_parent() {
+fn die_with_parent() {
     // SAFETY: prctl(PR_SET_PDEATHSIG) takes integer arguments only.
     unsafe {
         libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
     }
 }
 
-/// Child processes that are killed and reaped when this guard goes, whatever happened.
+/// Child processes that are killed and reaped when this guard goes, whatever happened (an
+/// error path included), so no benchmark process outlives the run that started it.
 pub struct Children {
+    /// The children, killed (if still running) and waited for on drop.
     pub kids: Vec<Child>,
 }
 
@@ -259,7 +328,9 @@ enum Msg {
 /// How to start one node process: the program, and the arguments that make it run
 /// [`serve_node`] for node `i`.
 pub struct NodeCommand {
+    /// The program to start.
     pub program: PathBuf,
+    /// The arguments of node `i`.
     pub args: Box<dyn Fn(usize) -> Vec<String>>,
     /// Run each node inside this network namespace (`ip netns exec NAME`), if any.
     pub netns: Option<Box<dyn Fn(usize) -> String>>,
@@ -282,8 +353,8 @@ pub fn run_processes(
     let nodes: Vec<NodeReport> = reports.into_iter().flatten().collect();
     if nodes.len() != spec.nodes {
         return Err(NetError::Child {
-            what: "nodes".into(),
-            reason: "not every node reported".into(),
+            process: ChildProcess::Nodes,
+            problem: ChildProblem::MissingReports,
         });
     }
     ShuffleReport::new(spec, cfg, nodes)
@@ -311,10 +382,15 @@ impl NodeProcesses {
             kids: Children { kids: Vec::new() },
         };
         for i in 0..nodes {
-            let mut child = node_command(cmd, i).spawn().map_err(|e| NetError::Child {
-                what: format!("node {i} ({})", cmd.program.display()),
-                reason: format!("cannot start: {e}"),
-            })?;
+            let mut child = node_command(cmd, i)
+                .spawn()
+                .map_err(|source| NetError::Child {
+                    process: ChildProcess::Node { node: i },
+                    problem: ChildProblem::CannotStart {
+                        program: cmd.program.clone(),
+                        source,
+                    },
+                })?;
             let out = child.stdout.take().expect("piped stdout");
             let err = child.stderr.take().expect("piped stderr");
             procs.stdins.push(child.stdin.take().expect("piped stdin"));
@@ -367,7 +443,7 @@ impl NodeProcesses {
                 }
                 Ok(Msg::Eof(i)) => {
                     if reports[i].is_none() {
-                        return Err(self.child_error(i, "exited without a report"));
+                        return Err(self.no_report_error(i));
                     }
                 }
                 Err(mpsc::RecvTimeoutError::Timeout) => continue,
@@ -397,8 +473,8 @@ impl NodeProcesses {
         Ok(())
     }
 
-    /// Node `i` failed (`what`): the error, with what the node printed on stderr.
-    fn child_error(&mut self, i: usize, what: &str) -> NetError {
+    /// Node `i` ended without its report: the error, with what the node printed on stderr.
+    fn no_report_error(&mut self, i: usize) -> NetError {
         // Give the child a moment to exit so its stderr is complete.
         let t0 = Instant::now();
         while t0.elapsed() < Duration::from_millis(500) {
@@ -419,12 +495,8 @@ impl NodeProcesses {
             .collect::<Vec<_>>()
             .join("; ");
         NetError::Child {
-            what: format!("node {i}"),
-            reason: if msg.is_empty() {
-                what.to_string()
-            } else {
-                format!("{what}: {msg}")
-            },
+            process: ChildProcess::Node { node: i },
+            problem: ChildProblem::NoReport { stderr: msg },
         }
     }
 
@@ -434,8 +506,11 @@ impl NodeProcesses {
             let st = c.wait().map_err(|e| NetError::io("wait for node", e))?;
             if !st.success() {
                 return Err(NetError::Child {
-                    what: format!("node {i}"),
-                    reason: format!("exited with {st}"),
+                    process: ChildProcess::Node { node: i },
+                    problem: ChildProblem::Exited {
+                        status: st,
+                        stderr: String::new(),
+                    },
                 });
             }
         }
@@ -486,14 +561,16 @@ fn read_node_line(
 ) -> Result<bool> {
     if let Some(p) = l.find("LISTEN ").map(|k| &l[k + 7..]) {
         let port: u16 = p.trim().parse().map_err(|_| NetError::Child {
-            what: format!("node {i}"),
-            reason: format!("bad LISTEN line {l:?}"),
+            process: ChildProcess::Node { node: i },
+            problem: ChildProblem::BadListenLine {
+                line: l.to_string(),
+            },
         })?;
         ports[i] = Some(port);
     } else if let Some(j) = l.find("RESULT ").map(|k| &l[k + 7..]) {
-        let r: NodeReport = serde_json::from_str(j).map_err(|e| NetError::Child {
-            what: format!("node {i}"),
-            reason: format!("unreadable report: {e}"),
+        let r: NodeReport = serde_json::from_str(j).map_err(|source| NetError::Child {
+            process: ChildProcess::Node { node: i },
+            problem: ChildProblem::UnreadableReport { source },
         })?;
         reports[i] = Some(r);
         return Ok(true);

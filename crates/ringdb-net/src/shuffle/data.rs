@@ -5,15 +5,23 @@
 //! partition to it. The shuffle moves every R tuple to the node its key partitions to, builds a
 //! probe table there, and joins it with the local S part.
 
+use crate::error::{NetError, NetSetting, Result};
 use crate::frame::checksum;
 use serde::{Deserialize, Serialize};
 
+/// The shape of one shuffle: nodes, workers, tables and chunks. Every node derives its table
+/// from it, so the spec is all a node process needs to know.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
 pub struct ShuffleSpec {
+    /// Nodes (1..=64).
     pub nodes: usize,
+    /// Worker threads per node, each with its own transport (1..=64).
     pub workers: usize,
+    /// Bytes of one tuple, the first 8 the join key (64..=4096, a multiple of 8).
     pub tuple_size: usize,
+    /// Tuples of each node's table R_n.
     pub rows_per_node: usize,
+    /// Seed of the tables' contents.
     pub seed: u64,
     /// Payload bytes per network chunk (frames carry at most this much).
     pub chunk: usize,
@@ -22,32 +30,25 @@ pub struct ShuffleSpec {
 }
 
 impl ShuffleSpec {
-    pub fn validate(&self) -> crate::Result<()> {
-        use crate::NetError;
-        if !(1..=64).contains(&self.nodes) {
-            return Err(NetError::invalid("nodes", "1..64"));
+    /// Refuses a spec outside the ranges above, before anything starts.
+    pub fn validate(&self) -> Result<()> {
+        NetError::check_range(NetSetting::Nodes, self.nodes, 1, 64)?;
+        NetError::check_range(NetSetting::Workers, self.workers, 1, 64)?;
+        NetError::check_range(NetSetting::TupleSize, self.tuple_size, 64, 4096)?;
+        if !self.tuple_size.is_multiple_of(8) {
+            return Err(NetError::NotMultiple {
+                setting: NetSetting::TupleSize,
+                value: self.tuple_size as u64,
+                step: 8,
+            });
         }
-        if !(1..=64).contains(&self.workers) {
-            return Err(NetError::invalid("workers", "1..64"));
-        }
-        if !(64..=4096).contains(&self.tuple_size) || !self.tuple_size.is_multiple_of(8) {
-            return Err(NetError::invalid(
-                "tuple size",
-                "64 B..4 KiB, a multiple of 8",
-            ));
-        }
-        if self.chunk < self.tuple_size || self.chunk > 64 << 20 {
-            return Err(NetError::invalid(
-                "chunk",
-                "at least one tuple, at most 64 MiB",
-            ));
-        }
-        if self.rows_per_node == 0 || self.morsel == 0 {
-            return Err(NetError::invalid("rows/morsel", "must be positive"));
-        }
-        Ok(())
+        // At least one tuple per chunk.
+        NetError::check_range(NetSetting::Chunk, self.chunk, self.tuple_size, 64 << 20)?;
+        NetError::check_range(NetSetting::RowsPerNode, self.rows_per_node, 1, usize::MAX)?;
+        NetError::check_range(NetSetting::Morsel, self.morsel, 1, usize::MAX)
     }
 
+    /// Tuples of all nodes' tables together.
     pub fn total_rows(&self) -> u64 {
         self.rows_per_node as u64 * self.nodes as u64
     }
@@ -58,6 +59,7 @@ impl ShuffleSpec {
         self.total_rows().max(2)
     }
 
+    /// Tuples of the build side S (one per key in `0..s_rows()`).
     pub fn s_rows(&self) -> u64 {
         self.key_space() / 2
     }
@@ -68,6 +70,7 @@ impl ShuffleSpec {
     }
 }
 
+/// A 64-bit mixer (splitmix64's finaliser).
 #[inline]
 pub fn mix64(mut x: u64) -> u64 {
     x ^= x >> 30;
@@ -77,6 +80,7 @@ pub fn mix64(mut x: u64) -> u64 {
     x ^ (x >> 31)
 }
 
+/// The node (of `nodes`) that key `key` partitions to.
 #[inline]
 pub fn partition(key: u64, nodes: usize) -> usize {
     ((mix64(key ^ 0x5bd1_e995) >> 32) % nodes as u64) as usize
@@ -95,6 +99,7 @@ pub fn fill_tuple(spec: &ShuffleSpec, node: usize, row: usize, out: &mut [u8]) {
     }
 }
 
+/// Node `node`'s table R_n, tuple after tuple.
 pub fn generate_table(spec: &ShuffleSpec, node: usize) -> Vec<u8> {
     let ts = spec.tuple_size;
     let mut t = vec![0u8; ts * spec.rows_per_node];
@@ -104,11 +109,13 @@ pub fn generate_table(spec: &ShuffleSpec, node: usize) -> Vec<u8> {
     t
 }
 
+/// The join key of a tuple: its first 8 bytes.
 #[inline]
 pub fn key_of(tuple: &[u8]) -> u64 {
     u64::from_le_bytes(tuple[..8].try_into().expect("tuple has a key"))
 }
 
+/// The value S holds for `key`.
 #[inline]
 pub fn s_value(seed: u64, key: u64) -> u64 {
     mix64(seed.rotate_left(17) ^ key ^ 0xabcd_ef01)
@@ -117,17 +124,21 @@ pub fn s_value(seed: u64, key: u64) -> u64 {
 /// Count and order-independent checksum of the join's output pairs.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct JoinResult {
+    /// Output pairs.
     pub count: u64,
+    /// Sum of the pairs' hashes (wrapping), so the order of the pairs does not matter.
     pub checksum: u64,
 }
 
 impl JoinResult {
+    /// Counts one output pair: R tuple `r_tuple` joined with S value `s_val`.
     #[inline]
     pub fn add_pair(&mut self, r_tuple: &[u8], s_val: u64) {
         self.count += 1;
         self.checksum = self.checksum.wrapping_add(mix64(checksum(r_tuple) ^ s_val));
     }
 
+    /// Adds the pairs of `o` (another worker's or node's part).
     pub fn merge(&mut self, o: &JoinResult) {
         self.count += o.count;
         self.checksum = self.checksum.wrapping_add(o.checksum);

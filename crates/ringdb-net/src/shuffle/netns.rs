@@ -2,31 +2,43 @@
 //! namespace and address, so the shuffle crosses a veth device instead of loopback. The guard
 //! deletes every namespace it created (which removes their veths and the bridge) when dropped.
 
-use crate::error::{NetError, Result};
+use crate::error::{ChildProblem, ChildProcess, NetError, NetSetting, NetSwitch, Result};
 use std::process::Command;
 
+/// The network namespaces of one run (and the hub namespace with the bridge), deleted when the
+/// guard is dropped.
 pub struct NetnsGuard {
+    /// One namespace per node, node `i` in `names[i]`.
     pub names: Vec<String>,
+    /// The namespace that holds the bridge.
     pub hub: String,
 }
 
+/// The most nodes the namespaces can hold (one /24 of addresses).
+const MAX_NODES: usize = 200;
+
+/// Runs `ip ARGS`; its failure means network namespaces are unavailable here (not root, or no
+/// iproute2).
 fn ip(args: &[&str]) -> Result<()> {
     let out = Command::new("ip")
         .args(args)
         .output()
-        .map_err(|e| NetError::Child {
-            what: "ip".into(),
-            reason: format!("cannot run the ip command (iproute2): {e}"),
+        .map_err(|source| NetError::Child {
+            process: ChildProcess::IpCommand,
+            problem: ChildProblem::CannotStart {
+                program: "ip".into(),
+                source,
+            },
         })?;
     if !out.status.success() {
-        return Err(NetError::unsupported(
-            "--netns",
-            format!(
+        return Err(NetError::Unsupported {
+            switch: NetSwitch::NetworkNamespaces,
+            reason: format!(
                 "`ip {}` failed: {}",
                 args.join(" "),
                 String::from_utf8_lossy(&out.stderr).trim()
             ),
-        ));
+        });
     }
     Ok(())
 }
@@ -35,9 +47,7 @@ impl NetnsGuard {
     /// Namespaces `rdb<pid>n<i>` with address 10.77.0.(i+1)/24 on a veth attached to a bridge
     /// in the hub namespace `rdb<pid>hub`.
     pub fn create(nodes: usize) -> Result<NetnsGuard> {
-        if nodes > 200 {
-            return Err(NetError::invalid("nodes", "at most 200 with --netns"));
-        }
+        NetError::check_range(NetSetting::NamespacedNodes, nodes, 0, MAX_NODES)?;
         let pid = std::process::id();
         let mut g = NetnsGuard {
             names: Vec::new(),
@@ -65,6 +75,7 @@ impl NetnsGuard {
         Ok(g)
     }
 
+    /// The address of node `i` on its veth.
     pub fn addr(i: usize) -> String {
         format!("10.77.0.{}", i + 1)
     }

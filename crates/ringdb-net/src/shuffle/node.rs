@@ -6,10 +6,10 @@
 use super::data::{key_of, partition, JoinResult, ShuffleSpec};
 use super::table::ProbeTable;
 use crate::config::NetConfig;
-use crate::error::{NetError, Result};
+use crate::error::{CloseStage, FrameFault, NetError, NetSetting, NodeFailure, Result};
 use crate::frame::{checksum, FrameDecoder, FrameSink, Header, FLAG_EOS, HEADER_LEN};
 use crate::sys::{process_cpu_secs, Conn};
-use crate::transport::{self, Event, Transport, TransportStats};
+use crate::transport::{open_transport, Event, Transport, TransportStats};
 use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -18,35 +18,50 @@ use std::time::{Duration, Instant};
 /// What one node measured.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct NodeReport {
+    /// The node's id.
     pub node: usize,
+    /// The transport's spec.
     pub transport: String,
     /// Network bytes this node sent (frames, headers included) and received.
     pub bytes_sent: u64,
+    /// Network bytes this node received.
     pub bytes_recv: u64,
     /// Tuples that stayed on this node (their key partitions here).
     pub local_tuples: u64,
+    /// Wall-clock seconds of the shuffle (scan, send, receive, probe-table build).
     pub shuffle_secs: f64,
     /// Process CPU time (all threads, kernel threads of the ring included) during the shuffle.
     pub cpu_secs: f64,
+    /// Seconds of the join after the shuffle.
     pub join_secs: f64,
+    /// This node's part of the join.
     pub join: JoinResult,
+    /// System calls of the node's transports, summed over workers.
     pub syscalls: u64,
+    /// Sends resumed after moving fewer bytes than asked.
     pub short_sends: u64,
+    /// SEND_ZC notifications.
     pub zc_notifs: u64,
+    /// SEND_ZC notifications that reported a copy.
     pub zc_copied_notifs: u64,
+    /// Bytes the kernel copied after all despite SEND_ZC.
     pub zc_copied_bytes: u64,
+    /// Multishot receives armed again.
     pub multishot_rearms: u64,
     /// Worker seconds spent waiting for a free send buffer (peers not reading fast enough),
     /// and waiting at the end for the peers' last frames (summed over workers).
     pub wait_send_buf_secs: f64,
+    /// Worker seconds spent waiting at the end (see above).
     pub wait_end_secs: f64,
 }
 
 impl NodeReport {
+    /// Egress bandwidth during the shuffle, GiB per second.
     pub fn egress_gib_s(&self) -> f64 {
         self.bytes_sent as f64 / (1u64 << 30) as f64 / self.shuffle_secs.max(1e-9)
     }
 
+    /// CPU use during the shuffle, percent of one CPU.
     pub fn cpu_pct(&self) -> f64 {
         100.0 * self.cpu_secs / self.shuffle_secs.max(1e-9)
     }
@@ -63,10 +78,10 @@ struct Sink<'a> {
 }
 
 impl Sink<'_> {
-    fn bad(&self, reason: String) -> NetError {
+    fn bad(&self, fault: FrameFault) -> NetError {
         NetError::MalformedFrame {
             peer: self.peer.to_string(),
-            reason,
+            fault,
         }
     }
 }
@@ -74,23 +89,23 @@ impl Sink<'_> {
 impl FrameSink for Sink<'_> {
     fn begin(&mut self, h: &Header) -> Result<()> {
         if h.sender as usize != self.peer_node {
-            return Err(self.bad(format!(
-                "sender {} on the connection of node {}",
-                h.sender, self.peer_node
-            )));
+            return Err(self.bad(FrameFault::WrongSender {
+                sender: h.sender,
+                expected: self.peer_node,
+            }));
         }
         if h.flags & FLAG_EOS == 0 {
             if h.tuple_size as usize != self.spec.tuple_size {
-                return Err(self.bad(format!(
-                    "tuple size {} (this shuffle uses {})",
-                    h.tuple_size, self.spec.tuple_size
-                )));
+                return Err(self.bad(FrameFault::WrongTupleSize {
+                    tuple_size: h.tuple_size,
+                    expected: self.spec.tuple_size,
+                }));
             }
             if !(h.len as usize).is_multiple_of(self.spec.tuple_size) {
-                return Err(self.bad(format!(
-                    "payload of {} bytes is not a whole number of {}-byte tuples",
-                    h.len, self.spec.tuple_size
-                )));
+                return Err(self.bad(FrameFault::PartialTuple {
+                    len_bytes: h.len,
+                    tuple_size: self.spec.tuple_size,
+                }));
             }
         }
         *self.start = self.table.arena.len();
@@ -110,10 +125,10 @@ impl FrameSink for Sink<'_> {
         let got = checksum(&self.table.arena[start..]);
         if got != h.checksum {
             self.table.arena.truncate(start);
-            return Err(self.bad(format!(
-                "checksum {got:#x} does not match the header's {:#x}",
-                h.checksum
-            )));
+            return Err(self.bad(FrameFault::ChecksumMismatch {
+                computed: got,
+                header: h.checksum,
+            }));
         }
         let n = (self.table.arena.len() - start) / self.spec.tuple_size;
         self.table.index_tail(n);
@@ -148,13 +163,19 @@ pub fn peers_of(nodes: usize, node: usize) -> Vec<usize> {
 fn aborted(node: usize) -> NetError {
     NetError::Node {
         node,
-        reason: "aborted: another worker failed".into(),
+        failure: NodeFailure::Aborted,
     }
 }
 
 /// Whether `e` is only the follow-up of another worker's failure ([`aborted`]).
 fn is_abort_follow_up(e: &NetError) -> bool {
-    matches!(e, NetError::Node { reason, .. } if reason.starts_with("aborted"))
+    matches!(
+        e,
+        NetError::Node {
+            failure: NodeFailure::Aborted,
+            ..
+        }
+    )
 }
 
 /// The receive side of one worker: per peer connection, a frame decoder and the probe table
@@ -207,8 +228,10 @@ impl<'a> Receiver<'a> {
                     Ok(())
                 } else {
                     Err(NetError::PeerClosed {
-                        peer: format!("node {} ({})", self.peers[conn], self.names[conn]),
-                        when: "mid-shuffle, before its end-of-stream frame".into(),
+                        peer: self.names[conn].clone(),
+                        when: CloseStage::BeforeEndOfStream {
+                            node: self.peers[conn],
+                        },
                     })
                 }
             }
@@ -251,7 +274,7 @@ impl<'a> Worker<'a> {
         let spec = &shared.spec;
         let peers = peers_of(spec.nodes, shared.node);
         let names: Vec<String> = conns.iter().map(|c| c.peer.clone()).collect();
-        let transport = transport::open(cfg, conns)?;
+        let transport = open_transport(cfg, conns)?;
         let mut conn_of = vec![usize::MAX; spec.nodes];
         for (j, &p) in peers.iter().enumerate() {
             conn_of[p] = j;
@@ -453,9 +476,12 @@ pub fn run_node(
     conns: Vec<Vec<Conn>>,
 ) -> Result<NodeReport> {
     spec.validate()?;
-    if conns.len() != spec.workers {
-        return Err(NetError::invalid("connections", "one set per worker"));
-    }
+    NetError::check_range(
+        NetSetting::WorkerConnectionSets,
+        conns.len(),
+        spec.workers,
+        spec.workers,
+    )?;
     let cfg = node_config(spec, cfg)?;
     let shared = Arc::new(Shared {
         spec: spec.clone(),
@@ -534,7 +560,7 @@ fn join_workers(handles: Vec<WorkerHandle>, node: usize) -> Result<Vec<WorkerOut
             Err(_) => {
                 first_err.get_or_insert(NetError::Node {
                     node,
-                    reason: "a worker thread panicked".into(),
+                    failure: NodeFailure::WorkerPanicked,
                 });
             }
         }

@@ -42,14 +42,6 @@ impl ProbeTable {
         }
     }
 
-    pub fn len(&self) -> usize {
-        self.next.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.next.is_empty()
-    }
-
     /// Copies `tuple` into the arena and indexes it.
     pub fn insert_copy(&mut self, tuple: &[u8]) {
         self.arena.extend_from_slice(tuple);

@@ -3,7 +3,7 @@
 
 use super::{Event, Handler, Transport, TransportStats};
 use crate::config::{NetConfig, TransportKind};
-use crate::error::{NetError, Result};
+use crate::error::{CloseStage, NetError, NetSetting, Result};
 use crate::sys::{set_nonblocking, Conn, Region, SlotPool};
 use std::collections::VecDeque;
 use std::io;
@@ -202,16 +202,11 @@ impl Transport for EpollTransport {
     }
 
     fn send(&mut self, conn: usize, slot: u32, len: usize) -> Result<()> {
-        if len > self.pool.slot_size {
-            return Err(NetError::invalid(
-                "send length",
-                "larger than a send buffer",
-            ));
-        }
+        NetError::check_range(NetSetting::SendLength, len, 0, self.pool.slot_size)?;
         if self.conns[conn].closed {
             return Err(NetError::PeerClosed {
                 peer: self.conns[conn].conn.peer.clone(),
-                when: "before a send".into(),
+                when: CloseStage::BeforeSend,
             });
         }
         self.conns[conn].queue.push_back((slot, 0, len));

@@ -9,7 +9,7 @@
 
 use super::{Event, Handler, Transport, TransportStats};
 use crate::config::{NetConfig, TransportKind};
-use crate::error::{NetError, Result};
+use crate::error::{CloseStage, NetError, NetSetting, NetSwitch, Result};
 use crate::sys::{incoming_napi_id, set_nonblocking, Conn, Region, SlotPool};
 use io_uring::{cqueue, opcode, squeue, types};
 use ringdb_io::{Ring, RingSetup};
@@ -152,9 +152,8 @@ pub struct UringTransport {
 
 impl UringTransport {
     pub fn new(cfg: &NetConfig, conns: Vec<Conn>) -> Result<Self> {
-        if conns.len() > 0xff_ffff {
-            return Err(NetError::invalid("connections", "at most 2^24 per ring"));
-        }
+        // Connection indexes travel in 24 bits of the user data.
+        NetError::check_range(NetSetting::ConnectionsPerRing, conns.len(), 0, 0xff_ffff)?;
         let ring = Ring::new(&RingSetup {
             mode: cfg.setup,
             sqpoll: cfg.sqpoll,
@@ -620,13 +619,13 @@ fn check_napi(conns: &[UConn]) -> Result<()> {
         let id = incoming_napi_id(c.conn.raw())
             .map_err(|e| NetError::io("getsockopt SO_INCOMING_NAPI_ID", e))?;
         if id == 0 {
-            return Err(NetError::unsupported(
-                "napi",
-                format!(
+            return Err(NetError::Unsupported {
+                switch: NetSwitch::Napi,
+                reason: format!(
                     "the connection to {} has no NAPI context (SO_INCOMING_NAPI_ID = 0): loopback and veth do not busy-poll a device queue",
                     c.conn.peer
                 ),
-            ));
+            });
         }
     }
     Ok(())
@@ -654,16 +653,11 @@ impl Transport for UringTransport {
     }
 
     fn send(&mut self, conn: usize, slot: u32, len: usize) -> Result<()> {
-        if len > self.pool.slot_size || len == 0 {
-            return Err(NetError::invalid(
-                "send length",
-                "1 byte .. one send buffer",
-            ));
-        }
+        NetError::check_range(NetSetting::SendLength, len, 1, self.pool.slot_size)?;
         if self.conns[conn].closed {
             return Err(NetError::PeerClosed {
                 peer: self.conns[conn].conn.peer.clone(),
-                when: "before a send".into(),
+                when: CloseStage::BeforeSend,
             });
         }
         self.conns[conn].queue.push_back((slot, len));

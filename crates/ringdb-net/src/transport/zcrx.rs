@@ -7,7 +7,8 @@
 //! This build has no zcrx data path (refill ring, area tokens): where registration would succeed
 //! the transport is refused too, with a message that says so.
 
-use crate::error::NetError;
+use crate::error::{NetError, NetSwitch, ZcRecvRefusal};
+use crate::sys::Region;
 use io_uring::{cqueue, opcode, squeue, IoUring};
 use std::ffi::CStr;
 use std::io;
@@ -66,7 +67,7 @@ const IORING_REGISTER_ZCRX_IFQ: u32 = 32;
 const IORING_MEM_REGION_TYPE_USER: u32 = 1;
 
 /// The interface a socket's local address belongs to (name, index).
-pub fn interface_of(fd: RawFd) -> io::Result<(String, u32)> {
+fn interface_of(fd: RawFd) -> io::Result<(String, u32)> {
     let mut ss: libc::sockaddr_storage =
         // SAFETY: sockaddr_storage is plain data; all-zero is a valid value.
         unsafe { std::mem::zeroed() };
@@ -134,15 +135,15 @@ pub fn interface_of(fd: RawFd) -> io::Result<(String, u32)> {
 
 /// Probes zcrx on interface `ifindex`, receive queue 0. Ok(()) means the kernel accepted the
 /// registration (then released it with the ring).
-pub fn probe_ifq(ifindex: u32) -> Result<(), String> {
+fn probe_ifq(ifindex: u32) -> Result<(), ZcRecvRefusal> {
     let ring = IoUring::<squeue::Entry, cqueue::Entry>::new(8)
-        .map_err(|e| format!("io_uring_setup failed: {e}"))?;
+        .map_err(|source| ZcRecvRefusal::RingSetup { source })?;
     let mut probe = io_uring::Probe::new();
     ring.submitter()
         .register_probe(&mut probe)
-        .map_err(|e| format!("IORING_REGISTER_PROBE failed: {e}"))?;
+        .map_err(|source| ZcRecvRefusal::Probe { source })?;
     if !probe.is_supported(opcode::RecvZc::CODE) {
-        return Err("this kernel does not support IORING_OP_RECV_ZC (needs Linux 6.15+)".into());
+        return Err(ZcRecvRefusal::KernelTooOld);
     }
     drop(ring);
     // zcrx needs DEFER_TASKRUN and 32-byte CQEs.
@@ -150,9 +151,12 @@ pub fn probe_ifq(ifindex: u32) -> Result<(), String> {
         .setup_single_issuer()
         .setup_defer_taskrun()
         .build(8)
-        .map_err(|e| format!("io_uring_setup (DEFER_TASKRUN, CQE32) failed: {e}"))?;
-    let area = crate::sys::Region::new(64 * 4096).map_err(|e| e.to_string())?;
-    let rq = crate::sys::Region::new(2 * 4096).map_err(|e| e.to_string())?;
+        .map_err(|source| ZcRecvRefusal::ZcrxRingSetup { source })?;
+    let map = |len_bytes: usize| {
+        Region::try_new(len_bytes).map_err(|source| ZcRecvRefusal::Memory { len_bytes, source })
+    };
+    let area = map(64 * 4096)?;
+    let rq = map(2 * 4096)?;
     let area_reg = ZcrxAreaReg {
         addr: area.as_ptr() as u64,
         len: area.len() as u64,
@@ -185,17 +189,9 @@ pub fn probe_ifq(ifindex: u32) -> Result<(), String> {
         )
     };
     let res = if r < 0 {
-        let e = io::Error::last_os_error();
-        let why = match e.raw_os_error() {
-            Some(libc::EOPNOTSUPP) => {
-                "the device has no DMA-capable receive queue with header split (loopback and veth never do)"
-            }
-            Some(libc::EPERM) => "registration needs CAP_NET_ADMIN",
-            Some(libc::EINVAL) => "the kernel rejected the queue setup",
-            Some(libc::ENODEV) => "no such interface",
-            _ => "registration failed",
-        };
-        Err(format!("IORING_REGISTER_ZCRX_IFQ: {e}: {why}"))
+        Err(ZcRecvRefusal::Registration {
+            source: io::Error::last_os_error(),
+        })
     } else {
         Ok(())
     };
@@ -205,25 +201,28 @@ pub fn probe_ifq(ifindex: u32) -> Result<(), String> {
     res
 }
 
-/// The typed refusal for `uring+zc-recv` over the connection `fd` (or loopback when none).
-pub fn refusal(fd: Option<RawFd>) -> NetError {
+/// The typed refusal of `uring+zc-recv` over the connection `fd` (or loopback when none):
+/// [`NetError::ZcRecvUnsupported`] naming the interface and why the probe failed, or
+/// [`NetError::Unsupported`] where the interface would take a zcrx queue but this build has no
+/// zero-copy receive data path.
+pub fn zero_copy_receive_refusal(fd: Option<RawFd>) -> NetError {
     let (ifname, idx) = match fd.map(interface_of) {
         Some(Ok(x)) => x,
-        Some(Err(e)) => {
+        Some(Err(source)) => {
             return NetError::ZcRecvUnsupported {
                 ifname: "?".into(),
-                reason: format!("cannot find the connection's interface: {e}"),
+                refusal: ZcRecvRefusal::InterfaceUnknown { source },
             }
         }
         None => ("lo".to_string(), 1),
     };
     match probe_ifq(idx) {
-        Err(reason) => NetError::ZcRecvUnsupported { ifname, reason },
-        Ok(()) => NetError::unsupported(
-            "uring+zc-recv",
-            format!(
+        Err(refusal) => NetError::ZcRecvUnsupported { ifname, refusal },
+        Ok(()) => NetError::Unsupported {
+            switch: NetSwitch::ZeroCopyReceive,
+            reason: format!(
                 "interface {ifname} accepts a zcrx queue, but this build has no zero-copy receive data path; use uring or uring+multishot"
             ),
-        ),
+        },
     }
 }
