@@ -6,14 +6,12 @@
 //! are left, the round runs a checkpoint instead (the checkpoint hook).
 
 use super::frame::{Inner, WAIT_ROUNDS_MAX};
+use super::wait::{wait, WaitOn};
 use super::{BufferManager, PageId};
 use crate::error::{StorageError, WaitFor};
 use futures_util::future::join_all;
 use ringdb_io::PoolBuf;
-use std::future::Future;
-use std::pin::Pin;
 use std::rc::Rc;
-use std::task::{Context, Poll};
 
 /// A page on its way to the target: its slot, its id, and its sealed frame.
 pub(super) type Outgoing = (usize, PageId, PoolBuf);
@@ -42,7 +40,7 @@ impl BufferManager {
                 return Ok(b);
             }
             inner.bump(|s| s.waits += 1);
-            wait_frame(inner).await;
+            wait(inner, WaitOn::Frames).await;
         }
         Err(StorageError::Stalled {
             waiting_for: WaitFor::FreeFrame,
@@ -70,7 +68,7 @@ impl BufferManager {
             }
             if inner.evicting.get() {
                 inner.bump(|s| s.waits += 1);
-                wait_frame(inner).await;
+                wait(inner, WaitOn::Frames).await;
             } else {
                 self.evict_round().await?;
             }
@@ -163,7 +161,7 @@ impl BufferManager {
         if freed == 0 {
             // Nothing evictable now (pages in I/O or pinned): wait for a change.
             inner.bump(|s| s.waits += 1);
-            wait_frame(inner).await;
+            wait(inner, WaitOn::Frames).await;
         }
         drop(flag);
         Ok(())
@@ -263,33 +261,5 @@ impl Drop for CancelWrites {
             }
             self.inner.wake_frames();
         }
-    }
-}
-
-/// Waits for the next change in the free frames (a frame freed, a round ended, a pin gone).
-fn wait_frame(inner: &Rc<Inner>) -> WaitFrame {
-    WaitFrame {
-        inner: inner.clone(),
-        registered: false,
-    }
-}
-
-struct WaitFrame {
-    inner: Rc<Inner>,
-    registered: bool,
-}
-
-impl Future for WaitFrame {
-    type Output = ();
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        if self.registered || self.inner.poisoned.get() {
-            return Poll::Ready(());
-        }
-        self.registered = true;
-        self.inner
-            .frame_waiters
-            .borrow_mut()
-            .push(cx.waker().clone());
-        Poll::Pending
     }
 }

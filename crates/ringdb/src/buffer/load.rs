@@ -7,6 +7,7 @@
 //! `buffer`).
 
 use super::frame::{Inner, Slot, WAIT_ROUNDS_MAX};
+use super::wait::{wait, WaitOn};
 use super::{BufferManager, PageGuard, PageId};
 use crate::error::{Corruption, StorageError, WaitFor};
 use crate::page;
@@ -48,12 +49,7 @@ impl BufferManager {
                 Lookup::Resident => return Ok(Some(self.pin_resident(pid))),
                 Lookup::InIo => {
                     inner.bump(|s| s.waits += 1);
-                    WaitIo {
-                        inner: inner.clone(),
-                        pid,
-                        registered: false,
-                    }
-                    .await;
+                    wait(inner, WaitOn::PageIo(pid)).await;
                     continue;
                 }
                 Lookup::Absent => {}
@@ -303,29 +299,5 @@ impl Drop for WaitLoad {
                 wake_first_loader(&self.inner);
             }
         }
-    }
-}
-
-/// Waits until the page `pid` is no longer in another task's I/O.
-struct WaitIo {
-    inner: Rc<Inner>,
-    pid: PageId,
-    registered: bool,
-}
-
-impl Future for WaitIo {
-    type Output = ();
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        if self.registered || self.inner.poisoned.get() {
-            return Poll::Ready(());
-        }
-        self.registered = true;
-        self.inner
-            .io_waiters
-            .borrow_mut()
-            .entry(self.pid)
-            .or_default()
-            .push(cx.waker().clone());
-        Poll::Pending
     }
 }

@@ -43,6 +43,7 @@ mod evict;
 mod frame;
 mod guard;
 mod load;
+mod wait;
 
 pub use config::{PoolConfig, PoolStats, MIN_FRAMES};
 pub use dirty::DirtyPage;
