@@ -211,6 +211,12 @@ pub trait Engine {
 
     /// Waits for every request in flight and drops their completions. Engines call this on
     /// drop so that no buffer is released while the kernel may still write into it.
+    ///
+    /// Deliberately without a bound on the rounds: giving up would hand the caller back
+    /// buffers the kernel may still write into, so a request that never completes (a kernel
+    /// or device bug) hangs here, visibly, blocked in the kernel rather than spinning. The
+    /// executor above bounds its own waits (`IoError::NoCompletion`) and leaks its buffers when
+    /// it gives up, before it ever drops the engine.
     fn drain(&mut self) -> Result<()> {
         let mut sink = Vec::new();
         while self.in_flight() > 0 {
