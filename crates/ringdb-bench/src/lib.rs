@@ -4,7 +4,7 @@
 //! - [`fio`]: runs fio with equivalent options for side-by-side comparisons.
 //! - [`micro`]: the paper's microbenchmarks (`ringdb micro <name>`).
 //! - [`pattern`]: deterministic block contents for fills and bit-exact verification.
-//! - [`ycsb`]: runs YCSB-style operations on a ringdb `Db` with many tasks.
+//! - [`ycsb`]: runs YCSB-style operations on a ringdb `LocalDb` with many tasks.
 
 //! - [`ladder`]: the paper's Fig. 5 ladder with its cost model (`ringdb ladder`).
 //! - [`units`]: parsing of sizes (`4k`, `2G`) and durations (`10s`).
@@ -17,5 +17,6 @@ pub mod pattern;
 pub mod rawio;
 pub mod units;
 pub mod ycsb;
+pub mod ycsb_sharded;
 
 pub use error::{BenchError, Result};

@@ -1,4 +1,4 @@
-//! Runs YCSB-style operations against a ringdb [`Db`] with N concurrent tasks on its runtime
+//! Runs YCSB-style operations against a ringdb [`LocalDb`] with N concurrent tasks on its runtime
 //! (the paper's fibers): a load phase and timed run phases, with per-second throughput,
 //! latency percentiles and the engine's counters per operation.
 //!
@@ -6,7 +6,7 @@
 //! from (key, version) so a reader can tell which write it sees.
 
 use crate::error::{BenchError, BenchSetting, Result};
-use ringdb::{Db, DbStats};
+use ringdb::{LocalDb, DbStats};
 use ringdb_lab::counters::{rdtsc, ticks_to_ns, tsc_hz, CpuTime, LatencyHist, LatencySummary};
 use ringdb_lab::iowq::IowqTracker;
 use serde::Serialize;
@@ -116,7 +116,7 @@ fn bar(len: u64, template: &str, label: &str, on: bool) -> Option<indicatif::Pro
 
 /// Inserts keys `0..records` in scattered order with `tasks` tasks.
 pub fn load(
-    db: &mut Db,
+    db: &mut LocalDb,
     records: u64,
     value_size: usize,
     tasks: usize,
@@ -151,7 +151,7 @@ pub fn load(
 /// Runs operations from `next_op` (given the task index) with `spec.tasks` tasks for
 /// `spec.duration`.
 pub fn run(
-    db: &mut Db,
+    db: &mut LocalDb,
     spec: &RunSpec,
     next_op: impl FnMut(usize) -> Option<Op> + 'static,
 ) -> Result<PhaseReport> {
@@ -227,7 +227,7 @@ struct TaskLimits {
 }
 
 fn phase(
-    db: &mut Db,
+    db: &mut LocalDb,
     spec: &RunSpec,
     pb: Option<indicatif::ProgressBar>,
     next_op: impl FnMut(usize) -> Option<Op> + 'static,
@@ -360,7 +360,7 @@ fn summarise(
 }
 
 /// Executes one operation; `Ok(false)` when a read found nothing.
-async fn exec(
+pub(crate) async fn exec(
     h: &ringdb::DbHandle,
     op: Op,
     version: u64,

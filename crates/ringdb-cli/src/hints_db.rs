@@ -29,7 +29,7 @@ pub fn db_hint(error: &(dyn Error + 'static)) -> Option<String> {
 /// The hint for `error` itself, if it is one of the engine's errors (or a benchmark's error
 /// that wraps one).
 fn hint_for(error: &(dyn Error + 'static)) -> Option<String> {
-    if let Some(BenchError::Db(e)) = error.downcast_ref::<BenchError>() {
+    if let Some(BenchError::LocalDb(e)) = error.downcast_ref::<BenchError>() {
         return db_error_hint(e);
     }
     if let Some(e) = error.downcast_ref::<DbError>() {
@@ -147,7 +147,7 @@ fn storage_hint(e: &StorageError) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ringdb::{Db, Options};
+    use ringdb::{LocalDb, Options};
     use std::path::PathBuf;
 
     fn temp(name: &str) -> PathBuf {
@@ -175,7 +175,7 @@ mod tests {
         let boxed: Box<dyn Error> = Box::new(umbrella);
         let from_box = db_hint(boxed.as_ref());
         let bench = match boxed.downcast::<DbError>() {
-            Ok(e) => db_hint(&BenchError::Db(*e)),
+            Ok(e) => db_hint(&BenchError::LocalDb(*e)),
             Err(_) => None,
         };
         vec![direct, wrapped, from_box, bench]
@@ -184,7 +184,7 @@ mod tests {
     #[test]
     fn another_page_size_names_the_flag_and_the_size() {
         let d = temp("page-size");
-        let mut db = Db::open(&d, opts(Durability::Off)).unwrap();
+        let mut db = LocalDb::open(&d, opts(Durability::Off)).unwrap();
         db.insert(b"k", b"v").unwrap();
         db.close().unwrap();
         let reopen = Options {
@@ -192,7 +192,7 @@ mod tests {
             fresh: false,
             ..opts(Durability::Off)
         };
-        let e = Db::open(&d, reopen).err().expect("refused");
+        let e = LocalDb::open(&d, reopen).err().expect("refused");
         assert!(!e.to_string().contains("--"), "no flag in the library: {e}");
         for hint in hints_of(e) {
             assert_eq!(hint.as_deref(), Some("open it with --page-size 4096"));
@@ -203,7 +203,7 @@ mod tests {
     #[test]
     fn a_log_on_a_plain_file_lists_the_modes_that_work() {
         let f = temp("file.db");
-        let e = Db::open(&f, opts(Durability::Fdatasync))
+        let e = LocalDb::open(&f, opts(Durability::Fdatasync))
             .err()
             .expect("refused");
         assert!(
@@ -241,7 +241,7 @@ mod tests {
         let d = temp("iopoll");
         let mut o = opts(Durability::Fdatasync);
         o.io.iopoll = true;
-        let e = Db::open(&d, o).err().expect("refused");
+        let e = LocalDb::open(&d, o).err().expect("refused");
         assert!(!e.to_string().contains("--"), "no flag in the library: {e}");
         for hint in hints_of(e) {
             assert_eq!(
@@ -259,7 +259,7 @@ mod tests {
             pool_pages: 8,
             ..opts(Durability::Off)
         };
-        let e = Db::open(&d, o).err().expect("refused");
+        let e = LocalDb::open(&d, o).err().expect("refused");
         let hint = db_hint(&e).expect("a hint");
         assert!(hint.contains("--pool at least 64 KiB"), "{hint}");
         let _ = std::fs::remove_dir_all(&d);

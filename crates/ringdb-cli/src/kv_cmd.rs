@@ -3,13 +3,12 @@
 
 use clap::Args;
 use ringdb::WriteBatch;
-use ringdb::{Db, DbHandle, Durability, Options};
+use ringdb::{Db, Durability, Options};
 use ringdb_bench::units::parse_size;
-use std::cell::{Cell, RefCell};
 use std::io::Write;
-use std::ops::Bound;
 use std::path::PathBuf;
-use std::rc::Rc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 #[derive(Args, Clone)]
 pub struct DbArgs {
@@ -17,10 +16,13 @@ pub struct DbArgs {
     /// device).
     #[arg(long, default_value = "ringdb-data/kv")]
     db: PathBuf,
+    /// Shards of a new database (default: one per CPU); an existing one keeps its own.
+    #[arg(long)]
+    shards: Option<usize>,
     /// off | none | fdatasync | thread | odsync | nvme-flush
     #[arg(long, default_value = "fdatasync")]
     durability: String,
-    /// Buffer pool size.
+    /// Buffer pool size (the whole database's, divided among its shards).
     #[arg(long, default_value = "16M")]
     pool: String,
     /// O_DIRECT for the data file (0 on filesystems that refuse it, e.g. tmpfs).
@@ -37,17 +39,19 @@ impl DbArgs {
         let durability: Durability = self.durability.parse()?;
         let mut opts = Options::default();
         opts.io.iopoll = self.iopoll;
+        opts.io.setup = ringdb_io::SetupMode::Defer;
         let pool_pages = parse_size(&self.pool)? as usize / opts.page_size;
-        Ok(Db::open(
-            &self.db,
-            Options {
-                pool_pages,
-                durability,
-                direct: self.direct != 0,
-                fresh,
-                ..opts
-            },
-        )?)
+        let mut builder = Db::builder(&self.db).options(Options {
+            pool_pages,
+            durability,
+            direct: self.direct != 0,
+            fresh,
+            ..opts
+        });
+        if let Some(shards) = self.shards {
+            builder = builder.shards(shards);
+        }
+        Ok(builder.open()?)
     }
 }
 
@@ -85,9 +89,9 @@ pub fn put_many(a: PutManyArgs) -> Result<(), Box<dyn std::error::Error>> {
     if a.batch == 0 || a.tasks == 0 {
         return Err("--batch and --tasks must be at least 1".into());
     }
-    let mut db = a.db.open(a.fresh)?;
+    let db = a.db.open(a.fresh)?;
     let ack = match &a.ack_log {
-        Some(p) => Some(Rc::new(
+        Some(p) => Some(Arc::new(
             std::fs::OpenOptions::new()
                 .create(true)
                 .append(true)
@@ -97,51 +101,59 @@ pub fn put_many(a: PutManyArgs) -> Result<(), Box<dyn std::error::Error>> {
         None => None,
     };
     let commits = a.count.div_ceil(a.batch);
-    let next = Rc::new(Cell::new(0u64));
-    let failed: Rc<RefCell<Option<String>>> = Rc::default();
+    let committer = Arc::new(Committer {
+        db: db.clone(),
+        next: AtomicU64::new(0),
+        ack,
+        failed: Mutex::new(None),
+        start: a.start,
+        count: a.count,
+        batch: a.batch,
+        commits,
+    });
     let t0 = std::time::Instant::now();
-    let h = db.handle();
-    let rt = db.runtime();
-    for _ in 0..a.tasks.min(commits) {
-        let committer = Committer {
-            h: h.clone(),
-            next: next.clone(),
-            ack: ack.clone(),
-            failed: failed.clone(),
-            start: a.start,
-            count: a.count,
-            batch: a.batch,
-            commits,
-        };
-        rt.spawn(committer.run());
+    let threads: Vec<_> = (0..a.tasks.min(commits))
+        .map(|_| {
+            let committer = committer.clone();
+            std::thread::spawn(move || committer.run())
+        })
+        .collect();
+    for thread in threads {
+        thread.join().map_err(|_| "a committing thread panicked")?;
     }
-    rt.run()?;
-    if let Some(e) = failed.borrow_mut().take() {
+    if let Some(e) = committer.failed.lock().unwrap_or_else(|p| p.into_inner()).take() {
         return Err(e.into());
     }
     let secs = t0.elapsed().as_secs_f64();
-    let st = db.stats();
+    let stats = db.stats()?;
+    drop(committer);
     db.close()?;
-    let wal = st.wal.unwrap_or_default();
+    let (records, syncs) = stats.shards.iter().fold((0, 0), |(r, s), shard| {
+        let wal = shard.wal.unwrap_or_default();
+        (r + wal.records, s + wal.syncs)
+    });
     println!(
-        "put-many: {} keys in {commits} commits, {secs:.2} s, {:.0} commits/s, durability {}, {:.1} commits per durability point",
+        "put-many: {} keys in {commits} commits, {secs:.2} s, {:.0} commits/s, durability {}, \
+         {} shards, {:.1} commits per durability point",
         a.count,
         commits as f64 / secs,
-        st.durability,
-        wal.commits_per_sync()
+        stats.shards[0].durability,
+        stats.shards.len(),
+        records as f64 / syncs.max(1) as f64
     );
     Ok(())
 }
 
-/// One of `put-many`'s tasks: takes the next commit number until all `commits` are taken,
-/// writes that batch of keys, and appends them to the ack log once the commit returned.
+/// What `put-many`'s threads share: each takes the next commit number until all `commits` are
+/// taken, writes that batch of keys (across shards when they hash to several), and appends
+/// them to the ack log once the commit returned.
 struct Committer {
-    h: DbHandle,
-    /// The next commit number to take, shared by the tasks.
-    next: Rc<Cell<u64>>,
-    ack: Option<Rc<std::fs::File>>,
-    /// The first failure of any task; the others stop at their next commit.
-    failed: Rc<RefCell<Option<String>>>,
+    db: Db,
+    /// The next commit number to take.
+    next: AtomicU64,
+    ack: Option<Arc<std::fs::File>>,
+    /// The first failure of any thread; the others stop at their next commit.
+    failed: Mutex<Option<String>>,
     /// First key number, keys in all, keys per commit, and commits in all.
     start: u64,
     count: u64,
@@ -150,32 +162,34 @@ struct Committer {
 }
 
 impl Committer {
-    async fn run(self) {
+    fn run(&self) {
         loop {
-            if self.failed.borrow().is_some() {
+            if self.failed.lock().unwrap_or_else(|p| p.into_inner()).is_some() {
                 return;
             }
-            let c = self.next.get();
+            let c = self.next.fetch_add(1, Ordering::Relaxed);
             if c >= self.commits {
                 return;
             }
-            self.next.set(c + 1);
             let first = self.start + c * self.batch;
             let last = (first + self.batch).min(self.start + self.count);
-            if let Err(e) = self.commit(first, last).await {
-                self.failed.borrow_mut().get_or_insert(e);
+            if let Err(e) = self.commit(first, last) {
+                self.failed
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .get_or_insert(e);
                 return;
             }
         }
     }
 
     /// Commits keys `first..last` as one write batch, then acknowledges them.
-    async fn commit(&self, first: u64, last: u64) -> Result<(), String> {
+    fn commit(&self, first: u64, last: u64) -> Result<(), String> {
         let mut wb = WriteBatch::new();
         for i in first..last {
             wb.put(format!("k{i}").as_bytes(), value_of(i).as_bytes());
         }
-        self.h.write(&wb).await.map_err(|e| e.to_string())?;
+        self.db.write(&wb).map_err(|e| e.to_string())?;
         let Some(f) = &self.ack else {
             return Ok(());
         };
@@ -198,7 +212,7 @@ pub struct GetArgs {
 }
 
 pub fn get(a: GetArgs) -> Result<bool, Box<dyn std::error::Error>> {
-    let mut db = a.db.open(false)?;
+    let db = a.db.open(false)?;
     let v = db.get(a.key.as_bytes())?;
     db.close()?;
     match v {
@@ -220,26 +234,17 @@ pub struct DumpArgs {
 }
 
 pub fn dump(a: DumpArgs) -> Result<(), Box<dyn std::error::Error>> {
-    let mut db = a.db.open(false)?;
+    let db = a.db.open(false)?;
     let out = std::io::stdout();
     let mut out = std::io::BufWriter::new(out.lock());
-    let mut from: Option<Vec<u8>> = None;
-    loop {
-        let start = match &from {
-            Some(k) => Bound::Excluded(k.as_slice()),
-            None => Bound::Unbounded,
-        };
-        let page = db.range(start, Bound::Unbounded, 1024)?;
-        let Some(last) = page.last() else { break };
-        from = Some(last.0.clone());
-        for (k, v) in &page {
-            writeln!(
-                out,
-                "{}\t{}",
-                String::from_utf8_lossy(k),
-                String::from_utf8_lossy(v)
-            )?;
-        }
+    for pair in db.range::<&[u8], _>(..) {
+        let (k, v) = pair?;
+        writeln!(
+            out,
+            "{}\t{}",
+            String::from_utf8_lossy(&k),
+            String::from_utf8_lossy(&v)
+        )?;
     }
     out.flush()?;
     drop(out);
@@ -256,25 +261,28 @@ pub struct CheckArgs {
     json: bool,
 }
 
-/// Recovers, verifies the tree and every page's checksum; Ok(false) on any problem.
+/// Recovers, verifies every shard's tree and every page's checksum; Ok(false) on any problem.
 pub fn check(a: CheckArgs) -> Result<bool, Box<dyn std::error::Error>> {
-    let mut db = a.db.open(false)?;
-    let report = db.verify()?;
-    let ok = report.is_ok();
+    let db = a.db.open(false)?;
+    let reports = db.verify()?;
+    let ok = reports.iter().all(|r| r.is_ok());
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        println!("{}", serde_json::to_string_pretty(&reports)?);
     } else {
-        println!(
-            "check: {} keys, {} leaves, {} inner pages, height {}, {} pages checked, {} free",
-            report.keys,
-            report.leaves,
-            report.inner,
-            report.height,
-            report.pages_checked,
-            report.free_pages
-        );
-        for p in &report.problems {
-            println!("problem: {p}");
+        for (shard, report) in reports.iter().enumerate() {
+            println!(
+                "check shard {shard}: {} keys, {} leaves, {} inner pages, height {}, {} pages \
+                 checked, {} free",
+                report.keys,
+                report.leaves,
+                report.inner,
+                report.height,
+                report.pages_checked,
+                report.free_pages
+            );
+            for p in &report.problems {
+                println!("problem: shard {shard}: {p}");
+            }
         }
         println!("{}", if ok { "OK" } else { "FAILED" });
     }

@@ -1,7 +1,7 @@
 //! `ringdb ycsb`: a YCSB workload (A-F, or update-only) on an embedded database.
 
 use clap::Args;
-use ringdb::{Db, DbStats, Options};
+use ringdb::{LocalDb, DbStats, Options};
 use ringdb_bench::units::{parse_duration, parse_size};
 use ringdb_bench::ycsb::{self, Distribution, OpGenerator, PhaseReport, RunSpec, Workload};
 use ringdb_io::{Batching, EngineKind, IoConfig, SetupMode};
@@ -14,21 +14,32 @@ use std::time::Duration;
 pub struct YcsbArgs {
     /// Database directory (or a file or block device).
     #[arg(long, default_value = "ringdb-data/ycsb")]
-    db: PathBuf,
+    pub(crate) db: PathBuf,
+    /// Shards of a sharded, thread-per-core database (one thread and ring each); `--tasks` is
+    /// then per shard. Without it: one shard on this thread (a sharded database is opened
+    /// with its own count).
+    #[arg(long)]
+    shards: Option<usize>,
+    /// With shards: user threads calling the blocking API (0: tasks on the shards).
+    #[arg(long, default_value_t = 0)]
+    pub(crate) clients: usize,
+    /// With clients: keys per multi-get (1: one get per call).
+    #[arg(long, default_value_t = 1)]
+    pub(crate) multi_get: usize,
     /// a | b | c | d | e | f | update-only
     #[arg(long, default_value = "a")]
-    workload: String,
+    pub(crate) workload: String,
     /// uniform | zipfian (theta 0.99); workload d always reads the latest keys.
     #[arg(long, default_value = "zipfian")]
-    distribution: String,
+    pub(crate) distribution: String,
     /// Records loaded (keys 0..N, 8 bytes each).
     #[arg(long, default_value_t = 100_000)]
-    records: u64,
+    pub(crate) records: u64,
     #[arg(long, default_value_t = 128)]
-    value_size: usize,
+    pub(crate) value_size: usize,
     /// Concurrent tasks (each runs one operation at a time).
     #[arg(long, default_value_t = 128)]
-    tasks: usize,
+    pub(crate) tasks: usize,
     #[arg(long, default_value = "10s")]
     runtime: String,
     /// Buffer pool size.
@@ -38,7 +49,7 @@ pub struct YcsbArgs {
     page_size: String,
     /// posix | libaio | uring-sync | uring
     #[arg(long, default_value = "uring")]
-    engine: String,
+    pub(crate) engine: String,
     /// each | adaptive | fixed(N)
     #[arg(long, default_value = "adaptive")]
     batch: String,
@@ -53,23 +64,26 @@ pub struct YcsbArgs {
     no_group_commit: bool,
     /// Start from an empty database and load it (default: load only when it is new).
     #[arg(long)]
-    load: bool,
+    pub(crate) load: bool,
     #[arg(long, default_value_t = 42)]
-    seed: u64,
+    pub(crate) seed: u64,
     /// Print JSON instead of a table.
     #[arg(long)]
-    json: bool,
+    pub(crate) json: bool,
     /// Also write the JSON report here.
     #[arg(long)]
-    output: Option<PathBuf>,
+    pub(crate) output: Option<PathBuf>,
 }
 
-type CmdResult<T = ()> = Result<T, Box<dyn std::error::Error>>;
+pub(crate) type CmdResult<T = ()> = Result<T, Box<dyn std::error::Error>>;
 
 pub fn run(a: YcsbArgs) -> CmdResult {
     let settings = Settings::parse(&a)?;
+    if a.shards.is_some() || a.clients > 0 || a.db.join(ringdb::MANIFEST_FILE).exists() {
+        return crate::ycsb_shards::run(&a, &settings, a.shards);
+    }
     let load = a.load || !holds_a_database(&a.db);
-    let mut db = Db::open(&a.db, settings.db_options(&a, load)?)?;
+    let mut db = LocalDb::open(&a.db, settings.db_options(&a, load)?)?;
     let progress = std::io::stderr().is_terminal();
     let load_report = load_or_check(&mut db, &a, load, progress)?;
     eprintln!(
@@ -117,14 +131,14 @@ pub fn run(a: YcsbArgs) -> CmdResult {
 }
 
 /// The arguments parsed and checked.
-struct Settings {
-    workload: Workload,
-    distribution: Distribution,
+pub(crate) struct Settings {
+    pub(crate) workload: Workload,
+    pub(crate) distribution: Distribution,
     engine: EngineKind,
     batching: Batching,
     page_size: usize,
     pool_pages: usize,
-    runtime: Duration,
+    pub(crate) runtime: Duration,
 }
 
 impl Settings {
@@ -154,7 +168,7 @@ impl Settings {
     }
 
     /// The database's options; `fresh` starts from an empty database.
-    fn db_options(&self, a: &YcsbArgs, fresh: bool) -> CmdResult<Options> {
+    pub(crate) fn db_options(&self, a: &YcsbArgs, fresh: bool) -> CmdResult<Options> {
         Ok(Options {
             page_size: self.page_size,
             pool_pages: self.pool_pages,
@@ -187,7 +201,7 @@ fn holds_a_database(db: &Path) -> bool {
 /// Loads the records into a fresh database (`load`), or checks that the existing one holds
 /// them all.
 fn load_or_check(
-    db: &mut Db,
+    db: &mut LocalDb,
     a: &YcsbArgs,
     load: bool,
     progress: bool,

@@ -38,6 +38,23 @@ pub fn pin_current_thread(cpu: u32) -> Result<()> {
     Ok(())
 }
 
+/// The CPUs the calling thread may run on (its affinity mask), in increasing order; all
+/// online CPUs when the mask cannot be read.
+pub fn allowed_cpus() -> Vec<u32> {
+    // SAFETY: cpu_set_t is a plain bit array; all zeroes is the empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: pid 0 is the calling thread; `set` is a writable cpu_set_t of the size passed.
+    let ret = unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
+    if ret != 0 {
+        return (0..online_cpus() as u32).collect();
+    }
+    (0..libc::CPU_SETSIZE as usize)
+        // SAFETY: every index is below CPU_SETSIZE, inside `set`.
+        .filter(|&cpu| unsafe { libc::CPU_ISSET(cpu, &set) })
+        .map(|cpu| cpu as u32)
+        .collect()
+}
+
 /// CPUs online now.
 pub fn online_cpus() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())

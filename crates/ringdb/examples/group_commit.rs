@@ -9,7 +9,7 @@
 //! ```
 //! The database goes to `DIR` (default `ringdb-data/example-group-commit`), created fresh.
 
-use ringdb::{Db, DbHandle, Durability, Options};
+use ringdb::{LocalDb, DbHandle, Durability, Options};
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -27,7 +27,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         durability: Durability::Fdatasync,
         ..Options::default()
     };
-    let mut db = Db::open(&dir, options.clone())?;
+    let mut db = LocalDb::open(&dir, options.clone())?;
     let started = Instant::now();
     let writers: Vec<_> = (0..TASKS)
         .map(|task| {
@@ -53,7 +53,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
     db.close()?;
 
-    let mut db = Db::open(
+    let mut db = LocalDb::open(
         &dir,
         Options {
             fresh: false,

@@ -64,6 +64,7 @@ mod chunked;
 mod db;
 mod error;
 mod keylock;
+mod sharded;
 
 // The engine's inner layers, public only for this crate's property tests, the benchmarks'
 // calibration and the fuzz targets: not part of the API, no stability promised.
@@ -87,14 +88,18 @@ pub mod wal;
 pub use buffer::PoolStats;
 pub use checkpoint::CheckpointStats;
 pub use db::{
-    Db, DbHandle, DbStats, DeviceLayout, FileSet, Options, Storage, WriteBatch, DATA_FILE, DW_FILE,
+    Db as LocalDb, DbHandle, DbStats, DeviceLayout, FileSet, Options, Storage, WriteBatch, DATA_FILE, DW_FILE,
     WAL_FILE,
 };
 pub use error::{
     CheckpointFailure, CheckpointPart, Corruption, DbError, LayoutError, LogFailure, OpenError,
-    ReadError, Result, StorageError, TargetKind, WaitFor, WriteError,
+    ReadError, Result, ShardError, ShardSetupError, StorageError, TargetKind, WaitFor, WriteError,
 };
 pub use page::PageError;
+pub use sharded::{
+    Db, DbBuilder, Range, Shard, ShardedStats, Table, BATCH_LOG_FILE, MANIFEST_FILE, SHARDS_MAX,
+    SHARD_HASH, SYSTEM_PREFIX,
+};
 pub use tree::TreeStats;
 pub use verify::VerifyReport;
 pub use wal::{Durability, WalStats};

@@ -3,7 +3,7 @@
 
 use ringdb::page::PageError;
 use ringdb::Corruption;
-use ringdb::{Db, Durability, OpenError, Options, ReadError, StorageError, WriteError};
+use ringdb::{LocalDb, Durability, OpenError, Options, ReadError, StorageError, WriteError};
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::PathBuf;
 
@@ -25,7 +25,7 @@ fn opts() -> Options {
 #[test]
 fn a_pool_below_the_minimum_is_refused() {
     let d = dir("pool");
-    let e = Db::open(
+    let e = LocalDb::open(
         &d,
         Options {
             pool_pages: 8,
@@ -53,7 +53,7 @@ fn a_pool_below_the_minimum_is_refused() {
 fn a_bad_page_size_is_refused() {
     let d = dir("ps");
     for ps in [3000, 2048, 1 << 17] {
-        let e = Db::open(
+        let e = LocalDb::open(
             &d,
             Options {
                 page_size: ps,
@@ -74,7 +74,7 @@ fn a_bad_page_size_is_refused() {
 #[test]
 fn records_too_large_and_empty_keys_are_refused() {
     let d = dir("big");
-    let mut db = Db::open(&d, opts()).unwrap();
+    let mut db = LocalDb::open(&d, opts()).unwrap();
     let max = db.handle().max_record();
     assert!(max >= 900, "4 KiB pages hold records of {max} bytes");
     db.insert(b"k", &vec![7u8; max - 1]).unwrap();
@@ -93,10 +93,10 @@ fn records_too_large_and_empty_keys_are_refused() {
 #[test]
 fn reopening_with_another_page_size_names_the_right_one() {
     let d = dir("reps");
-    let mut db = Db::open(&d, opts()).unwrap();
+    let mut db = LocalDb::open(&d, opts()).unwrap();
     db.insert(b"a", b"1").unwrap();
     db.close().unwrap();
-    let e = Db::open(
+    let e = LocalDb::open(
         &d,
         Options {
             page_size: 8192,
@@ -127,7 +127,7 @@ fn reopening_with_another_page_size_names_the_right_one() {
 #[test]
 fn a_flipped_bit_is_an_error_not_data() {
     let d = dir("flip");
-    let mut db = Db::open(&d, opts()).unwrap();
+    let mut db = LocalDb::open(&d, opts()).unwrap();
     let v = vec![0x5au8; 100];
     for i in 0..2000u32 {
         db.insert(&i.to_be_bytes(), &v).unwrap();
@@ -152,7 +152,7 @@ fn a_flipped_bit_is_an_error_not_data() {
         f.write_all(&b).unwrap();
     }
     drop(f);
-    let mut db = Db::open(
+    let mut db = LocalDb::open(
         &d,
         Options {
             fresh: false,
@@ -177,14 +177,14 @@ fn a_flipped_bit_is_an_error_not_data() {
 #[test]
 fn a_truncated_file_is_an_error() {
     let d = dir("trunc");
-    let mut db = Db::open(&d, opts()).unwrap();
+    let mut db = LocalDb::open(&d, opts()).unwrap();
     for i in 0..3000u32 {
         db.insert(&i.to_be_bytes(), &[1u8; 100]).unwrap();
     }
     db.close().unwrap();
     // Open and close once more: the last checkpoint's double-write copy (which recovery
     // writes in place again, and which would repair the truncation) then holds no pages.
-    Db::open(
+    LocalDb::open(
         &d,
         Options {
             fresh: false,
@@ -202,7 +202,7 @@ fn a_truncated_file_is_an_error() {
         .unwrap()
         .set_len(len / 2)
         .unwrap();
-    let e = Db::open(
+    let e = LocalDb::open(
         &d,
         Options {
             fresh: false,
@@ -288,7 +288,7 @@ fn a_logged_database_refuses_an_iopoll_ring() {
     let d = dir("iopoll");
     let mut o = opts();
     o.io.iopoll = true;
-    let e = Db::open(&d, o).err().expect("refused");
+    let e = LocalDb::open(&d, o).err().expect("refused");
     assert!(
         matches!(
             e,

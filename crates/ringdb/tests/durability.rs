@@ -1,8 +1,8 @@
-//! The log: commits survive a crash (simulated by abandoning the `Db` without closing it),
+//! The log: commits survive a crash (simulated by abandoning the `LocalDb` without closing it),
 //! batches are atomic, checkpoints bound the log, recovery replays it.
 
 use ringdb::TargetKind;
-use ringdb::{Db, Durability, OpenError, Options};
+use ringdb::{LocalDb, Durability, OpenError, Options};
 use ringdb::{WriteBatch, DW_FILE, WAL_FILE};
 use std::path::PathBuf;
 
@@ -28,7 +28,7 @@ fn value(i: u64) -> Vec<u8> {
 }
 
 /// Abandons a database as a crash would: nothing is flushed or checkpointed on the way out.
-fn crash(db: Db) {
+fn crash(db: LocalDb) {
     std::mem::forget(db);
 }
 
@@ -41,7 +41,7 @@ fn commits_survive_a_crash_and_recovery_replays_the_log() {
         Durability::None,
     ] {
         let d = dir(&format!("replay-{mode}"));
-        let mut db = Db::open(&d, opts(64, mode)).unwrap();
+        let mut db = LocalDb::open(&d, opts(64, mode)).unwrap();
         for i in 0..3000u64 {
             db.insert(format!("k{i:06}").as_bytes(), &value(i)).unwrap();
         }
@@ -53,7 +53,7 @@ fn commits_survive_a_crash_and_recovery_replays_the_log() {
         crash(db);
         let mut o = opts(64, mode);
         o.fresh = false;
-        let mut db = Db::open(&d, o).unwrap();
+        let mut db = LocalDb::open(&d, o).unwrap();
         for i in 0..3000u64 {
             let got = db.get(format!("k{i:06}").as_bytes()).unwrap();
             if i % 3 == 0 {
@@ -70,7 +70,7 @@ fn commits_survive_a_crash_and_recovery_replays_the_log() {
 #[test]
 fn the_log_wraps_and_stays_bounded() {
     let d = dir("wrap");
-    let mut db = Db::open(&d, opts(256, Durability::Fdatasync)).unwrap();
+    let mut db = LocalDb::open(&d, opts(256, Durability::Fdatasync)).unwrap();
     // Far more log than its 1 MiB: it must wrap, checkpoints making room.
     for round in 0..10u64 {
         for i in 0..2000u64 {
@@ -85,7 +85,7 @@ fn the_log_wraps_and_stays_bounded() {
     crash(db);
     let mut o = opts(256, Durability::Fdatasync);
     o.fresh = false;
-    let mut db = Db::open(&d, o).unwrap();
+    let mut db = LocalDb::open(&d, o).unwrap();
     for i in 0..2000u64 {
         let v = format!("9-{i}-{}", "y".repeat(100));
         assert_eq!(
@@ -100,7 +100,7 @@ fn the_log_wraps_and_stays_bounded() {
 #[test]
 fn batches_commit_whole() {
     let d = dir("batch");
-    let mut db = Db::open(&d, opts(64, Durability::Fdatasync)).unwrap();
+    let mut db = LocalDb::open(&d, opts(64, Durability::Fdatasync)).unwrap();
     for b in 0..200u64 {
         let mut batch = WriteBatch::new();
         for j in 0..10u64 {
@@ -114,7 +114,7 @@ fn batches_commit_whole() {
     crash(db);
     let mut o = opts(64, Durability::Fdatasync);
     o.fresh = false;
-    let mut db = Db::open(&d, o).unwrap();
+    let mut db = LocalDb::open(&d, o).unwrap();
     for b in 0..200u64 {
         for j in 0..10u64 {
             let got = db.get(format!("b{b:04}-{j}").as_bytes()).unwrap();
@@ -132,7 +132,7 @@ fn batches_commit_whole() {
 #[test]
 fn a_torn_double_write_file_leaves_the_previous_checkpoint() {
     let d = dir("torn-dw");
-    let mut db = Db::open(&d, opts(64, Durability::Fdatasync)).unwrap();
+    let mut db = LocalDb::open(&d, opts(64, Durability::Fdatasync)).unwrap();
     for i in 0..500u64 {
         db.insert(format!("k{i:05}").as_bytes(), &value(i)).unwrap();
     }
@@ -145,7 +145,7 @@ fn a_torn_double_write_file_leaves_the_previous_checkpoint() {
     std::fs::write(&dw, &bytes).unwrap();
     let mut o = opts(64, Durability::Fdatasync);
     o.fresh = false;
-    let mut db = Db::open(&d, o).unwrap();
+    let mut db = LocalDb::open(&d, o).unwrap();
     for i in 0..500u64 {
         assert_eq!(
             db.get(format!("k{i:05}").as_bytes()).unwrap(),
@@ -159,7 +159,7 @@ fn a_torn_double_write_file_leaves_the_previous_checkpoint() {
 #[test]
 fn modes_are_checked() {
     let d = dir("modes");
-    let e = Db::open(&d, opts(64, Durability::NvmeFlush)).err().unwrap();
+    let e = LocalDb::open(&d, opts(64, Durability::NvmeFlush)).err().unwrap();
     assert!(
         matches!(
             e,
@@ -172,12 +172,12 @@ fn modes_are_checked() {
         "{e:?}"
     );
     assert!(e.to_string().contains("NVMe"), "{e}");
-    let mut db = Db::open(&d, opts(64, Durability::Fdatasync)).unwrap();
+    let mut db = LocalDb::open(&d, opts(64, Durability::Fdatasync)).unwrap();
     db.insert(b"a", b"1").unwrap();
     db.close().unwrap();
     let mut o = opts(64, Durability::Off);
     o.fresh = false;
-    let e = Db::open(&d, o).err().unwrap();
+    let e = LocalDb::open(&d, o).err().unwrap();
     assert!(matches!(e, OpenError::HasLog { .. }), "{e:?}");
     assert!(e.to_string().contains("write-ahead log"), "{e}");
     let _ = std::fs::remove_dir_all(&d);

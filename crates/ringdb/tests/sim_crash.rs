@@ -2,7 +2,7 @@
 //! writes and tear one at a 512-byte boundary, EIO and ENOSPC on demand, all driven by a seed
 //! so that a failure replays exactly (`RINGDB_SIM_SEED=<n>` runs one seed).
 
-use ringdb::{Db, Durability, Options};
+use ringdb::{LocalDb, Durability, Options};
 use ringdb::{FileSet, Storage, WriteBatch};
 use ringdb_io::{OpKind, SimDisk, SimFault};
 use std::cell::{Cell, RefCell};
@@ -19,7 +19,7 @@ fn opts() -> Options {
     }
 }
 
-fn open(sim: &SimDisk) -> Result<Db, ringdb::OpenError> {
+fn open(sim: &SimDisk) -> Result<LocalDb, ringdb::OpenError> {
     let storage = Storage {
         engine: sim.engine(64),
         len_bytes: FileSet {
@@ -31,7 +31,7 @@ fn open(sim: &SimDisk) -> Result<Db, ringdb::OpenError> {
         wal_file: None,
         is_block_device: false,
     };
-    Db::open_on(storage, Path::new("sim"), opts())
+    LocalDb::open_on(storage, Path::new("sim"), opts())
 }
 
 fn value(i: u64) -> Vec<u8> {
@@ -86,7 +86,7 @@ fn run_until_cut(sim: &SimDisk, base: u64, batch: u64, stop_after: u64) -> Vec<u
         });
     }
     let _ = db.runtime().run();
-    // The machine is off: whatever the Db does on drop fails with EIO and changes nothing.
+    // The machine is off: whatever the LocalDb does on drop fails with EIO and changes nothing.
     drop(db);
     let a = acked.borrow().clone();
     a

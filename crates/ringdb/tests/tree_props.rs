@@ -1,9 +1,9 @@
-//! The B+tree against `BTreeMap` over random operation sequences, through the public `Db`
+//! The B+tree against `BTreeMap` over random operation sequences, through the public `LocalDb`
 //! API: with a pool of a few frames (constant eviction), with many interleaved tasks, for
 //! every engine.
 
 use proptest::prelude::*;
-use ringdb::{Db, Options};
+use ringdb::{LocalDb, Options};
 use ringdb_io::{Batching, EngineKind, IoConfig};
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -61,7 +61,7 @@ fn opts(engine: EngineKind, pool: usize, fixed: bool) -> Options {
     }
 }
 
-fn check_against_model(db: &mut Db, model: &BTreeMap<Vec<u8>, Vec<u8>>) {
+fn check_against_model(db: &mut LocalDb, model: &BTreeMap<Vec<u8>, Vec<u8>>) {
     let all = db
         .range(Bound::Unbounded, Bound::Unbounded, usize::MAX)
         .unwrap();
@@ -73,7 +73,7 @@ fn check_against_model(db: &mut Db, model: &BTreeMap<Vec<u8>, Vec<u8>>) {
 /// One task, the operations in order.
 fn sequential(engine: EngineKind, pool: usize, ops: &[Op], name: &str) {
     let d = dir(name);
-    let mut db = Db::open(&d, opts(engine, pool, true)).unwrap();
+    let mut db = LocalDb::open(&d, opts(engine, pool, true)).unwrap();
     let mut model = BTreeMap::new();
     for op in ops {
         match *op {
@@ -103,7 +103,7 @@ fn sequential(engine: EngineKind, pool: usize, ops: &[Op], name: &str) {
     // Reopen: everything is on disk.
     let mut o = opts(engine, pool, false);
     o.fresh = false;
-    let mut db = Db::open(&d, o).unwrap();
+    let mut db = LocalDb::open(&d, o).unwrap();
     check_against_model(&mut db, &model);
     drop(db);
     let _ = std::fs::remove_dir_all(&d);
@@ -153,7 +153,7 @@ fn every_engine_agrees_with_the_model() {
 fn interleaved_tasks_on_a_tiny_pool() {
     for engine in [EngineKind::Posix, EngineKind::Libaio, EngineKind::Uring] {
         let d = dir(&format!("tasks-{}", engine.name()));
-        let mut db = Db::open(&d, opts(engine, 24, true)).unwrap();
+        let mut db = LocalDb::open(&d, opts(engine, 24, true)).unwrap();
         let model = Rc::new(RefCell::new(BTreeMap::new()));
         let tasks = 64u16;
         let handles: Vec<_> = (0..tasks)

@@ -5,7 +5,7 @@ use ringdb::buffer::PageId;
 use ringdb::node::{NodeMut, NodeRef};
 use ringdb::tree::TreeRoot;
 use ringdb::verify::{verify_tree, VerifyReport};
-use ringdb::{Db, Options};
+use ringdb::{LocalDb, Options};
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
@@ -32,8 +32,8 @@ fn key(i: u32) -> Vec<u8> {
 }
 
 /// A fresh database at `d` with `COUNT` keys, through a pool much smaller than the tree.
-fn build(d: &Path) -> Db {
-    let mut db = Db::open(d, opts(64, true)).unwrap();
+fn build(d: &Path) -> LocalDb {
+    let mut db = LocalDb::open(d, opts(64, true)).unwrap();
     let v = vec![0x5au8; 100];
     for i in 0..COUNT {
         db.insert(&key(i), &v).unwrap();
@@ -41,12 +41,12 @@ fn build(d: &Path) -> Db {
     db
 }
 
-fn verify(db: &mut Db) -> VerifyReport {
+fn verify(db: &mut LocalDb) -> VerifyReport {
     verify_root(db, None)
 }
 
 /// Verifies with the tree's own root, or `root` instead.
-fn verify_root(db: &mut Db, root: Option<TreeRoot>) -> VerifyReport {
+fn verify_root(db: &mut LocalDb, root: Option<TreeRoot>) -> VerifyReport {
     let h = db.handle();
     db.runtime()
         .block_on(async {
@@ -59,7 +59,7 @@ fn verify_root(db: &mut Db, root: Option<TreeRoot>) -> VerifyReport {
 
 /// The leftmost inner node just above the leaves: its page, children and separators, read
 /// through the buffer manager.
-fn bottom_inner(db: &mut Db) -> (PageId, Vec<PageId>, Vec<Vec<u8>>) {
+fn bottom_inner(db: &mut LocalDb) -> (PageId, Vec<PageId>, Vec<Vec<u8>>) {
     let h = db.handle();
     db.runtime()
         .block_on(async {
@@ -89,7 +89,7 @@ fn bottom_inner(db: &mut Db) -> (PageId, Vec<PageId>, Vec<Vec<u8>>) {
 
 /// Changes page `pid` in the pool (not on disk): the checksum is sealed on write-back, so
 /// only the structural checks can see this.
-fn modify(db: &mut Db, pid: PageId, f: impl FnOnce(&mut [u8])) {
+fn modify(db: &mut LocalDb, pid: PageId, f: impl FnOnce(&mut [u8])) {
     let h = db.handle();
     db.runtime()
         .block_on(async {
@@ -168,7 +168,7 @@ fn a_healthy_tree_passes_with_exact_counts() {
 
     // And again from disk, through a pool of the minimum size.
     db.close().unwrap();
-    let mut db = Db::open(&d, opts(16, false)).unwrap();
+    let mut db = LocalDb::open(&d, opts(16, false)).unwrap();
     let r = verify(&mut db);
     assert!(r.is_ok(), "{r}");
     assert_eq!(r.keys, u64::from(COUNT / 4));
@@ -190,7 +190,7 @@ fn a_flipped_bit_in_a_leaf_is_reported_naming_the_page() {
     let victim = leaves[leaves.len() / 2];
     flip_bit(&file, victim, 2000);
 
-    let mut db = Db::open(&d, opts(16, false)).unwrap();
+    let mut db = LocalDb::open(&d, opts(16, false)).unwrap();
     let r = verify(&mut db);
     assert!(!r.is_ok(), "{r}");
     assert_names(&r, victim, "checksum");
@@ -217,7 +217,7 @@ fn a_flipped_bit_in_the_root_leaves_the_tree_unreachable() {
     db.close().unwrap();
     flip_bit(&file, root.root, 100);
 
-    let mut db = Db::open(&d, opts(16, false)).unwrap();
+    let mut db = LocalDb::open(&d, opts(16, false)).unwrap();
     let r = verify(&mut db);
     assert!(!r.is_ok());
     assert_names(&r, root.root, "checksum");

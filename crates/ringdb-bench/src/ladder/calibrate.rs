@@ -9,7 +9,7 @@ use super::LadderOpts;
 use crate::error::{BenchError, Result};
 use crate::rawio::{self, IoReport, IoSpec, RwMode};
 use crate::ycsb::{self, RunSpec};
-use ringdb::Db;
+use ringdb::LocalDb;
 use ringdb_io::{Batching, EngineKind, IoConfig, SetupMode};
 use ringdb_lab::counters::tsc_hz;
 use serde::Serialize;
@@ -355,7 +355,7 @@ pub(super) fn load_measuring_in_memory_costs(
     };
     let mut options = db_options(opts, in_memory_io, 64, true);
     options.pool_pages = big_pool;
-    let mut db = Db::open(&data_path(opts, EngineKind::Uring), options)?;
+    let mut db = LocalDb::open(&data_path(opts, EngineKind::Uring), options)?;
     ycsb::load(&mut db, records, opts.value_size, 64, opts.progress)?;
     progress("in-memory cycles per transaction");
     let spec = RunSpec {

@@ -19,7 +19,7 @@ use super::{LadderOpts, Step, STEPS};
 use crate::error::Result;
 use crate::rawio::{self, IoSpec, RwMode};
 use crate::ycsb::{self, PhaseReport, RunSpec};
-use ringdb::Db;
+use ringdb::LocalDb;
 use ringdb_io::{Batching, EngineKind, IoConfig, SetupMode};
 use std::time::Duration;
 
@@ -203,7 +203,7 @@ pub(super) fn run_step(
 
 /// The step's measured phase on its own database.
 fn measure(opts: &LadderOpts, name: &str, sc: &StepConfig, records: u64) -> Result<PhaseReport> {
-    let mut db = Db::open(
+    let mut db = LocalDb::open(
         &data_path(opts, sc.io.engine),
         db_options(opts, sc.io.clone(), sc.evict_batch, false),
     )?;

@@ -21,6 +21,11 @@ pub struct Io {
 }
 
 impl Io {
+    /// The runtime's counters and its engine's (as [`Runtime::stats`](super::Runtime::stats)).
+    pub fn stats(&self) -> super::RuntimeStats {
+        self.inner.stats_now()
+    }
+
     /// Starts a task on this runtime. After the runtime is dropped the future is dropped
     /// unpolled and the handle never resolves.
     pub fn spawn<T: 'static>(&self, fut: impl Future<Output = T> + 'static) -> JoinHandle<T> {

@@ -43,7 +43,12 @@ impl WriteBatch {
     }
 
     /// The operations, in the order they were added.
-    pub(super) fn ops(&self) -> &[Op] {
+    pub(crate) fn ops(&self) -> &[Op] {
         &self.ops
+    }
+
+    /// A batch of `ops` (one shard's part of a batch that spans shards).
+    pub(crate) fn from_ops(ops: Vec<Op>) -> WriteBatch {
+        WriteBatch { ops }
     }
 }

@@ -265,6 +265,21 @@ impl DbHandle {
         &self.tree
     }
 
+    /// Everything the database counts, with its runtime's counters `runtime`.
+    pub fn stats(&self, runtime: ringdb_io::RuntimeStats) -> super::DbStats {
+        let tree = &self.tree;
+        super::DbStats {
+            pool: tree.buffer().stats(),
+            tree: tree.stats(),
+            runtime,
+            height: tree.root().height,
+            pages: tree.buffer().next_pid(),
+            durability: self.durability(),
+            wal: self.durable.as_ref().map(|d| d.wal.stats()),
+            checkpoints: self.durable.as_ref().map(|d| d.ckpt.stats()),
+        }
+    }
+
     /// The log's mode (`Off` without one).
     pub fn durability(&self) -> Durability {
         self.durable

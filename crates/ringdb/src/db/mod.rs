@@ -158,16 +158,16 @@ impl Db {
 
     /// Everything the database counts.
     pub fn stats(&self) -> DbStats {
-        let tree = &self.handle.tree;
-        DbStats {
-            pool: tree.buffer().stats(),
-            tree: tree.stats(),
-            runtime: self.rt.stats(),
-            height: tree.root().height,
-            pages: tree.buffer().next_pid(),
-            durability: self.handle.durability(),
-            wal: self.handle.durable.as_ref().map(|d| d.wal.stats()),
-            checkpoints: self.handle.durable.as_ref().map(|d| d.ckpt.stats()),
+        self.handle.stats(self.rt.stats())
+    }
+
+    /// A copy of the data file's handle when a flush must sync it off the ring (an IOPOLL
+    /// ring without a log, see `sync_off_ring`): the shards of a sharded database flush from
+    /// a task and sync through it.
+    pub(crate) fn off_ring_sync_file(&self) -> Option<std::fs::File> {
+        match (&self.target, self.sync_off_ring) {
+            (Some(t), true) => t.file().try_clone().ok(),
+            _ => None,
         }
     }
 

@@ -21,6 +21,7 @@
 //! them without knowing the nesting.
 
 mod open;
+mod shard;
 mod storage;
 mod write;
 
@@ -28,6 +29,7 @@ pub use open::{LayoutError, OpenError, TargetKind};
 pub use storage::{
     CheckpointFailure, CheckpointPart, Corruption, LogFailure, StorageError, WaitFor,
 };
+pub use shard::{ShardError, ShardSetupError};
 pub use write::{ReadError, WriteError};
 
 use ringdb_io::IoError;
@@ -54,6 +56,9 @@ pub enum DbError {
     /// Something below the API failed (the buffer manager, the tree, the log).
     #[error(transparent)]
     Storage(#[from] StorageError),
+    /// A request could not reach its shard.
+    #[error(transparent)]
+    Shard(#[from] ShardError),
 }
 
 impl DbError {
@@ -65,6 +70,7 @@ impl DbError {
             DbError::Write(e) => e.io_cause(),
             DbError::Read(e) => e.io_cause(),
             DbError::Storage(e) => e.io_cause(),
+            DbError::Shard(_) => None,
         }
     }
 }

@@ -6,7 +6,7 @@
 //! cannot serve, a database created with another page size): each variant carries the option,
 //! the value and what would be accepted, so that a front end can phrase its own hint.
 
-use super::{StorageError, WriteError};
+use super::{ShardSetupError, StorageError, WriteError};
 use crate::page::PageError;
 use crate::wal::Durability;
 use ringdb_io::{EngineKind, IoError};
@@ -249,6 +249,19 @@ pub enum OpenError {
     /// (the target is full, ...). A failure below the API is [`OpenError::Storage`] instead.
     #[error(transparent)]
     Write(WriteError),
+    /// The shards could not be set up (the manifest, a shard's thread).
+    #[error(transparent)]
+    Shards(#[from] ShardSetupError),
+    /// One shard's database could not be opened.
+    #[error("shard {shard}: {source}")]
+    #[non_exhaustive]
+    Shard {
+        /// The shard's index.
+        shard: usize,
+        /// Why its database could not be opened.
+        #[source]
+        source: Box<OpenError>,
+    },
     /// Below the API: I/O, a damaged page, the log or a checkpoint (recovery).
     #[error(transparent)]
     Storage(#[from] StorageError),
@@ -261,6 +274,7 @@ impl OpenError {
             OpenError::Io(e) => Some(e),
             OpenError::Storage(e) => e.io_cause(),
             OpenError::Write(e) => e.io_cause(),
+            OpenError::Shard { source, .. } => source.io_cause(),
             _ => None,
         }
     }

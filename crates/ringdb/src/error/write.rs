@@ -5,7 +5,7 @@
 //! log). That first failure is kept ([`Arc`]) and every refusal carries it, reads included:
 //! that is the one cause reads have of their own beyond a [`StorageError`].
 
-use super::StorageError;
+use super::{ShardError, StorageError};
 use ringdb_io::IoError;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -92,6 +92,46 @@ pub enum WriteError {
     /// Below the API: I/O, a damaged page, the log or a checkpoint.
     #[error(transparent)]
     Storage(#[from] StorageError),
+    /// The request could not reach the shard that owns the key (see [`ShardError`]).
+    #[error(transparent)]
+    Shard(#[from] ShardError),
+    /// The cross-shard batch log could not be written: the batch was not committed.
+    #[error("{}: writing the cross-shard batch log: {source}", path.display())]
+    #[non_exhaustive]
+    BatchLog {
+        /// The batch log file.
+        path: PathBuf,
+        /// The OS's error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A table name the engine keeps for itself.
+    #[error("table name {name:?} is reserved (names starting with \"ringdb.system.\" are the engine's)")]
+    #[non_exhaustive]
+    ReservedTableName {
+        /// The name asked for.
+        name: String,
+    },
+    /// A table got another id on one shard than on the first: the shards' catalogs disagree.
+    #[error("table {name:?} has another id on shard {shard} than on shard 0")]
+    #[non_exhaustive]
+    TableIdsDiffer {
+        /// The table's name.
+        name: String,
+        /// The first shard that disagrees.
+        shard: usize,
+    },
+    /// The cross-shard batch log names a shard the database does not have.
+    #[error("the cross-shard batch log's batch {batch} has a part for shard {shard}, of {shards}")]
+    #[non_exhaustive]
+    BatchLogShard {
+        /// The batch's id.
+        batch: u64,
+        /// The shard it names.
+        shard: usize,
+        /// Shards in the database.
+        shards: usize,
+    },
 }
 
 impl WriteError {
@@ -123,6 +163,9 @@ pub enum ReadError {
     /// Below the API: I/O, a damaged page, the log or a checkpoint.
     #[error(transparent)]
     Storage(#[from] StorageError),
+    /// The request could not reach the shard that owns the key (see [`ShardError`]).
+    #[error(transparent)]
+    Shard(#[from] ShardError),
 }
 
 impl ReadError {
@@ -131,6 +174,7 @@ impl ReadError {
         match self {
             ReadError::Storage(e) => e.io_cause(),
             ReadError::Failed { first } => first.io_cause(),
+            ReadError::Shard(_) => None,
         }
     }
 }

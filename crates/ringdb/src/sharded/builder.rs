@@ -1,0 +1,158 @@
+//! [`DbBuilder`]: how many shards, and the [`Options`] every shard opens with.
+//!
+//! The defaults work without any setting: one shard per CPU this process may use (each pinned
+//! to its CPU), the `auto` engine (io_uring where it works), a log made durable by `fdatasync`
+//! with group commit, DEFER_TASKRUN rings. The buffer pool asked for is the whole database's:
+//! each shard gets an equal slice of it.
+
+use super::manifest;
+use super::shard::ShardStart;
+use super::Db;
+use crate::db::Options;
+use crate::error::{OpenError, ShardSetupError};
+use crate::wal::Durability;
+use ringdb_io::{EngineKind, SetupMode};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// The default spin of a blocking call before it parks: about one round trip to a busy shard
+/// on this class of machine, so a reply that is almost there costs no sleep and wake-up.
+const SPIN_DEFAULT: Duration = Duration::from_micros(20);
+
+/// Settings for opening a [`Db`]; [`DbBuilder::open`] opens it.
+#[derive(Clone, Debug)]
+pub struct DbBuilder {
+    path: PathBuf,
+    options: Options,
+    shards: Option<usize>,
+    pin: bool,
+    spin: Duration,
+}
+
+impl DbBuilder {
+    /// The defaults for a database at `path`.
+    pub(super) fn new(path: &Path) -> DbBuilder {
+        let mut options = Options::default();
+        options.io.setup = SetupMode::Defer;
+        DbBuilder {
+            path: path.to_path_buf(),
+            options,
+            shards: None,
+            pin: true,
+            spin: SPIN_DEFAULT,
+        }
+    }
+
+    /// The number of shards of a new database (default: the CPUs this process may use). An
+    /// existing database keeps its own; asking for another count is refused.
+    pub fn shards(mut self, shards: usize) -> Self {
+        self.shards = Some(shards);
+        self
+    }
+
+    /// Every other setting, for all shards ([`Options::pool_pages`] is the whole database's
+    /// pool, divided among the shards).
+    pub fn options(mut self, options: Options) -> Self {
+        self.options = options;
+        self
+    }
+
+    /// The buffer pool in bytes, for the whole database.
+    pub fn pool_bytes(mut self, bytes: u64) -> Self {
+        self.options.pool_pages = (bytes / self.options.page_size as u64) as usize;
+        self
+    }
+
+    /// How commits are made durable.
+    pub fn durability(mut self, durability: Durability) -> Self {
+        self.options.durability = durability;
+        self
+    }
+
+    /// The I/O engine.
+    pub fn engine(mut self, engine: EngineKind) -> Self {
+        self.options.io.engine = engine;
+        self
+    }
+
+    /// Starts empty, discarding what the database holds.
+    pub fn fresh(mut self, fresh: bool) -> Self {
+        self.options.fresh = fresh;
+        self
+    }
+
+    /// Whether each shard's thread is pinned to a CPU (default: yes).
+    pub fn pin(mut self, pin: bool) -> Self {
+        self.pin = pin;
+        self
+    }
+
+    /// How long a blocking call spins for its reply before it parks (default 20 us; zero:
+    /// park at once, the least CPU).
+    pub fn spin(mut self, spin: Duration) -> Self {
+        self.spin = spin;
+        self
+    }
+
+    /// The settings every shard opens with.
+    pub fn options_ref(&self) -> &Options {
+        &self.options
+    }
+
+    /// Opens the database: checks the manifest (or writes it), then starts every shard.
+    pub fn open(self) -> Result<Db, OpenError> {
+        let cpus = ringdb_io::affinity::allowed_cpus();
+        let default_count = cpus.len().clamp(1, manifest::SHARDS_MAX);
+        if let Some(shards) = self.shards {
+            manifest::check_count(shards)?;
+        }
+        let paths = if self.is_directory() {
+            manifest::resolve(&self.path, self.shards, default_count)?
+        } else {
+            self.single_target()?
+        };
+        let db_id = super::next_db_id();
+        let shard_count = paths.len();
+        let starts = paths
+            .into_iter()
+            .enumerate()
+            .map(|(index, path)| ShardStart {
+                index,
+                db_id,
+                path,
+                options: self.shard_options(index, shard_count, &cpus),
+            })
+            .collect();
+        let db = Db::start(&self.path, starts, self.spin)?;
+        db.start_coordinator(&self.path, self.options.durability)?;
+        Ok(db)
+    }
+
+    /// Whether the path is (or will be) a directory: one that exists, or a new path without
+    /// an extension.
+    fn is_directory(&self) -> bool {
+        self.path.is_dir() || (!self.path.exists() && self.path.extension().is_none())
+    }
+
+    /// A file or device holds one shard.
+    fn single_target(&self) -> Result<Vec<PathBuf>, OpenError> {
+        match self.shards {
+            Some(requested) if requested != 1 => Err(ShardSetupError::NeedsDirectory {
+                path: self.path.clone(),
+                requested,
+            }
+            .into()),
+            _ => Ok(vec![self.path.clone()]),
+        }
+    }
+
+    /// Shard `index`'s options: its slice of the pool, its CPU.
+    fn shard_options(&self, index: usize, shard_count: usize, cpus: &[u32]) -> Options {
+        let mut options = self.options.clone();
+        options.pool_pages = (self.options.pool_pages / shard_count).max(1);
+        if self.pin && shard_count <= cpus.len() && options.io.cpu.is_none() {
+            options.io.cpu = Some(cpus[index]);
+        }
+        options
+    }
+}

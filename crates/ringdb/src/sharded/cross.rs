@@ -1,0 +1,231 @@
+//! Batches across shards: all or nothing, also across a crash (see `batch_log.rs` for the
+//! protocol).
+//!
+//! The coordinator serialises cross-shard commits: under its lock a batch gets its id and its
+//! record goes into the batch log (durable per the durability mode); then each part goes to
+//! its shard as one batch with the marker of the batch's id, and the caller waits for every
+//! part. The shards apply parts concurrently with everything else they do, so the batch
+//! becomes visible shard by shard (it is atomic, not isolated: a reader on two shards can see
+//! one part before the other). Single-shard batches never come here.
+//!
+//! Without a log (durability `off`) nothing survives a crash anyway: the parts are simply
+//! applied.
+
+use super::batch_log::{BatchLog, LoggedBatch};
+use super::Db;
+use crate::db::{DbHandle, TableId, WriteBatch};
+use crate::error::{OpenError, WriteError};
+use crate::wal::Op;
+use std::path::Path;
+use std::sync::Mutex;
+
+/// The name of each shard's system table, where the markers of applied parts live.
+pub const SYSTEM_TABLE: &str = "ringdb.system.batches";
+/// The batch log is emptied once it holds this many bytes and no batch is in flight.
+const BATCH_LOG_RESET_BYTES: u64 = 16 << 20;
+
+/// The cross-shard commit's state.
+pub(super) struct Coordinator {
+    state: Mutex<CoordinatorState>,
+}
+
+struct CoordinatorState {
+    /// `None` without a log.
+    log: Option<BatchLog>,
+    next_id: u64,
+    /// Batches whose parts are not all committed yet: the log is kept while any is.
+    in_flight: usize,
+    /// The highest id the log holds (markers up to it are deleted when it is emptied).
+    last_logged: u64,
+}
+
+impl Coordinator {
+    /// A coordinator without a log (durability `off`, or one shard).
+    pub(super) fn unlogged() -> Coordinator {
+        Coordinator::new(None, 1)
+    }
+
+    fn new(log: Option<BatchLog>, next_id: u64) -> Coordinator {
+        Coordinator {
+            state: Mutex::new(CoordinatorState {
+                log,
+                next_id,
+                in_flight: 0,
+                last_logged: 0,
+            }),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, CoordinatorState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// The part of batch `id` for one shard: its operations and the marker.
+async fn commit_part(
+    h: DbHandle,
+    marker: Option<u64>,
+    mut part: WriteBatch,
+) -> Result<(), WriteError> {
+    if let Some(id) = marker {
+        let system = h.create_table(SYSTEM_TABLE).await?;
+        part.put_in(system, &id.to_be_bytes(), b"");
+    }
+    h.write(&part).await
+}
+
+/// Whether the part of batch `id` is on this shard already.
+async fn has_marker(h: DbHandle, id: u64) -> Result<bool, WriteError> {
+    let system = h.create_table(SYSTEM_TABLE).await?;
+    Ok(h.get_in(system, &id.to_be_bytes()).await?.is_some())
+}
+
+/// Deletes the markers of batches up to `last` (their log records are gone).
+async fn delete_markers(h: DbHandle, last: u64) -> Result<(), WriteError> {
+    let system = h.create_table(SYSTEM_TABLE).await?;
+    let end = last.checked_add(1).map(u64::to_be_bytes);
+    let end = end.as_ref().map_or(std::ops::Bound::Unbounded, |e| {
+        std::ops::Bound::Excluded(&e[..])
+    });
+    // Each round deletes up to 1024 markers; there are at most as many as batches logged.
+    loop {
+        let markers = h
+            .scan_in(
+                system,
+                std::ops::Bound::Unbounded,
+                end,
+                crate::Direction::Forward,
+                1024,
+            )
+            .await?;
+        if markers.is_empty() {
+            return Ok(());
+        }
+        let mut batch = WriteBatch::new();
+        for (key, _) in &markers {
+            batch.delete_in(system, key);
+        }
+        h.write(&batch).await?;
+    }
+}
+
+impl Db {
+    /// Commits a batch whose parts live on several shards (see the module doc).
+    pub(super) fn write_across(&self, parts: Vec<(usize, WriteBatch)>) -> Result<(), WriteError> {
+        let coordinator = self.shared.coordinator();
+        let replies = {
+            let mut state = coordinator.lock();
+            self.reset_log_if_due(&mut state)?;
+            let id = state.next_id;
+            state.next_id += 1;
+            if let Some(log) = &mut state.log {
+                let logged: Vec<(usize, &[Op])> =
+                    parts.iter().map(|(s, b)| (*s, b.ops())).collect();
+                log.append(id, &logged)
+                    .map_err(|source| WriteError::BatchLog {
+                        path: log.path().to_path_buf(),
+                        source,
+                    })?;
+                state.last_logged = id;
+            }
+            state.in_flight += 1;
+            let marker = state.log.is_some().then_some(id);
+            parts
+                .into_iter()
+                .map(|(shard, part)| {
+                    (shard, self.submit(shard, move |h| commit_part(h, marker, part)))
+                })
+                .collect::<Vec<_>>()
+        };
+        let mut outcome = Ok(());
+        for (shard, reply) in replies {
+            let part = reply
+                .map_err(WriteError::from)
+                .and_then(|reply| self.wait(shard, reply).map_err(WriteError::from)?);
+            if outcome.is_ok() {
+                outcome = part;
+            }
+        }
+        if outcome.is_ok() {
+            // A failed part keeps its batch "in flight", and so the log, until a reopen
+            // applies it.
+            coordinator.lock().in_flight -= 1;
+        }
+        outcome
+    }
+
+    /// Empties the batch log when it is large and no batch is in flight, and has the markers
+    /// it covered deleted in the background.
+    fn reset_log_if_due(&self, state: &mut CoordinatorState) -> Result<(), WriteError> {
+        let Some(log) = &mut state.log else {
+            return Ok(());
+        };
+        if state.in_flight > 0 || log.len_bytes() < BATCH_LOG_RESET_BYTES {
+            return Ok(());
+        }
+        log.reset().map_err(|source| WriteError::BatchLog {
+            path: log.path().to_path_buf(),
+            source,
+        })?;
+        let last = state.last_logged;
+        for shard in 0..self.shard_count() {
+            // The reply is not awaited: a marker left behind only costs a few bytes until the
+            // next reset or reopen deletes it.
+            drop(self.submit(shard, move |h| delete_markers(h, last)));
+        }
+        Ok(())
+    }
+
+    /// On open: applies the parts of logged batches that their shards lack, makes them
+    /// durable, empties the log and deletes the markers. Returns the coordinator.
+    pub(super) fn recover_batches(&self, dir: &Path, sync: bool) -> Result<Coordinator, OpenError> {
+        let file_error = |source| OpenError::File {
+            path: dir.join(super::batch_log::BATCH_LOG_FILE),
+            source,
+        };
+        let (mut log, batches) = BatchLog::open(dir, sync).map_err(file_error)?;
+        let last = batches.last().map_or(0, |b| b.id);
+        for batch in &batches {
+            self.apply_missing_parts(batch)?;
+        }
+        if !batches.is_empty() {
+            self.flush()?;
+            log.reset().map_err(file_error)?;
+        }
+        // Every marker is stale now: the log is empty.
+        self.delete_markers_everywhere(u64::MAX)?;
+        Ok(Coordinator::new(Some(log), last + 1))
+    }
+
+    /// Applies each part of `batch` whose shard has no marker for it.
+    fn apply_missing_parts(&self, batch: &LoggedBatch) -> Result<(), WriteError> {
+        for (shard, ops) in &batch.parts {
+            if *shard >= self.shard_count() {
+                return Err(WriteError::BatchLogShard {
+                    batch: batch.id,
+                    shard: *shard,
+                    shards: self.shard_count(),
+                });
+            }
+            let id = batch.id;
+            if self.call(*shard, move |h| has_marker(h, id))?? {
+                continue;
+            }
+            let part = WriteBatch::from_ops(ops.clone());
+            self.call(*shard, move |h| commit_part(h, Some(id), part))??;
+        }
+        Ok(())
+    }
+
+    /// Deletes the markers up to `last` on every shard and waits.
+    fn delete_markers_everywhere(&self, last: u64) -> Result<(), WriteError> {
+        for shard in 0..self.shard_count() {
+            self.call(shard, move |h| delete_markers(h, last))??;
+        }
+        Ok(())
+    }
+}
+
+/// Ids are never reused within one log's life; a table id in a part is the same on every
+/// shard (tables are created on all shards in one order, see `tables.rs`).
+const _: () = assert!(TableId::DEFAULT.0 == 0);

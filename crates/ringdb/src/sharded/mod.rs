@@ -1,0 +1,264 @@
+//! The database as programs embed it: [`Db`], a `Send + Sync + Clone` handle on N shards,
+//! thread-per-core (the paper's guideline 2: a ring per thread, each thread doing its own
+//! computation and I/O).
+//!
+//! Each shard is a thread, pinned to a CPU, that owns a whole single-thread database
+//! ([`LocalDb`](crate::LocalDb)): its ring (DEFER_TASKRUN + SINGLE_ISSUER where io_uring runs),
+//! its executor, its slice of the buffer pool, its B+trees and its log, in its own
+//! subdirectory. A key belongs to the shard its hash names ([`Db::shard_of`]); the count and
+//! the hash are recorded at creation (`manifest.rs`). Nothing is shared between shards, so a
+//! shard's hot path takes no lock.
+//!
+//! Any thread may call a `Db`: a call becomes a job pushed into the owning shard's inbox
+//! (`inbox.rs`), whose doorbell wakes the shard's ring only when it sleeps, and the reply comes
+//! back through a one-shot slot (`reply.rs`) the caller spins on briefly and then parks on.
+//! Code that already runs on a shard (a task, or a closure given to [`Db::run_on`]) uses the
+//! `*_async` variants: for the shard's own keys they run in place (zero hops), for other
+//! shards' keys the reply wakes the caller's ring through `IORING_OP_MSG_RING`. The blocking
+//! calls refuse to run on a shard's thread ([`ShardError::OnShardThread`]): they would stall
+//! its ring.
+//!
+//! Where to look:
+//! - this file: [`Db`], opening and closing;
+//! - `builder.rs`: [`DbBuilder`] (shards, pool, durability, engine);
+//! - `call.rs`: how a request reaches a shard and its reply comes back;
+//! - `ops.rs`: get, insert, remove, multi-get, batches;
+//! - `iter.rs`: [`Range`], the streaming iterator merged across shards;
+//! - `shard.rs`: a shard's thread; `inbox.rs`: its queue and doorbell; `context.rs`: what a
+//!   shard's thread knows about itself; `manifest.rs`: the shard count and hash on disk;
+//! - `stats.rs`: [`ShardedStats`].
+//!
+//! [`ShardError::OnShardThread`]: crate::ShardError::OnShardThread
+
+mod batch_log;
+mod builder;
+mod call;
+mod context;
+mod cross;
+mod inbox;
+mod iter;
+mod manifest;
+mod ops;
+mod reply;
+mod shard;
+mod shard_handle;
+mod stats;
+mod tables;
+
+pub use batch_log::BATCH_LOG_FILE;
+pub use builder::DbBuilder;
+pub use iter::Range;
+pub use manifest::{MANIFEST_FILE, SHARDS_MAX, SHARD_HASH};
+pub use shard_handle::Shard;
+pub use stats::ShardedStats;
+pub use tables::{Table, SYSTEM_PREFIX};
+
+use crate::error::{OpenError, ShardError, WriteError};
+use inbox::Inbox;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// An open database: a cheap handle (`Clone`) usable from any thread (`Send + Sync`). The
+/// database closes when the last handle (and the last iterator) is dropped, or at
+/// [`Db::close`].
+#[derive(Clone)]
+pub struct Db {
+    shared: Arc<Shared>,
+}
+
+/// What every handle shares.
+struct Shared {
+    /// Unique per open database in this process: tells a shard thread of this database from
+    /// one of another.
+    id: u64,
+    path: PathBuf,
+    inboxes: Vec<Arc<Inbox>>,
+    threads: Mutex<Vec<JoinHandle<()>>>,
+    /// How long a blocking call spins for its reply before it parks.
+    spin: Duration,
+    closed: AtomicBool,
+    /// Commits batches across shards; set once at open, after the batch log's recovery.
+    coordinator: OnceLock<cross::Coordinator>,
+    /// Held while a table is created on every shard (ids must agree, see `tables.rs`).
+    table_creation: Mutex<()>,
+}
+
+/// Identities of open databases.
+static NEXT_DB_ID: AtomicU64 = AtomicU64::new(1);
+
+impl Db {
+    /// Opens (or creates) the database in directory `path` with the defaults: one shard per
+    /// CPU this process may use, the `auto` engine, a log made durable with `fdatasync` and
+    /// group commit. See [`Db::builder`] for the rest.
+    pub fn open(path: impl AsRef<Path>) -> Result<Db, OpenError> {
+        DbBuilder::new(path.as_ref()).open()
+    }
+
+    /// A builder for a database at `path` with other settings.
+    pub fn builder(path: impl AsRef<Path>) -> DbBuilder {
+        DbBuilder::new(path.as_ref())
+    }
+
+    /// Starts the shards' threads, each opening its database; on any failure the ones already
+    /// started are closed again.
+    fn start(path: &Path, starts: Vec<shard::ShardStart>, spin: Duration) -> Result<Db, OpenError> {
+        let mut inboxes = Vec::with_capacity(starts.len());
+        let mut threads = Vec::with_capacity(starts.len());
+        let id = starts.first().map_or(0, |s| s.db_id);
+        for start in starts {
+            match shard::start(start) {
+                Ok((inbox, thread)) => {
+                    inboxes.push(inbox);
+                    threads.push(thread);
+                }
+                Err(e) => {
+                    close_started(&inboxes, threads);
+                    return Err(e);
+                }
+            }
+        }
+        Ok(Db {
+            shared: Arc::new(Shared {
+                id,
+                path: path.to_path_buf(),
+                inboxes,
+                threads: Mutex::new(threads),
+                spin,
+                closed: AtomicBool::new(false),
+                coordinator: OnceLock::new(),
+                table_creation: Mutex::new(()),
+            }),
+        })
+    }
+
+    /// Sets up cross-shard batches: with a log and several shards, recovers the batch log
+    /// in `dir` (applying what a crash left half done); otherwise they need no log.
+    fn start_coordinator(&self, dir: &Path, durability: crate::Durability) -> Result<(), OpenError> {
+        self.reconcile_tables()?;
+        self.create_everywhere(cross::SYSTEM_TABLE)?;
+        let coordinator = if durability.logged() && self.shard_count() > 1 {
+            let sync = durability != crate::Durability::None;
+            self.recover_batches(dir, sync)?
+        } else {
+            cross::Coordinator::unlogged()
+        };
+        assert!(
+            self.shared.coordinator.set(coordinator).is_ok(),
+            "the coordinator is set once"
+        );
+        Ok(())
+    }
+
+    /// The database's directory (or file).
+    pub fn path(&self) -> &Path {
+        &self.shared.path
+    }
+
+    /// The number of shards.
+    pub fn shard_count(&self) -> usize {
+        self.shared.inboxes.len()
+    }
+
+    /// The shard that owns `key`.
+    pub fn shard_of(&self, key: &[u8]) -> usize {
+        manifest::shard_of(key, self.shard_count())
+    }
+
+    /// Makes everything written so far durable on every shard (and checkpoints it).
+    pub fn flush(&self) -> Result<(), WriteError> {
+        let replies = (0..self.shard_count())
+            .map(|shard| self.submit(shard, |handle| async move { handle.flush(true).await }))
+            .collect::<Result<Vec<_>, _>>()?;
+        for (shard, reply) in replies.into_iter().enumerate() {
+            self.wait(shard, reply)??;
+        }
+        Ok(())
+    }
+
+    /// Closes the database for every handle: each shard finishes its work, flushes and stops.
+    /// The first failure is returned; later calls through any handle fail with
+    /// [`ShardError::Closed`].
+    pub fn close(self) -> Result<(), WriteError> {
+        self.check_blocking_allowed()?;
+        self.shared.close()
+    }
+}
+
+impl Shared {
+    /// The cross-shard commit (set before the database is handed out).
+    fn coordinator(&self) -> &cross::Coordinator {
+        self.coordinator.get().expect("the coordinator is set at open")
+    }
+
+    /// Sends every shard the close job, waits for each to report, joins the threads.
+    fn close(&self) -> Result<(), WriteError> {
+        if self.closed.swap(true, Ordering::AcqRel) {
+            return Err(ShardError::Closed.into());
+        }
+        let mut first_failure = Ok(());
+        let waits: Vec<_> = self.inboxes.iter().map(|inbox| close_one(inbox)).collect();
+        for (inbox, reply) in self.inboxes.iter().zip(waits) {
+            let outcome = match reply {
+                Some(reply) => reply.wait(Duration::ZERO).unwrap_or_else(|| {
+                    Err(WriteError::Shard(inbox.lost()))
+                }),
+                None => Ok(()),
+            };
+            inbox.mark_closing();
+            if first_failure.is_ok() {
+                first_failure = outcome;
+            }
+        }
+        let on_a_shard = context::current_shard_index().is_some();
+        let threads = std::mem::take(&mut *self.threads.lock().unwrap_or_else(|p| p.into_inner()));
+        if !on_a_shard {
+            for thread in threads {
+                let _ = thread.join();
+            }
+        }
+        first_failure
+    }
+}
+
+/// Pushes the close job to one shard; `None` when the shard is already down.
+fn close_one(inbox: &Inbox) -> Option<reply::ReplyReceiver<Result<(), WriteError>>> {
+    let (tx, rx) = reply::channel();
+    let job: inbox::Job = Box::new(move |local: &shard::ShardLocal| {
+        local.stopping.set(true);
+        *local.close_reply.borrow_mut() = Some(tx);
+    });
+    inbox.push(job).ok().map(|()| rx)
+}
+
+/// Closes the shards started before a later one failed to open.
+fn close_started(inboxes: &[Arc<Inbox>], threads: Vec<JoinHandle<()>>) {
+    for inbox in inboxes {
+        if let Some(reply) = close_one(inbox) {
+            if let Some(Err(e)) = reply.wait(Duration::ZERO) {
+                tracing::warn!("closing a shard after another failed to open: {e}");
+            }
+        }
+    }
+    for thread in threads {
+        let _ = thread.join();
+    }
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        if self.closed.load(Ordering::Acquire) {
+            return;
+        }
+        if let Err(e) = self.close() {
+            tracing::warn!("closing {} on drop failed: {e}", self.path.display());
+        }
+    }
+}
+
+/// Hands out identities for databases.
+fn next_db_id() -> u64 {
+    NEXT_DB_ID.fetch_add(1, Ordering::Relaxed)
+}

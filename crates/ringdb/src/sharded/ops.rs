@@ -1,0 +1,150 @@
+//! Point operations and batches on a [`Db`], blocking and async.
+//!
+//! Each goes to the shard its key's hash names. A multi-get sends one request per shard
+//! involved (all shards work at once) and runs that shard's gets concurrently as one task. A
+//! batch whose keys all live on one shard is that shard's single log record, as in a
+//! single-thread database; one that spans shards goes through the cross-shard commit
+//! (`cross.rs`).
+
+use super::Db;
+use crate::db::{DbHandle, WriteBatch};
+use crate::error::{ReadError, WriteError};
+use crate::wal::Op;
+
+impl Db {
+    /// The value of `key`, if present.
+    pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, ReadError> {
+        let key = key.to_vec();
+        self.call(self.shard_of(&key), move |h| async move { h.get(&key).await })?
+    }
+
+    /// Inserts or replaces; returns whether the key existed. With a log, durable on return (per
+    /// the durability mode).
+    pub fn insert(&self, key: &[u8], value: &[u8]) -> Result<bool, WriteError> {
+        let (key, value) = (key.to_vec(), value.to_vec());
+        self.call(self.shard_of(&key), move |h| async move {
+            h.insert(&key, &value).await
+        })?
+    }
+
+    /// Removes; returns whether the key existed.
+    pub fn remove(&self, key: &[u8]) -> Result<bool, WriteError> {
+        let key = key.to_vec();
+        self.call(self.shard_of(&key), move |h| async move { h.remove(&key).await })?
+    }
+
+    /// The values of `keys`, in their order: one request per shard involved, all shards at
+    /// once.
+    pub fn multi_get<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<Vec<Option<Vec<u8>>>, ReadError> {
+        self.check_blocking_allowed()?;
+        let groups = self.group_keys(keys);
+        let mut replies = Vec::with_capacity(groups.len());
+        for (shard, (positions, shard_keys)) in groups.into_iter().enumerate() {
+            if shard_keys.is_empty() {
+                continue;
+            }
+            let reply = self.submit(shard, move |h| get_all(h, shard_keys))?;
+            replies.push((shard, positions, reply));
+        }
+        let mut values = vec![None; keys.len()];
+        for (shard, positions, reply) in replies {
+            for (position, value) in positions.into_iter().zip(self.wait(shard, reply)??) {
+                values[position] = value;
+            }
+        }
+        Ok(values)
+    }
+
+    /// Commits `batch` atomically: all or nothing, also across a crash (with a log), also
+    /// when its keys live on several shards.
+    pub fn write(&self, batch: &WriteBatch) -> Result<(), WriteError> {
+        self.check_blocking_allowed()?;
+        let mut parts = self.split_batch(batch);
+        match parts.len() {
+            0 => Ok(()),
+            1 => {
+                let (shard, part) = parts.pop().expect("one part");
+                self.call(shard, move |h| async move { h.write(&part).await })?
+            }
+            _ => self.write_across(parts),
+        }
+    }
+
+    /// [`Db::get`] from a task (on a shard: in place for its own keys).
+    pub async fn get_async(&self, key: &[u8]) -> Result<Option<Vec<u8>>, ReadError> {
+        let key = key.to_vec();
+        let shard = self.shard_of(&key);
+        self.call_async(shard, move |h| async move { h.get(&key).await })
+            .await?
+    }
+
+    /// [`Db::insert`] from a task.
+    pub async fn insert_async(&self, key: &[u8], value: &[u8]) -> Result<bool, WriteError> {
+        let (key, value) = (key.to_vec(), value.to_vec());
+        let shard = self.shard_of(&key);
+        self.call_async(shard, move |h| async move { h.insert(&key, &value).await })
+            .await?
+    }
+
+    /// [`Db::remove`] from a task.
+    pub async fn remove_async(&self, key: &[u8]) -> Result<bool, WriteError> {
+        let key = key.to_vec();
+        let shard = self.shard_of(&key);
+        self.call_async(shard, move |h| async move { h.remove(&key).await })
+            .await?
+    }
+
+    /// [`Db::multi_get`] from a task.
+    pub async fn multi_get_async<K: AsRef<[u8]>>(
+        &self,
+        keys: &[K],
+    ) -> Result<Vec<Option<Vec<u8>>>, ReadError> {
+        let mut values = vec![None; keys.len()];
+        for (shard, (positions, shard_keys)) in self.group_keys(keys).into_iter().enumerate() {
+            if shard_keys.is_empty() {
+                continue;
+            }
+            let got = self.call_async(shard, move |h| get_all(h, shard_keys)).await??;
+            for (position, value) in positions.into_iter().zip(got) {
+                values[position] = value;
+            }
+        }
+        Ok(values)
+    }
+
+    /// The keys per shard, each with its position in `keys`.
+    fn group_keys<K: AsRef<[u8]>>(&self, keys: &[K]) -> Vec<(Vec<usize>, Vec<Vec<u8>>)> {
+        let mut groups = vec![(Vec::new(), Vec::new()); self.shard_count()];
+        for (position, key) in keys.iter().enumerate() {
+            let key = key.as_ref();
+            let group = &mut groups[self.shard_of(key)];
+            group.0.push(position);
+            group.1.push(key.to_vec());
+        }
+        groups
+    }
+
+    /// `batch`'s operations per shard, in their order (shards without any left out).
+    pub(super) fn split_batch(&self, batch: &WriteBatch) -> Vec<(usize, WriteBatch)> {
+        let mut parts: Vec<Vec<Op>> = vec![Vec::new(); self.shard_count()];
+        for op in batch.ops() {
+            parts[self.shard_of(op.key())].push(op.clone());
+        }
+        parts
+            .into_iter()
+            .enumerate()
+            .filter(|(_, ops)| !ops.is_empty())
+            .map(|(shard, ops)| (shard, WriteBatch::from_ops(ops)))
+            .collect()
+    }
+}
+
+/// Gets every key of `keys` on one shard, concurrently (one task, its gets interleaved at page
+/// faults).
+async fn get_all(h: DbHandle, keys: Vec<Vec<u8>>) -> Result<Vec<Option<Vec<u8>>>, ReadError> {
+    let gets = keys.iter().map(|key| h.get(key));
+    futures_util::future::join_all(gets)
+        .await
+        .into_iter()
+        .collect()
+}
