@@ -14,7 +14,8 @@
 //! - **The executor** ([`Runtime`], with the [`Io`] handle its tasks use): single-threaded; tasks
 //!   park on I/O, requests are batched adaptively, and a buffer the kernel may still write into
 //!   is never freed or reused before its completion (buffers pass by value into an I/O and come
-//!   back with its result).
+//!   back with its result). Other threads wake a runtime through its [`Doorbell`] (an eventfd
+//!   its engine's wait watches, or an `IORING_OP_MSG_RING` from another runtime's ring).
 //!
 //! Around them: [`Target`] opens files and block devices for direct I/O with clear refusals;
 //! [`AlignedBuf`] and [`FixedBufferPool`] are page-aligned and registrable memory; [`SimDisk`]
@@ -81,14 +82,15 @@ pub use config::{
     MAX_QUEUE_DEPTH,
 };
 pub use engine::{
-    nvme_geometry, open_engine, Engine, EngineStats, FileCommands, FileId, IoCompletion, IoRequest,
-    LibaioEngine, NvmeCommands, NvmeGeometry, OpKind, PassthroughEngine, PosixEngine, Region,
-    RegionEngine, RingCommands, RingEngine, SimDisk, SimFault, SimStats, SimTear, UringEngine,
-    SIM_MAX_FILE_LEN,
+    nvme_geometry, open_engine, DoorbellWakes, Engine, EngineStats, FileCommands, FileId,
+    IoCompletion, IoRequest, LibaioEngine, NvmeCommands, NvmeGeometry, OpKind, PassthroughEngine,
+    PosixEngine, Region, RegionEngine, RingCommands, RingEngine, SimDisk, SimFault, SimStats,
+    SimTear, UringEngine, RESERVED_USER_DATA_MIN, SIM_MAX_FILE_LEN,
 };
 pub use error::{IoError, Result, Setting, SetupRefusal, Switch};
 pub use executor::{
-    yield_now, Io, IoBuf, JoinHandle, PoolBuf, Runtime, RuntimeStats, SubmitTogether, YieldNow,
+    yield_now, Doorbell, DoorbellRung, Io, IoBuf, JoinHandle, PoolBuf, Runtime, RuntimeStats,
+    SubmitTogether, YieldNow,
 };
 pub use ring::{Ring, RingAddress, RingMessage, RingSetup, RingStats};
 pub use target::{check_iopoll, nvme_block_device_of_char, Target, TargetOptions};

@@ -10,13 +10,17 @@
 //! `submit`, without a syscall. Kernel AIO is only asynchronous on O_DIRECT files: on buffered
 //! files `io_submit` performs the I/O before it returns.
 
+mod doorbell;
+
+use super::doorbell::{DoorbellWakes, DOORBELL_POLL};
 use super::{Engine, EngineStats, IoCompletion, IoRequest, OpKind};
 use crate::config::{EngineKind, MAX_QUEUE_DEPTH};
 use crate::error::{IoError, Result, Setting, Switch};
 use std::cell::UnsafeCell;
 use std::collections::VecDeque;
 use std::io;
-use std::os::fd::RawFd;
+use std::os::fd::{OwnedFd, RawFd};
+use std::sync::Arc;
 
 /// `aio_context_t` of linux/aio_abi.h.
 type AioContext = libc::c_ulong;
@@ -97,6 +101,8 @@ pub struct LibaioEngine {
     /// Collected completions waiting for `reap`.
     ready: VecDeque<IoCompletion>,
     stats: EngineStats,
+    /// The doorbell's poll of an eventfd (see `libaio/doorbell.rs`), never counted in flight.
+    doorbell: doorbell::AioDoorbell,
 }
 
 impl LibaioEngine {
@@ -112,11 +118,12 @@ impl LibaioEngine {
         }
         let mut ctx: AioContext = 0;
         // SAFETY: io_setup writes one aio_context_t through the pointer, which is valid, and
-        // reads it first: it must be zero, as it is.
+        // reads it first: it must be zero, as it is. One event more than the depth: the
+        // doorbell's poll.
         let ret = unsafe {
             libc::syscall(
                 libc::SYS_io_setup,
-                depth as libc::c_long,
+                (depth + 1) as libc::c_long,
                 &mut ctx as *mut AioContext,
             )
         };
@@ -148,9 +155,10 @@ impl LibaioEngine {
             free: (0..depth as u32).rev().collect(),
             pending: Vec::with_capacity(depth),
             in_kernel: 0,
-            events: vec![IoEvent::default(); depth].into_boxed_slice(),
+            events: vec![IoEvent::default(); depth + 1].into_boxed_slice(),
             ready: VecDeque::with_capacity(depth),
             stats: EngineStats::default(),
+            doorbell: doorbell::AioDoorbell::default(),
         })
     }
 
@@ -211,22 +219,32 @@ impl LibaioEngine {
             return Err(io::Error::last_os_error());
         }
         let n = (ret as usize).min(self.events.len());
+        let mut requests = 0;
         for i in 0..n {
             let ev = self.events[i];
+            if ev.data == DOORBELL_POLL {
+                self.complete_doorbell_poll(ev.res);
+                continue;
+            }
+            requests += 1;
             self.in_kernel = self.in_kernel.saturating_sub(1);
             // res is at most MAX_RW_COUNT bytes or a negative errno; saturate anything else.
             let result =
                 i32::try_from(ev.res).unwrap_or(if ev.res < 0 { -libc::EIO } else { i32::MAX });
             self.complete_slot(ev.data as usize, result);
         }
-        Ok(n)
+        Ok(requests)
     }
 
-    /// Blocks until at least `min` more events have been collected (`min <= in_kernel`).
+    /// Blocks until at least `min` more events have been collected (`min <= in_kernel`), or,
+    /// while the doorbell's poll is armed, until it fires.
     fn wait_events(&mut self, min: usize) -> Result<()> {
         let mut need = min.min(self.in_kernel);
-        while need > 0 {
-            match self.get_events(need, None) {
+        self.doorbell.fired = false;
+        while need > 0 && !self.doorbell.fired {
+            // The poll's event counts toward io_getevents' minimum: ask for one at a time.
+            let at_least = if self.doorbell.poll_armed { 1 } else { need };
+            match self.get_events(at_least, None) {
                 Ok(n) => need = need.saturating_sub(n),
                 Err(e) if e.raw_os_error() == Some(libc::EINTR) => {}
                 Err(e) => return Err(IoError::os("io_getevents (libaio engine)", e)),
@@ -367,6 +385,7 @@ impl Engine for LibaioEngine {
         self.submit_pending()?;
         // Waiting for more than can ever complete would block forever: wait for all instead.
         if wait_for > self.ready.len() {
+            self.arm_doorbell_poll()?;
             self.wait_events(wait_for - self.ready.len())?;
         }
         Ok(())
@@ -387,15 +406,35 @@ impl Engine for LibaioEngine {
     fn stats(&self) -> EngineStats {
         self.stats
     }
+
+    fn watch_doorbell(&mut self, eventfd: Option<Arc<OwnedFd>>) -> bool {
+        self.watch_eventfd(eventfd)
+    }
+
+    fn wait_for_doorbell(&mut self, eventfd: &Arc<OwnedFd>) -> Result<DoorbellWakes> {
+        debug_assert_eq!(
+            self.in_flight(),
+            0,
+            "a doorbell sleep with requests in flight"
+        );
+        self.sleep_for_doorbell(eventfd)
+    }
+
+    fn take_doorbell_wakes(&mut self) -> DoorbellWakes {
+        std::mem::take(&mut self.doorbell.wakes)
+    }
 }
 
 impl Drop for LibaioEngine {
     fn drop(&mut self) {
-        // Buffers must not be released while the kernel may still write into them.
+        // Buffers must not be released while the kernel may still write into them. The
+        // doorbell stops first, so no ring wakes the drain's waits.
+        self.doorbell.eventfd = None;
         let _ = self.drain();
         // SAFETY: `ctx` came from io_setup and is destroyed once, here. io_destroy also waits
         // for any request the drain could not collect before it returns, so neither the iocbs
-        // nor the callers' buffers are released under the kernel.
+        // nor the callers' buffers are released under the kernel. It also cancels the
+        // doorbell's poll if one is armed (a poll names no memory).
         unsafe { libc::syscall(libc::SYS_io_destroy, self.ctx) };
     }
 }

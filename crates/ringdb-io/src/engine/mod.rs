@@ -6,15 +6,19 @@
 //! with [`Engine::reap`]. What a request points at must stay valid until its completion has
 //! been reaped; that is the contract of the unsafe `push`.
 
+mod doorbell;
 mod libaio;
 mod nvme;
 mod passthrough;
 mod posix;
 mod region;
+mod ring_doorbell;
 mod ring_engine;
 mod sim;
 mod uring;
 
+pub(crate) use doorbell::{new_eventfd, write_eventfd};
+pub use doorbell::{DoorbellWakes, RESERVED_USER_DATA_MIN};
 pub use libaio::LibaioEngine;
 pub use nvme::{nvme_geometry, NvmeGeometry};
 pub use passthrough::{NvmeCommands, PassthroughEngine};
@@ -26,8 +30,10 @@ pub use uring::{FileCommands, UringEngine};
 
 use crate::config::{EngineKind, IoConfig};
 use crate::error::Result;
+use crate::ring::RingAddress;
 use serde::Serialize;
-use std::os::fd::RawFd;
+use std::os::fd::{AsFd, OwnedFd, RawFd};
+use std::sync::Arc;
 
 /// Index of a file in the table an engine was opened with.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -225,6 +231,48 @@ pub trait Engine {
             self.reap(&mut sink);
         }
         Ok(())
+    }
+
+    /// Lets this engine's waits with requests in flight ([`Engine::submit`] with
+    /// `wait_for > 0`) also end when `eventfd` becomes readable (a doorbell), or stops that
+    /// (`None`: stop before dropping the engine's last requests, so the drain is not woken).
+    /// Returns whether the engine can: `false` means its waits end only at a completion (the
+    /// wake is then seen at the next one). The engine resets the eventfd when its watch fires.
+    fn watch_doorbell(&mut self, eventfd: Option<Arc<OwnedFd>>) -> bool {
+        let _ = eventfd;
+        false
+    }
+
+    /// Blocks, with nothing in flight, until `eventfd` becomes readable or (io_uring) a
+    /// doorbell message arrives, and resets the eventfd. Returns the wake-ups the wait saw
+    /// itself; those found in completions are counted by [`Engine::take_doorbell_wakes`].
+    /// The default sleeps in `poll(2)`.
+    fn wait_for_doorbell(&mut self, eventfd: &Arc<OwnedFd>) -> Result<DoorbellWakes> {
+        debug_assert_eq!(
+            self.in_flight(),
+            0,
+            "a doorbell sleep with requests in flight"
+        );
+        doorbell::sleep_on_eventfd(eventfd.as_fd())
+    }
+
+    /// The doorbell wake-ups found among completions since the last call (then zeroed).
+    fn take_doorbell_wakes(&mut self) -> DoorbellWakes {
+        DoorbellWakes::default()
+    }
+
+    /// Where other rings post doorbell messages for this engine (`IORING_OP_MSG_RING`), when
+    /// its waits end at such a message (io_uring engines, except on IOPOLL rings).
+    fn doorbell_address(&self) -> Result<Option<RingAddress>> {
+        Ok(None)
+    }
+
+    /// Posts a doorbell message from this engine's ring to the ring at `to` and hands it to
+    /// the kernel at once (with whatever else is queued). Returns `false` when this engine
+    /// cannot send messages (then the caller writes the target's eventfd instead).
+    fn post_doorbell_message(&mut self, to: &RingAddress) -> Result<bool> {
+        let _ = to;
+        Ok(false)
     }
 }
 

@@ -19,11 +19,14 @@
 //! an unaligned offset is refused: it would need a read-modify-write, which the callers (the
 //! log writes whole blocks) never ask for.
 
-use super::{Engine, EngineStats, FileId, IoCompletion, IoRequest, OpKind};
+use super::{DoorbellWakes, Engine, EngineStats, FileId, IoCompletion, IoRequest, OpKind};
 use crate::buf::{AlignedBuf, BUF_ALIGN};
 use crate::config::EngineKind;
 use crate::error::{IoError, Result};
+use crate::ring::RingAddress;
 use std::collections::HashMap;
+use std::os::fd::OwnedFd;
+use std::sync::Arc;
 
 /// One logical file: `len` bytes of the device from `base`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -284,6 +287,27 @@ impl Engine for RegionEngine {
         self.inner.drain()?;
         self.bounces.clear();
         Ok(())
+    }
+
+    // The doorbell is the inner engine's: its waits are the ones to end.
+    fn watch_doorbell(&mut self, eventfd: Option<Arc<OwnedFd>>) -> bool {
+        self.inner.watch_doorbell(eventfd)
+    }
+
+    fn wait_for_doorbell(&mut self, eventfd: &Arc<OwnedFd>) -> Result<DoorbellWakes> {
+        self.inner.wait_for_doorbell(eventfd)
+    }
+
+    fn take_doorbell_wakes(&mut self) -> DoorbellWakes {
+        self.inner.take_doorbell_wakes()
+    }
+
+    fn doorbell_address(&self) -> Result<Option<RingAddress>> {
+        self.inner.doorbell_address()
+    }
+
+    fn post_doorbell_message(&mut self, to: &RingAddress) -> Result<bool> {
+        self.inner.post_doorbell_message(to)
     }
 }
 

@@ -4,18 +4,22 @@
 //! becomes an [`IoCompletion`]; everything else (room, submit policy, reaping, counting, draining
 //! on drop) is here and in the ring core.
 
+use super::doorbell::{check_user_data, DoorbellWakes};
+use super::ring_doorbell::RingDoorbell;
 use super::{Engine, EngineStats, IoCompletion, IoRequest};
 use crate::config::{EngineKind, IoConfig};
 use crate::error::{IoError, Result};
-use crate::ring::{Ring, RingSetup};
+use crate::ring::{Ring, RingAddress, RingSetup};
 use io_uring::cqueue;
 use io_uring::squeue;
-use std::os::fd::RawFd;
+use std::os::fd::{OwnedFd, RawFd};
+use std::sync::Arc;
 
 /// How one kind of io_uring engine turns requests into entries and completions back.
 pub trait RingCommands {
-    /// The submission entry type (64 or 128 bytes).
-    type Submission: squeue::EntryMarker;
+    /// The submission entry type (64 or 128 bytes); the doorbell's poll and messages are
+    /// 64-byte entries widened into it.
+    type Submission: squeue::EntryMarker + From<squeue::Entry>;
     /// The completion entry type (16 or 32 bytes).
     type Completion: cqueue::EntryMarker;
 
@@ -41,6 +45,8 @@ pub struct RingEngine<Commands: RingCommands> {
     in_flight: usize,
     completed: u64,
     reaps: u64,
+    /// The doorbell's poll and messages (see `ring_doorbell.rs`), never counted in flight.
+    doorbell: RingDoorbell,
 }
 
 impl<Commands: RingCommands> RingEngine<Commands> {
@@ -76,12 +82,24 @@ impl<Commands: RingCommands> RingEngine<Commands> {
             in_flight: 0,
             completed: 0,
             reaps: 0,
+            doorbell: RingDoorbell::new(!config.iopoll),
         })
     }
 
     /// The commands this engine carries (e.g. the NVMe namespaces behind its files).
     pub fn commands(&self) -> &Commands {
         &self.commands
+    }
+
+    /// Hands pending entries to the kernel and waits for `wait_for` completions; with
+    /// `watch`, the doorbell's poll is armed first, so the wait also ends at a ring.
+    fn submit_and_wait(&mut self, wait_for: usize, watch: bool) -> Result<()> {
+        let wait_for = wait_for.min(self.in_flight);
+        if watch && wait_for > 0 {
+            self.doorbell.arm(&mut self.ring)?;
+        }
+        self.ring.submit(wait_for)?;
+        Ok(())
     }
 }
 
@@ -99,10 +117,13 @@ impl<Commands: RingCommands> Engine for RingEngine<Commands> {
     }
 
     fn pending(&self) -> usize {
-        self.ring.pending()
+        // Doorbell entries go to the kernel in the call that queues them; should an enter
+        // have taken none of them, they still never count as requests.
+        self.ring.pending().min(self.in_flight)
     }
 
     unsafe fn push(&mut self, request: &IoRequest) -> Result<()> {
+        check_user_data(request.user_data)?;
         if self.in_flight >= self.depth {
             return Err(IoError::QueueFull {
                 engine: self.kind,
@@ -119,14 +140,14 @@ impl<Commands: RingCommands> Engine for RingEngine<Commands> {
         }
         self.in_flight += 1;
         if self.synchronous {
-            self.submit(1)?;
+            // Not ended by a doorbell: uring-sync's request is done when push returns.
+            self.submit_and_wait(1, false)?;
         }
         Ok(())
     }
 
     fn submit(&mut self, wait_for: usize) -> Result<()> {
-        self.ring.submit(wait_for.min(self.in_flight))?;
-        Ok(())
+        self.submit_and_wait(wait_for, true)
     }
 
     fn reap(&mut self, out: &mut Vec<IoCompletion>) -> usize {
@@ -138,6 +159,10 @@ impl<Commands: RingCommands> Engine for RingEngine<Commands> {
         let before = out.len();
         for entry in &mut self.ring.completion() {
             let entry: cqueue::Entry = entry.into();
+            if RingDoorbell::is_reserved(entry.user_data()) {
+                self.doorbell.complete(entry.user_data(), entry.result());
+                continue;
+            }
             out.push(self.commands.complete(entry.user_data(), entry.result()));
         }
         let reaped = out.len() - before;
@@ -157,18 +182,55 @@ impl<Commands: RingCommands> Engine for RingEngine<Commands> {
     fn stats(&self) -> EngineStats {
         let ring = self.ring.stats();
         EngineStats {
-            submitted: ring.submitted,
+            submitted: ring
+                .submitted
+                .saturating_sub(self.doorbell.reserved_entries),
             completed: self.completed,
             enters: ring.enters,
             reaps: self.reaps,
         }
+    }
+
+    fn watch_doorbell(&mut self, eventfd: Option<Arc<OwnedFd>>) -> bool {
+        self.doorbell.watch(eventfd)
+    }
+
+    fn wait_for_doorbell(&mut self, eventfd: &Arc<OwnedFd>) -> Result<DoorbellWakes> {
+        debug_assert_eq!(
+            self.in_flight, 0,
+            "a doorbell sleep with requests in flight"
+        );
+        if !self.doorbell.watch(Some(Arc::clone(eventfd))) {
+            return super::doorbell::sleep_on_eventfd(std::os::fd::AsFd::as_fd(&**eventfd));
+        }
+        self.doorbell.arm(&mut self.ring)?;
+        // Ends at the poll's completion or at a doorbell message; reap counts them.
+        self.ring.submit(1)?;
+        Ok(DoorbellWakes::default())
+    }
+
+    fn take_doorbell_wakes(&mut self) -> DoorbellWakes {
+        self.doorbell.take_wakes()
+    }
+
+    fn doorbell_address(&self) -> Result<Option<RingAddress>> {
+        if !self.doorbell.is_supported() {
+            return Ok(None);
+        }
+        self.ring.address().map(Some)
+    }
+
+    fn post_doorbell_message(&mut self, to: &RingAddress) -> Result<bool> {
+        self.doorbell.post(&mut self.ring, to)
     }
 }
 
 impl<Commands: RingCommands> Drop for RingEngine<Commands> {
     fn drop(&mut self) {
         // Never let the ring (and with it the caller's buffers) go while the kernel may still
-        // write into them.
+        // write into them. The doorbell stops first, so no ring wakes the drain's waits.
+        self.doorbell.watch(None);
         let _ = self.drain();
+        self.doorbell.close(&mut self.ring);
     }
 }

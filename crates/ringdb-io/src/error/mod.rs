@@ -214,6 +214,16 @@ pub enum IoError {
         user_data: u64,
     },
 
+    /// A request carries user data in the range the engines reserve for their own
+    /// completions (the doorbell's poll and messages).
+    #[error("user data {user_data} is reserved (requests must stay below {reserved_from})")]
+    ReservedUserData {
+        /// The user data.
+        user_data: u64,
+        /// The lowest reserved value.
+        reserved_from: u64,
+    },
+
     /// Registered buffers were asked for without memory to register.
     #[error("registered (fixed) buffers need a buffer pool to register")]
     NoBufferPool,

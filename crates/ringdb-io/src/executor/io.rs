@@ -3,6 +3,7 @@
 //! result comes back with it.
 
 use super::buffers::IoBuf;
+use super::doorbell::DoorbellRung;
 use super::join::{joinable, yield_now, JoinHandle};
 use super::op::OpFuture;
 use super::pool::PoolBuf;
@@ -117,6 +118,13 @@ impl Io {
     pub async fn lease(&self) -> Result<PoolBuf> {
         let shared = self.inner.pool.clone().ok_or(IoError::NoBufferPool)?;
         Ok(shared.lease().await)
+    }
+
+    /// A future that resolves once the runtime's [`Doorbell`](super::Doorbell) was rung since
+    /// the last such future resolved (at once if it was). While one is pending and a doorbell
+    /// handle exists, the runtime sleeps until rung instead of reporting a stall.
+    pub fn doorbell_rung(&self) -> DoorbellRung {
+        DoorbellRung::new(self.inner.clone())
     }
 
     /// Lets the other ready tasks (and the I/O loop) run before this one continues.

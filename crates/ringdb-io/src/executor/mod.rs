@@ -8,7 +8,8 @@
 //! [`Batching`] policy says -> reap completions -> wake their tasks. When no task is ready, what
 //! is queued goes to the kernel together with the wait (one `io_uring_enter`). When no task is
 //! ready and nothing is in flight while tasks still wait, [`Runtime::block_on`] and
-//! [`Runtime::run`] return an "executor stalled" error instead of hanging.
+//! [`Runtime::run`] return an "executor stalled" error instead of hanging, unless a task awaits
+//! the [`Doorbell`]: then the runtime sleeps until it rings.
 //!
 //! # Batching (paper Sec. 3.3.3)
 //! - [`Batching::Each`]: every request is submitted right after it is queued (one enter each).
@@ -42,8 +43,11 @@
 //! Wakers are ordinary `std::task::Waker`s built from an `Arc` (no unsafe code): waking pushes
 //! the task's id onto a mutex-protected ready queue, at most once until the task is polled.
 //! They are `Send` and may be woken from any thread, but the runtime is driven by its own
-//! thread only: a wake from another thread does not interrupt a blocking wait, and the stall
-//! check cannot know about it. Waking a finished task is harmless (ids carry a generation).
+//! thread only: a waker woken from another thread does not interrupt a blocking wait, and the
+//! stall check cannot know about it. What does is the [`Doorbell`]: other threads ring it and a
+//! task awaits [`Io::doorbell_rung`]; the runtime then sleeps until rung instead of stalling,
+//! and its engine's waits end at a ring (`doorbell.rs`). Waking a finished task is harmless
+//! (ids carry a generation).
 //!
 //! # Invariants, asserted where the state lives
 //! - A task is polled only when it was woken (its waker is in the ready queue), and never
@@ -71,6 +75,7 @@
 //!   [`Io::submit_together`]; `stall.rs`: telling a stall from a wait.
 //! - `buffers.rs`: [`IoBuf`]; `pool.rs`: the runtime's buffer pool and [`PoolBuf`] leases.
 //! - `stats.rs`: [`RuntimeStats`].
+//! - `doorbell.rs`: [`Doorbell`] and [`DoorbellRung`]: waking the runtime from other threads.
 //!
 //! [`Engine`]: crate::engine::Engine
 //! [`Batching`]: crate::config::Batching
@@ -83,6 +88,7 @@
 
 mod batching;
 mod buffers;
+mod doorbell;
 mod fifo;
 mod io;
 mod join;
@@ -102,6 +108,7 @@ mod waker;
 mod tests;
 
 pub use buffers::IoBuf;
+pub use doorbell::{Doorbell, DoorbellRung};
 pub use io::Io;
 pub use join::{yield_now, JoinHandle, YieldNow};
 pub use pool::PoolBuf;

@@ -2,6 +2,7 @@
 //! a pass polls the tasks that were ready when it began; then the runtime flushes, reaps, and
 //! when no task is ready, submits together with a wait, or reports a stall.
 
+use super::doorbell::{Doorbell, Running};
 use super::io::Io;
 use super::join::JoinHandle;
 use super::pool::SharedPool;
@@ -105,6 +106,12 @@ impl Runtime {
         self.inner.tasks.live()
     }
 
+    /// The runtime's [`Doorbell`], made with its eventfd on the first call (later calls hand
+    /// out more handles to the same one). Other threads ring it to wake the runtime.
+    pub fn doorbell(&self) -> Result<Doorbell> {
+        self.inner.doorbell_handle()
+    }
+
     /// The runtime's counters and its engine's.
     pub fn stats(&self) -> RuntimeStats {
         self.inner.stats_now()
@@ -116,6 +123,7 @@ impl Runtime {
     pub fn block_on<T>(&mut self, fut: impl Future<Output = T>) -> Result<T> {
         let mut fut = std::pin::pin!(fut);
         let inner = self.inner.clone();
+        let _running = Running::enter(&inner);
         let generation = inner.tasks.next_generation();
         let main = TaskWaker::new(MAIN_TASK, generation, inner.tasks.ready().clone());
         let main_waker = Waker::from(main.clone());
@@ -150,6 +158,7 @@ impl Runtime {
     /// dropped futures included, so their buffers are released).
     pub fn run(&mut self) -> Result<()> {
         let inner = self.inner.clone();
+        let _running = Running::enter(&inner);
         // Ends when everything is done, or when nothing can make progress (see block_on).
         loop {
             let pushes = inner.pushes.get();
@@ -175,14 +184,17 @@ impl Runtime {
         if let Some(error) = inner.failed.borrow_mut().take() {
             return Err(error);
         }
-        if inner.reap(&mut self.scratch) > 0 || inner.has_ready() {
+        let reaped = inner.reap(&mut self.scratch);
+        inner.check_doorbell();
+        if reaped > 0 || inner.has_ready() {
             if inner.flush_at_end_of_pass(inner.pushes.get() != pushes_before_pass) {
                 inner.submit(0)?;
             }
             return Ok(true);
         }
         if inner.engine.borrow().in_flight() == 0 {
-            return Ok(inner.wake_parked_again());
+            // A task awaiting the doorbell is not a stall: sleep until it rings.
+            return Ok(inner.wake_parked_again() || inner.sleep_for_doorbell()?);
         }
         // Nothing to run: submit what is queued together with the wait (one enter).
         inner.wait_for_completion(&mut self.scratch, WaitEnds::AtCompletionOrReadyTask)?;

@@ -6,6 +6,7 @@
 //! flight number exactly what the engine reports in flight (asserted), so every completion
 //! finds the slot of its request and no slot is freed while the engine still has it.
 
+use super::doorbell::DoorbellHost;
 use super::fifo::Fifo;
 use super::pool::SharedPool;
 use super::slots::{Delivered, OpSlots};
@@ -25,6 +26,9 @@ use std::task::Waker;
 /// before the engine that may still point into it.
 pub(super) struct Inner {
     pub(super) engine: RefCell<Box<dyn Engine>>,
+    /// The doorbell (once made) and the tasks awaiting it; after the engine, which may hold
+    /// its eventfd.
+    pub(super) doorbell: RefCell<DoorbellHost>,
     pub(super) batching: Batching,
     pub(super) slots: RefCell<OpSlots>,
     /// Requests waiting for the engine to have room (in_flight == depth).
@@ -69,6 +73,7 @@ impl Inner {
         );
         Inner {
             engine: RefCell::new(engine),
+            doorbell: RefCell::new(DoorbellHost::default()),
             batching,
             slots: RefCell::new(OpSlots::default()),
             depth_waiters: Fifo::default(),

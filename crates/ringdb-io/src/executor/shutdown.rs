@@ -16,6 +16,7 @@ impl Drop for Runtime {
     fn drop(&mut self) {
         let inner = &self.inner;
         inner.closed.set(true);
+        inner.stop_doorbell();
         // Dropping a task may run code that touches the runtime, so the slab is not borrowed
         // meanwhile; a closed runtime spawns nothing, so one round empties it.
         drop(inner.tasks.take_all());

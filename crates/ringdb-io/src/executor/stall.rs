@@ -41,10 +41,25 @@ impl Inner {
             self.engine.borrow().in_flight() > 0,
             "a wait with nothing in flight"
         );
+        let tasks_count = ends == WaitEnds::AtCompletionOrReadyTask;
         for _ in 0..EMPTY_WAITS_MAX {
-            self.submit(1)?;
+            // A task awaiting the doorbell makes a ring end the wait too (doorbell.rs).
+            let armed = match tasks_count.then(|| self.arm_doorbell_for_wait()) {
+                Some(None) => {
+                    self.check_doorbell();
+                    return Ok(0);
+                }
+                Some(Some(armed)) => armed,
+                None => false,
+            };
+            let submitted = self.submit(1);
+            if armed {
+                self.disarm_doorbell();
+            }
+            submitted?;
             let reaped = self.reap(scratch);
-            if reaped > 0 || (ends == WaitEnds::AtCompletionOrReadyTask && self.has_ready()) {
+            let woken = tasks_count && self.check_doorbell();
+            if reaped > 0 || woken || (tasks_count && self.has_ready()) {
                 return Ok(reaped);
             }
         }

@@ -22,6 +22,18 @@ pub struct RuntimeStats {
     pub waits: u64,
     /// Buffers of dropped I/O futures released once their completion arrived.
     pub orphans_released: u64,
+    /// Times the runtime slept (nothing ready, nothing in flight) until its doorbell rang.
+    pub doorbell_sleeps: u64,
+    /// Doorbell wake-ups that arrived as an eventfd write (seen by the engine's poll of the
+    /// eventfd or by a `poll(2)` sleep).
+    pub doorbell_eventfd_wakes: u64,
+    /// Doorbell wake-ups that arrived as a message from another ring (`IORING_OP_MSG_RING`).
+    pub doorbell_message_wakes: u64,
+    /// Doorbell messages this runtime's ring sent for rings made on its thread.
+    pub doorbell_messages_posted: u64,
+    /// Doorbell messages the kernel could not post (their targets still see the ring: a full
+    /// completion queue does not let them sleep).
+    pub doorbell_failed_posts: u64,
 }
 
 impl Inner {
