@@ -57,7 +57,7 @@ impl Db {
     }
 
     /// Creates `name` on every shard, in shard order; every shard must give it the same id.
-    fn create_everywhere(&self, name: &str) -> Result<TableId, WriteError> {
+    pub(super) fn create_everywhere(&self, name: &str) -> Result<TableId, WriteError> {
         let mut ids = Vec::with_capacity(self.shard_count());
         for shard in 0..self.shard_count() {
             let name = name.to_string();
