@@ -26,7 +26,7 @@ mod write;
 
 pub use open::{LayoutError, OpenError, TargetKind};
 pub use storage::{
-    CheckpointFailure, CheckpointPart, Corruption, LogFailure, StorageError, WaitFor,
+    CatalogFault, CheckpointFailure, CheckpointPart, Corruption, LogFailure, StorageError, WaitFor,
 };
 pub use write::{ReadError, WriteError};
 
