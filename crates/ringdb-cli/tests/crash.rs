@@ -127,6 +127,11 @@ impl CrashSetup {
         if it == 0 {
             args.push("--fresh".into());
         }
+        if self.device.is_none() {
+            // Two shards: batches of several keys span both, so the cross-shard commit is
+            // what keeps them whole.
+            args.extend(["--shards".to_string(), "2".to_string()]);
+        }
         args.extend(self.extra.iter().cloned());
         let mut child = Command::new(ringdb_bin())
             .args(&args)

@@ -2,14 +2,17 @@
 //!
 //! With a log, the data file changes only here, so it always holds one complete checkpoint:
 //!
-//! 1. **Cut** (synchronous, so no task runs in between): copy every dirty page, sealed; note
-//!    the tree's root, the allocator and the log's redo LSN (the first batch not wholly in the
+//! 1. **Cut** (synchronous, so no task runs in between): bring the catalog page up to date
+//!    with every table's root (`catalog.rs`), copy every dirty page, sealed; note the default
+//!    tree's root, the allocator and the log's redo LSN (the first batch not wholly in the
 //!    tree) and end.
 //! 2. The log is made durable up to that end (the write-ahead rule: no page reaches the disk
 //!    before the log that explains it).
-//! 3. The copies and the new meta page go to the **double-write file** with one write, which is
-//!    made durable. Its header names the checkpoint's epoch and carries a CRC32C of it all.
-//! 4. The same pages and the meta page are written in place and the data file is made durable.
+//! 3. The copies and the new meta page (and the catalog page when it was not resident) go to
+//!    the **double-write file** with one write, which is made durable. Its header names the
+//!    checkpoint's epoch and carries a CRC32C of it all.
+//! 4. The same pages, the catalog page and the meta page are written in place and the data
+//!    file is made durable.
 //! 5. The pages are marked clean (those not changed since), and the log before the redo LSN
 //!    may be reused.
 //!
@@ -20,10 +23,10 @@
 //! repaired, and the data file never mixes two checkpoints.
 
 use crate::buffer::{BufferManager, DirtyPage, PageId};
+use crate::catalog::{Catalog, CatalogRecord};
 use crate::error::{CheckpointFailure, CheckpointPart, StorageError};
 use crate::meta::{Meta, META_PID};
 use crate::page;
-use crate::tree::BTree;
 use crate::wal::Wal;
 use futures_util::future::join_all;
 use ringdb_io::Io;
@@ -67,6 +70,10 @@ struct Cut {
     epoch: u64,
     pages: Vec<DirtyPage>,
     meta_image: AlignedBuf,
+    /// The catalog page, when it changed and was not resident (else it is among `pages`).
+    catalog_image: Option<(PageId, AlignedBuf)>,
+    /// The catalog as the cut recorded it (durable once the checkpoint is).
+    catalog: CatalogRecord,
 }
 
 /// Takes checkpoints (one at a time) for one database.
@@ -119,8 +126,8 @@ impl Checkpointer {
         self.running.get()
     }
 
-    /// Takes a checkpoint, or waits for the one running to finish.
-    pub async fn run(&self, tree: &BTree) -> Result<(), StorageError> {
+    /// Takes a checkpoint of every table in `tables`, or waits for the one running to finish.
+    pub async fn run(&self, tables: &Catalog) -> Result<(), StorageError> {
         self.check_failed()?;
         if self.running.get() {
             return self.wait_for_running().await;
@@ -129,20 +136,22 @@ impl Checkpointer {
         let _running = Running { ckpt: self };
         let t0 = std::time::Instant::now();
         // 1. The cut: nothing else runs until the first await.
-        let cut = self.cut(tree);
+        let mut cut = self.cut(tables);
         // 2. The write-ahead rule.
         self.wal.wait_durable(cut.end).await?;
         self.assert_write_ahead(&cut.pages);
         // 3. The double-write file.
         self.write_double_write(&cut).await.map_err(failed)?;
         // 4. In place. From here a failure leaves the data file to recovery.
-        if let Err(e) = self.write_in_place(&cut.pages, cut.meta_image).await {
+        let extra = cut.catalog_image.take();
+        if let Err(e) = self.write_in_place(&cut.pages, extra, cut.meta_image).await {
             let first = Arc::new(e);
             *self.failed.borrow_mut() = Some(first.clone());
             return Err(StorageError::CheckpointFailed { source: first });
         }
         // 5. Done.
         self.bm.mark_clean(&cut.pages);
+        tables.stored(cut.catalog);
         self.wal.checkpointed(cut.redo);
         assert_eq!(self.epoch.get() + 1, cut.epoch, "two checkpoints at once");
         self.epoch.set(cut.epoch);
@@ -179,9 +188,10 @@ impl Checkpointer {
         self.check_failed()
     }
 
-    /// The cut (synchronous: no task runs in between): the log's redo LSN and end, sealed
-    /// copies of the dirty pages, and the meta page of the next epoch.
-    fn cut(&self, tree: &BTree) -> Cut {
+    /// The cut (synchronous: no task runs in between): the log's redo LSN and end, the
+    /// catalog page brought up to date, sealed copies of the dirty pages, and the meta page
+    /// of the next epoch.
+    fn cut(&self, tables: &Catalog) -> Cut {
         let (redo, end) = self.wal.cut();
         let last = self.last_redo.get();
         assert!(
@@ -190,17 +200,20 @@ impl Checkpointer {
         );
         assert!(redo <= end, "redo LSN {redo} past the log's end {end}");
         self.last_redo.set(redo);
+        // Before the snapshot: a resident catalog page it rewrites is one of the dirty pages.
+        let (catalog_image, catalog) = tables.cut();
         let pages = self.bm.snapshot_dirty();
         let epoch = self.epoch.get() + 1;
         let meta = Meta {
             page_size: self.bm.page_size() as u32,
-            root: tree.root(),
+            root: tables.default_tree().root(),
             next_pid: self.bm.next_pid(),
             free_pages: self.bm.free_pages(),
             logged: true,
             epoch,
             redo_lsn: redo,
             wal_bytes: self.wal.capacity(),
+            catalog: tables.page(),
         };
         let meta_image = meta_page(&meta, self.bm.page_size());
         Cut {
@@ -209,6 +222,8 @@ impl Checkpointer {
             epoch,
             pages,
             meta_image,
+            catalog_image,
+            catalog,
         }
     }
 
@@ -230,6 +245,9 @@ impl Checkpointer {
     async fn write_double_write(&self, cut: &Cut) -> Result<(), CheckpointFailure> {
         let mut images: Vec<(PageId, &[u8])> = Vec::with_capacity(cut.pages.len() + 1);
         images.push((META_PID, cut.meta_image.as_slice()));
+        if let Some((pid, image)) = &cut.catalog_image {
+            images.push((*pid, image.as_slice()));
+        }
         images.extend(cut.pages.iter().map(|p| (p.pid, p.image.as_slice())));
         let dw = encode_dw(cut.epoch, self.bm.page_size(), &images);
         let dw_len = dw.len();
@@ -244,9 +262,12 @@ impl Checkpointer {
             })
     }
 
+    /// Writes the cut's pages, then the catalog page `catalog_image` (when the cut made one)
+    /// and last the meta page in place, and makes the data file durable.
     async fn write_in_place(
         &self,
         pages: &[DirtyPage],
+        catalog_image: Option<(PageId, AlignedBuf)>,
         meta_image: AlignedBuf,
     ) -> Result<(), CheckpointFailure> {
         let ps = self.bm.page_size() as u64;
@@ -264,6 +285,10 @@ impl Checkpointer {
             for (pid, r) in self.io.submit_together(writes).await {
                 check_len(r, ps as usize, CheckpointPart::Page { page: pid })?;
             }
+        }
+        if let Some((pid, image)) = catalog_image {
+            let (r, _) = self.io.write(data, pid * ps, image).await;
+            check_len(r, ps as usize, CheckpointPart::Page { page: pid })?;
         }
         let (r, _) = self.io.write(data, 0, meta_image).await;
         check_len(r, ps as usize, CheckpointPart::MetaPage)?;

@@ -19,7 +19,11 @@
 //!   [`StorageError`] any operation can meet below the API; [`DbError`] is the umbrella they
 //!   all convert into. Each carries its cause as data, and `io_cause()` finds the I/O layer's
 //!   error behind any of them.
-//! - [`Db::verify`] walks the whole tree and checks every page and invariant.
+//! - Named tables ([`Db::create_table`], [`TableId`]): each its own B+tree in the same
+//!   files, pool and log; [`Db::get_in`], [`Db::insert_in`], [`Db::remove_in`], and
+//!   [`WriteBatch::put_in`] for batches that span tables (atomic like any batch). The plain
+//!   calls use the default table, [`TableId::DEFAULT`].
+//! - [`Db::verify`] walks every table's tree and checks every page and invariant.
 //!
 //! # Example
 //!
@@ -71,6 +75,8 @@ mod sharded;
 #[doc(hidden)]
 pub mod buffer;
 #[doc(hidden)]
+pub mod catalog;
+#[doc(hidden)]
 pub mod checkpoint;
 #[doc(hidden)]
 pub mod meta;
@@ -86,14 +92,16 @@ pub mod verify;
 pub mod wal;
 
 pub use buffer::PoolStats;
+pub use catalog::{TableId, MAX_NAME_BYTES};
 pub use checkpoint::CheckpointStats;
 pub use db::{
     Db as LocalDb, DbHandle, DbStats, DeviceLayout, FileSet, Options, Storage, WriteBatch, DATA_FILE, DW_FILE,
     WAL_FILE,
 };
 pub use error::{
-    CheckpointFailure, CheckpointPart, Corruption, DbError, LayoutError, LogFailure, OpenError,
-    ReadError, Result, ShardError, ShardSetupError, StorageError, TargetKind, WaitFor, WriteError,
+    CatalogFault, CheckpointFailure, CheckpointPart, Corruption, DbError, LayoutError, LogFailure,
+    OpenError, ReadError, Result, ShardError, ShardSetupError, StorageError, TargetKind, WaitFor,
+    WriteError,
 };
 pub use page::PageError;
 pub use sharded::{

@@ -1,7 +1,11 @@
-//! Full verification of a tree (`ringdb check`): every reachable page's checksum and page id,
-//! every node's format, the tree's shape and key order, and the page accounting.
+//! Full verification of a database's trees (`ringdb check`): every reachable page's checksum
+//! and page id, every node's format, each tree's shape and key order, the catalog page, and
+//! the page accounting over all of them.
 //!
-//! [`verify_tree`] walks the tree depth-first from the root with an explicit stack of pages
+//! [`verify_tables`] walks each table's tree in turn (the default one first), all against one
+//! set of pages reached, so that a page two trees share is reported as reached twice and a
+//! page no tree reaches as a leak. [`verify_tree`] is the same for one tree. Each walk goes
+//! depth-first from the root with an explicit stack of pages
 //! still to visit, each with the level it must have and the fence keys its parent gives it.
 //! Pages are loaded through the buffer manager, which verifies each one's checksum and page id
 //! as it reads it; a page that fails is reported and the walk goes on with the rest. A pin is
@@ -16,6 +20,7 @@
 //!   holds `sep[i-1] <= k < sep[i]` (see `node.rs`: a key equal to a separator goes right),
 //!   within the parent's own fences;
 //! - no page is reached twice, none is the meta page, on the free list, or past the end;
+//! - the catalog page (when there is one) loads, is a catalog page and its record decodes;
 //! - the free list holds no duplicates, no meta page and nothing past the end;
 //! - every page id in `1..next_pid` is reachable or free: the others are leaks, listed in
 //!   [`VerifyReport::unreachable`].
@@ -24,7 +29,8 @@
 //! tree (after recovery, before serving), as `ringdb check` does.
 
 use crate::buffer::{BufferManager, PageId};
-use crate::meta::META_PID;
+use crate::catalog::{Catalog, CatalogRecord};
+use crate::meta::{META_PID, NO_CATALOG};
 use crate::node::{self, NodeRef};
 use crate::tree::{BTree, TreeRoot};
 use serde::Serialize;
@@ -43,8 +49,10 @@ pub struct VerifyReport {
     pub keys: u64,
     pub leaves: u64,
     pub inner: u64,
-    /// The height the tree's root claims (1: the root is a leaf).
+    /// The height the default tree's root claims (1: the root is a leaf).
     pub height: u32,
+    /// Trees walked: the tables, the default one included.
+    pub tables: u64,
     /// Tree pages read and checked: each reachable page once, whether it passed or not.
     pub pages_checked: u64,
     /// Entries on the free list.
@@ -169,6 +177,14 @@ pub async fn verify_btree(tree: &BTree) -> VerifyReport {
     verify_tree(bm, tree.root(), &bm.free_pages()).await
 }
 
+/// Verifies every table of `tables` as they stand: [`verify_tables`] over their roots, the
+/// catalog page and the buffer manager's free list.
+pub async fn verify_catalog(tables: &Catalog) -> VerifyReport {
+    let bm = tables.default_tree().buffer();
+    let roots: Vec<TreeRoot> = tables.trees().iter().map(|(_, t)| t.root()).collect();
+    verify_tables(bm, &roots, tables.page(), &bm.free_pages()).await
+}
+
 /// Walks the whole tree from `root` through `bm` and checks everything listed in the module
 /// documentation. Never panics on corrupt input: every violation is a problem in the report.
 pub async fn verify_tree(
@@ -176,22 +192,29 @@ pub async fn verify_tree(
     root: TreeRoot,
     free_pages: &[PageId],
 ) -> VerifyReport {
+    verify_tables(bm, &[root], NO_CATALOG, free_pages).await
+}
+
+/// Walks every tree from `roots` (the default table's first) through `bm`, and the catalog
+/// page `catalog` ([`NO_CATALOG`]: none), and checks everything listed in the module
+/// documentation. Never panics on corrupt input: every violation is a problem in the report.
+pub async fn verify_tables(
+    bm: &BufferManager,
+    roots: &[TreeRoot],
+    catalog: PageId,
+    free_pages: &[PageId],
+) -> VerifyReport {
     let next = bm.next_pid();
     let mut r = VerifyReport {
-        height: root.height,
+        height: roots.first().map_or(0, |root| root.height),
+        tables: roots.len() as u64,
         free_pages: free_pages.len() as u64,
         ..VerifyReport::default()
     };
     let free = check_free_list(free_pages, next, &mut r);
-    if root.height == 0 {
-        r.problem(format!(
-            "page {}: the tree's height is 0 (a tree has at least its root leaf)",
-            root.root
-        ));
-    }
     let mut walk = Walk {
         bm,
-        height: root.height,
+        height: 0,
         next,
         free,
         reached: PageSet::new(next),
@@ -199,17 +222,11 @@ pub async fn verify_tree(
         prev: None,
         report: r,
     };
-    let mut stack = vec![Pending {
-        pid: root.root,
-        parent: None,
-        level: root.height.saturating_sub(1),
-        lower: None,
-        upper: None,
-    }];
-    while let Some(p) = stack.pop() {
-        if let Some(children) = walk.visit(&p).await {
-            push_children(&mut stack, &p, children);
-        }
+    if catalog != NO_CATALOG {
+        walk.visit_catalog(catalog).await;
+    }
+    for &root in roots {
+        walk.tree(root).await;
     }
     walk.report_leaks();
     walk.report
@@ -274,6 +291,57 @@ struct Walk<'a> {
 }
 
 impl Walk<'_> {
+    /// Walks one tree from `root`, depth-first, leaves in key order.
+    async fn tree(&mut self, root: TreeRoot) {
+        if root.height == 0 {
+            self.report.problem(format!(
+                "page {}: the tree's height is 0 (a tree has at least its root leaf)",
+                root.root
+            ));
+        }
+        self.height = root.height;
+        self.prev = None;
+        let mut stack = vec![Pending {
+            pid: root.root,
+            parent: None,
+            level: root.height.saturating_sub(1),
+            lower: None,
+            upper: None,
+        }];
+        while let Some(p) = stack.pop() {
+            if let Some(children) = self.visit(&p).await {
+                push_children(&mut stack, &p, children);
+            }
+        }
+    }
+
+    /// Visits the catalog page: it may be reached (as a tree page may), loads, and holds a
+    /// catalog record.
+    async fn visit_catalog(&mut self, pid: PageId) {
+        let (next, r) = (self.next, &mut self.report);
+        if pid >= next || self.free.contains(pid) || !self.reached.insert(pid) {
+            r.problem(format!(
+                "page {pid}, the catalog page, is past the end ({next} pages), free, or reached twice"
+            ));
+            return;
+        }
+        r.pages_checked += 1;
+        match self.bm.load(pid).await {
+            Ok(Some(g)) => {
+                if let Err(e) = g.read(|p| CatalogRecord::read_from(p, pid, next)) {
+                    r.problem(format!("page {pid} (the catalog page): {e}"));
+                }
+            }
+            Ok(None) => r.problem(format!(
+                "page {pid} (the catalog page) was freed by the buffer manager"
+            )),
+            Err(e) => {
+                self.unreadable += 1;
+                r.problem(format!("page {pid} (the catalog page) is unreadable: {e}"));
+            }
+        }
+    }
+
     /// Visits one page: checks that it may be reached, loads and examines it; returns its
     /// children for an inner node.
     async fn visit(&mut self, p: &Pending) -> Option<Children> {

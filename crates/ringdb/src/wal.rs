@@ -10,11 +10,20 @@
 //! +0  crc32c  u32   over bytes 4..len
 //! +4  len     u32   total bytes, a multiple of 8
 //! +8  lsn     u64   its own position: a record left over from an earlier lap never matches
-//! +16 kind    u8    1 batch, 2 padding up to the end of the lap
+//! +16 kind    u8    1 batch (default table), 3 batch naming tables, 4 create table,
+//!                   2 padding up to the end of the lap
 //! +17 -       3 bytes 0
-//! +20 count   u32   operations
-//! +24 ops     kind u8 (1 put, 2 delete) | 0 u8 | key_len u16 | value_len u32 | key | value
+//! +20 count   u32   operations (kind 4: the table id)
+//! +24 ops     kind 1: kind u8 (1 put, 2 delete) | 0 u8 | key_len u16 | value_len u32 | key |
+//!                     value  (every op in the default table)
+//!             kind 3: kind u8 | 0 u8 | key_len u16 | value_len u32 | table u32 | key | value
+//!             kind 4: name_len u32 | name (UTF-8, 1..=64 bytes)
 //! ```
+//!
+//! A batch whose ops are all in the default table is written as kind 1, the format from
+//! before tables (so such a log reads as before, and its records cost no more); any other as
+//! kind 3, each op naming its table. The decoder does not know which tables exist: recovery
+//! refuses an op whose table the catalog does not hold at that point of the replay.
 //!
 //! # Group commit
 //! A commit appends its record to the in-memory tail and waits until the log is durable past
@@ -28,6 +37,7 @@
 //! The log's live part runs from the redo LSN of the last complete checkpoint to the end; a
 //! record that would overwrite it must wait for a checkpoint ([`Wal::has_room`]).
 
+use crate::catalog::{self, TableId};
 use crate::error::{LogFailure, OpenError, StorageError, WaitFor};
 use ringdb_io::FileId;
 use ringdb_io::Io;
@@ -44,8 +54,14 @@ use std::task::{Context, Poll, Waker};
 pub const RECORD_HEADER: usize = 24;
 /// Bytes of an operation header inside a record.
 const OP_HEADER: usize = 8;
+/// Bytes of an operation header in a record that names tables.
+const TABLE_OP_HEADER: usize = 12;
+/// Bytes before the name in a create-table record.
+const CREATE_HEADER: usize = RECORD_HEADER + 4;
 const KIND_BATCH: u8 = 1;
 const KIND_PAD: u8 = 2;
+const KIND_TABLE_BATCH: u8 = 3;
+const KIND_CREATE_TABLE: u8 = 4;
 const OP_PUT: u8 = 1;
 const OP_DELETE: u8 = 2;
 /// Groups a commit waits through (each one written, or one it waited for) before it gives up
@@ -121,32 +137,67 @@ impl std::str::FromStr for Durability {
     }
 }
 
-/// One operation of a batch.
+/// One operation of a batch, in its table.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Op {
-    Put { key: Vec<u8>, value: Vec<u8> },
-    Delete { key: Vec<u8> },
+    Put {
+        table: TableId,
+        key: Vec<u8>,
+        value: Vec<u8>,
+    },
+    Delete {
+        table: TableId,
+        key: Vec<u8>,
+    },
 }
 
 impl Op {
     pub fn key(&self) -> &[u8] {
         match self {
-            Op::Put { key, .. } | Op::Delete { key } => key,
+            Op::Put { key, .. } | Op::Delete { key, .. } => key,
         }
     }
 
-    fn encoded_len(&self) -> usize {
+    /// The table the operation changes.
+    pub fn table(&self) -> TableId {
         match self {
-            Op::Put { key, value } => OP_HEADER + key.len() + value.len(),
-            Op::Delete { key } => OP_HEADER + key.len(),
+            Op::Put { table, .. } | Op::Delete { table, .. } => *table,
         }
     }
+
+    /// The value a put writes (empty for a delete).
+    pub fn value(&self) -> &[u8] {
+        match self {
+            Op::Put { value, .. } => value,
+            Op::Delete { .. } => &[],
+        }
+    }
+
+    fn encoded_len(&self, header: usize) -> usize {
+        header + self.key().len() + self.value().len()
+    }
+}
+
+/// Whether a record of `ops` must name their tables (kind 3): some op is not in the default
+/// table.
+fn names_tables(ops: &[Op]) -> bool {
+    ops.iter().any(|o| o.table() != TableId::DEFAULT)
 }
 
 /// Bytes a record of `ops` takes in the log.
 pub fn record_len(ops: &[Op]) -> usize {
-    let body: usize = ops.iter().map(Op::encoded_len).sum();
+    let header = if names_tables(ops) {
+        TABLE_OP_HEADER
+    } else {
+        OP_HEADER
+    };
+    let body: usize = ops.iter().map(|o| o.encoded_len(header)).sum();
     (RECORD_HEADER + body).next_multiple_of(8)
+}
+
+/// Bytes the record creating a table named `name` takes in the log.
+pub fn create_record_len(name: &str) -> usize {
+    (CREATE_HEADER + name.len()).next_multiple_of(8)
 }
 
 /// Encodes the record of `ops` at `lsn`, appending to `out`.
@@ -154,47 +205,78 @@ pub fn encode_record(out: &mut Vec<u8>, lsn: u64, ops: &[Op]) {
     encode_record_len(out, lsn, ops, record_len(ops));
 }
 
-/// [`encode_record`] taking `len >= record_len(ops)` bytes (zeros after the ops: a log on a
-/// raw device pads each record to a whole block).
-fn encode_record_len(out: &mut Vec<u8>, lsn: u64, ops: &[Op], len: usize) {
-    debug_assert!(len >= record_len(ops) && len.is_multiple_of(8));
+/// Encodes the record creating table `table` named `name` at `lsn`, appending to `out`.
+pub fn encode_create_record(out: &mut Vec<u8>, lsn: u64, table: TableId, name: &str) {
+    encode_create_len(out, lsn, table, name, create_record_len(name));
+}
+
+/// The record header's fields (the CRC comes last, over the whole record).
+fn encode_header(out: &mut Vec<u8>, lsn: u64, kind: u8, count: u32, len: usize) -> usize {
     let start = out.len();
     out.resize(start + RECORD_HEADER, 0);
     out[start + 4..start + 8].copy_from_slice(&(len as u32).to_le_bytes());
     out[start + 8..start + 16].copy_from_slice(&lsn.to_le_bytes());
-    out[start + 16] = KIND_BATCH;
-    out[start + 20..start + 24].copy_from_slice(&(ops.len() as u32).to_le_bytes());
-    for op in ops {
-        let (kind, key, value): (u8, &[u8], &[u8]) = match op {
-            Op::Put { key, value } => (OP_PUT, key, value),
-            Op::Delete { key } => (OP_DELETE, key, &[]),
-        };
-        out.push(kind);
-        out.push(0);
-        out.extend_from_slice(&(key.len() as u16).to_le_bytes());
-        out.extend_from_slice(&(value.len() as u32).to_le_bytes());
-        out.extend_from_slice(key);
-        out.extend_from_slice(value);
-    }
+    out[start + 16] = kind;
+    out[start + 20..start + 24].copy_from_slice(&count.to_le_bytes());
+    start
+}
+
+/// Pads the record that starts at `start` to `len` bytes and stamps its CRC.
+fn finish_record(out: &mut Vec<u8>, start: usize, len: usize) {
+    assert!(out.len() <= start + len, "record longer than its length");
     out.resize(start + len, 0);
     let crc = crc32c::crc32c(&out[start + 4..start + len]);
     out[start..start + 4].copy_from_slice(&crc.to_le_bytes());
 }
 
+/// [`encode_record`] taking `len >= record_len(ops)` bytes (zeros after the ops: a log on a
+/// raw device pads each record to a whole block).
+fn encode_record_len(out: &mut Vec<u8>, lsn: u64, ops: &[Op], len: usize) {
+    debug_assert!(len >= record_len(ops) && len.is_multiple_of(8));
+    let tabled = names_tables(ops);
+    let kind = if tabled { KIND_TABLE_BATCH } else { KIND_BATCH };
+    let start = encode_header(out, lsn, kind, ops.len() as u32, len);
+    for op in ops {
+        let (code, key, value) = match op {
+            Op::Put { key, value, .. } => (OP_PUT, key, value.as_slice()),
+            Op::Delete { key, .. } => (OP_DELETE, key, &[][..]),
+        };
+        out.push(code);
+        out.push(0);
+        out.extend_from_slice(&(key.len() as u16).to_le_bytes());
+        out.extend_from_slice(&(value.len() as u32).to_le_bytes());
+        if tabled {
+            out.extend_from_slice(&op.table().get().to_le_bytes());
+        }
+        out.extend_from_slice(key);
+        out.extend_from_slice(value);
+    }
+    finish_record(out, start, len);
+}
+
+/// [`encode_create_record`] taking `len >= create_record_len(name)` bytes.
+fn encode_create_len(out: &mut Vec<u8>, lsn: u64, table: TableId, name: &str, len: usize) {
+    debug_assert!(len >= create_record_len(name) && len.is_multiple_of(8));
+    let start = encode_header(out, lsn, KIND_CREATE_TABLE, table.get(), len);
+    out.extend_from_slice(&(name.len() as u32).to_le_bytes());
+    out.extend_from_slice(name.as_bytes());
+    finish_record(out, start, len);
+}
+
 fn encode_pad(out: &mut Vec<u8>, lsn: u64, len: usize) {
-    let start = out.len();
-    out.resize(start + len, 0);
-    out[start + 4..start + 8].copy_from_slice(&(len as u32).to_le_bytes());
-    out[start + 8..start + 16].copy_from_slice(&lsn.to_le_bytes());
-    out[start + 16] = KIND_PAD;
-    let crc = crc32c::crc32c(&out[start + 4..start + len]);
-    out[start..start + 4].copy_from_slice(&crc.to_le_bytes());
+    let start = encode_header(out, lsn, KIND_PAD, 0, len);
+    finish_record(out, start, len);
 }
 
 /// What a record read back holds.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Decoded {
     Batch(Vec<Op>),
+    /// A table was created: `table` named `name`.
+    CreateTable {
+        table: TableId,
+        name: String,
+    },
     Pad,
 }
 
@@ -204,7 +286,6 @@ pub fn decode_record(bytes: &[u8], lsn: u64) -> Option<(usize, Decoded)> {
     if bytes.len() < RECORD_HEADER {
         return None;
     }
-    let u32_at = |b: &[u8], at: usize| u32::from_le_bytes(b[at..at + 4].try_into().expect("4"));
     let len = u32_at(bytes, 4) as usize;
     if len < RECORD_HEADER || !len.is_multiple_of(8) || len > bytes.len() {
         return None;
@@ -215,35 +296,68 @@ pub fn decode_record(bytes: &[u8], lsn: u64) -> Option<(usize, Decoded)> {
     if crc32c::crc32c(&bytes[4..len]) != u32_at(bytes, 0) {
         return None;
     }
-    match bytes[16] {
-        KIND_PAD => return Some((len, Decoded::Pad)),
-        KIND_BATCH => {}
+    let record = &bytes[..len];
+    let decoded = match bytes[16] {
+        KIND_PAD => Decoded::Pad,
+        KIND_BATCH => Decoded::Batch(decode_ops(record, false)?),
+        KIND_TABLE_BATCH => Decoded::Batch(decode_ops(record, true)?),
+        KIND_CREATE_TABLE => decode_create(record)?,
         _ => return None,
-    }
-    let count = u32_at(bytes, 20) as usize;
+    };
+    Some((len, decoded))
+}
+
+fn u32_at(b: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes(b[at..at + 4].try_into().expect("4"))
+}
+
+/// The ops of a batch record (`record`: exactly its bytes, CRC checked); `tabled`: each op
+/// names its table.
+fn decode_ops(record: &[u8], tabled: bool) -> Option<Vec<Op>> {
+    let len = record.len();
+    let count = u32_at(record, 20) as usize;
+    let header = if tabled { TABLE_OP_HEADER } else { OP_HEADER };
     let mut ops = Vec::with_capacity(count.min(4096));
     let mut at = RECORD_HEADER;
     for _ in 0..count {
-        if at + OP_HEADER > len {
+        if at + header > len {
             return None;
         }
-        let kind = bytes[at];
-        let klen = u16::from_le_bytes(bytes[at + 2..at + 4].try_into().expect("2")) as usize;
-        let vlen = u32_at(bytes, at + 4) as usize;
-        at += OP_HEADER;
+        let kind = record[at];
+        let klen = u16::from_le_bytes(record[at + 2..at + 4].try_into().expect("2")) as usize;
+        let vlen = u32_at(record, at + 4) as usize;
+        let table = TableId::from_raw(if tabled { u32_at(record, at + 8) } else { 0 });
+        at += header;
         if at + klen + vlen > len {
             return None;
         }
-        let key = bytes[at..at + klen].to_vec();
-        let value = bytes[at + klen..at + klen + vlen].to_vec();
+        let key = record[at..at + klen].to_vec();
+        let value = record[at + klen..at + klen + vlen].to_vec();
         at += klen + vlen;
         ops.push(match kind {
-            OP_PUT => Op::Put { key, value },
-            OP_DELETE if vlen == 0 => Op::Delete { key },
+            OP_PUT => Op::Put { table, key, value },
+            OP_DELETE if vlen == 0 => Op::Delete { table, key },
             _ => return None,
         });
     }
-    Some((len, Decoded::Batch(ops)))
+    Some(ops)
+}
+
+/// A create-table record (`record`: exactly its bytes, CRC checked): a table id that is not
+/// the default table's and a name the catalog can store.
+fn decode_create(record: &[u8]) -> Option<Decoded> {
+    let table = TableId::from_raw(u32_at(record, 20));
+    if record.len() < CREATE_HEADER || table == TableId::DEFAULT {
+        return None;
+    }
+    let name_len = u32_at(record, RECORD_HEADER) as usize;
+    let name_bytes = record.get(CREATE_HEADER..CREATE_HEADER.checked_add(name_len)?)?;
+    let name = std::str::from_utf8(name_bytes).ok()?;
+    catalog::check_name(name).ok()?;
+    Some(Decoded::CreateTable {
+        table,
+        name: name.to_string(),
+    })
 }
 
 /// What the log counts.
@@ -459,6 +573,33 @@ impl Wal {
     /// returns its start and end LSNs. Call [`has_room`](Self::has_room) first.
     pub fn append(&self, ops: &[Op]) -> Result<(u64, u64), StorageError> {
         let len = self.record_len(ops);
+        self.append_with(len, |out, lsn| encode_record_len(out, lsn, ops, len))
+    }
+
+    /// Bytes the record creating a table named `name` takes in this log.
+    pub fn create_record_len(&self, name: &str) -> usize {
+        create_record_len(name).next_multiple_of(self.inner.align)
+    }
+
+    /// Appends the record creating table `table` named `name`, in flight like a batch's;
+    /// returns its start and end LSNs. Call [`has_room`](Self::has_room) first.
+    pub fn append_create_table(
+        &self,
+        table: TableId,
+        name: &str,
+    ) -> Result<(u64, u64), StorageError> {
+        let len = self.create_record_len(name);
+        self.append_with(len, |out, lsn| {
+            encode_create_len(out, lsn, table, name, len)
+        })
+    }
+
+    /// Appends a record of `len` bytes that `encode` writes at the LSN it is given.
+    fn append_with(
+        &self,
+        len: usize,
+        encode: impl FnOnce(&mut Vec<u8>, u64),
+    ) -> Result<(u64, u64), StorageError> {
         assert!(len <= self.max_record(), "record of {len} bytes");
         let cap = self.inner.capacity;
         let mut st = self.inner.st.borrow_mut();
@@ -481,9 +622,14 @@ impl Wal {
             st.end += left as u64;
         }
         let start = st.end;
-        encode_record_len(&mut st.tail, start, ops, len);
+        encode(&mut st.tail, start);
         st.end += len as u64;
         assert!(st.end > start, "appended LSNs must increase");
+        assert_eq!(
+            st.written + st.tail.len() as u64,
+            st.end,
+            "a record's encoding is not its length"
+        );
         *st.in_flight.entry(start).or_insert(0) += 1;
         st.stats.records += 1;
         st.assert_lsn_order();
@@ -757,6 +903,7 @@ mod tests {
 
     fn put(k: &str, v: &str) -> Op {
         Op::Put {
+            table: TableId::DEFAULT,
             key: k.as_bytes().to_vec(),
             value: v.as_bytes().to_vec(),
         }
@@ -766,7 +913,10 @@ mod tests {
     fn records_round_trip_and_reject_damage() {
         let ops = vec![
             put("a", "1"),
-            Op::Delete { key: b"b".to_vec() },
+            Op::Delete {
+                table: TableId::DEFAULT,
+                key: b"b".to_vec(),
+            },
             put("c", ""),
         ];
         let mut buf = Vec::new();
@@ -783,6 +933,49 @@ mod tests {
             assert!(decode_record(&bad, 4096).is_none(), "flip at {i} accepted");
         }
         assert!(decode_record(&buf[..buf.len() - 8], 4096).is_none(), "torn");
+    }
+
+    #[test]
+    fn table_records_round_trip_and_reject_damage() {
+        let in_table = |t: u32, k: &str| Op::Put {
+            table: TableId::from_raw(t),
+            key: k.as_bytes().to_vec(),
+            value: b"v".to_vec(),
+        };
+        let ops = vec![in_table(0, "a"), in_table(7, "b"), in_table(u32::MAX, "c")];
+        let mut buf = Vec::new();
+        encode_record(&mut buf, 64, &ops);
+        assert_eq!(buf[16], KIND_TABLE_BATCH, "a batch naming tables says so");
+        assert_eq!(
+            decode_record(&buf, 64),
+            Some((buf.len(), Decoded::Batch(ops)))
+        );
+        let mut create = Vec::new();
+        encode_create_record(&mut create, 128, TableId::from_raw(3), "users");
+        assert_eq!(create.len(), create_record_len("users"));
+        let want = Decoded::CreateTable {
+            table: TableId::from_raw(3),
+            name: "users".into(),
+        };
+        assert_eq!(decode_record(&create, 128), Some((create.len(), want)));
+        for record in [buf, create] {
+            for i in 0..record.len() {
+                let mut bad = record.clone();
+                bad[i] ^= 0x04;
+                let lsn = u64::from_le_bytes(record[8..16].try_into().unwrap());
+                assert!(decode_record(&bad, lsn).is_none(), "flip at {i} accepted");
+            }
+        }
+    }
+
+    #[test]
+    fn a_create_record_for_the_default_table_or_a_bad_name_is_not_a_record() {
+        for (table, name) in [(0, "t"), (1, ""), (1, &"n".repeat(65)[..])] {
+            let mut buf = Vec::new();
+            let len = (CREATE_HEADER + name.len()).next_multiple_of(8);
+            encode_create_len(&mut buf, 8, TableId::from_raw(table), name, len);
+            assert!(decode_record(&buf, 8).is_none(), "{table} {name:?}");
+        }
     }
 
     #[test]

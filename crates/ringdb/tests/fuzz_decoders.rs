@@ -24,6 +24,7 @@ use ringdb::node::{self, NodeMut, NodeRef};
 use ringdb::page::{self, PageError, PageType};
 use ringdb::tree::TreeRoot;
 use ringdb::wal::{self, Decoded, Op};
+use ringdb::TableId;
 
 // ---------------------------------------------------------------------------------------------
 // Inputs and the formats' field tables (mutations: `fuzz_harness`).
@@ -308,8 +309,10 @@ fn meta_fields() -> Vec<Field> {
         (at + 40, 8),
         (at + 48, 8),
         (at + 56, 8),
+        (at + 64, 8),
+        (at + 72, 8),
     ];
-    fields.extend((0..8).map(|i| (at + 64 + 8 * i, 8)));
+    fields.extend((0..8).map(|i| (at + 96 + 8 * i, 8)));
     fields.extend(PAGE_FIELDS);
     fields
 }
@@ -320,15 +323,17 @@ fn meta_plan() -> impl Strategy<Value = (usize, Meta)> {
         1u32..=64,
         3u64..1 << 40,
         prop::collection::vec(any::<u64>(), 0..32),
-        any::<(bool, u64, u64, u64)>(),
+        any::<(bool, u64, u64, u64, bool)>(),
     )
         .prop_map(
-            |(page_size, height, next_pid, free, (logged, epoch, redo, wal))| {
+            |(page_size, height, next_pid, free, (logged, epoch, redo, wal, tables))| {
                 let root = 1 + (next_pid - 1) / 2;
+                // A catalog page (named tables) in half the plans: the last page allocated.
+                let catalog = if tables { next_pid - 1 } else { 0 };
                 let free_pages = free
                     .into_iter()
                     .map(|f| 1 + f % (next_pid - 1))
-                    .filter(|&f| f != root)
+                    .filter(|&f| f != root && f != catalog)
                     .collect();
                 let meta = Meta {
                     page_size: page_size as u32,
@@ -339,6 +344,7 @@ fn meta_plan() -> impl Strategy<Value = (usize, Meta)> {
                     epoch,
                     redo_lsn: redo,
                     wal_bytes: wal,
+                    catalog,
                 };
                 (page_size, meta)
             },
@@ -356,7 +362,9 @@ fn read_meta(bytes: &[u8]) -> Result<(), TestCaseError> {
         prop_assert!(meta.free_pages.len() <= Meta::free_capacity(bytes.len()));
         for &f in &meta.free_pages {
             prop_assert!(f != META_PID && f < meta.next_pid && f != meta.root.root);
+            prop_assert!(f != meta.catalog, "the catalog page is free");
         }
+        prop_assert!(meta.catalog < meta.next_pid && meta.catalog != meta.root.root);
     }
     Ok(())
 }
@@ -397,10 +405,12 @@ fn meta_mutated_pages() {
 
 fn op() -> impl Strategy<Value = Op> {
     let key = prop::collection::vec(any::<u8>(), 0..32);
+    // Mostly the default table (records of the format before tables), sometimes others.
+    let table = prop_oneof![3 => Just(0u32), 1 => any::<u32>()].prop_map(TableId::from_raw);
     prop_oneof![
-        (key.clone(), prop::collection::vec(any::<u8>(), 0..64))
-            .prop_map(|(key, value)| Op::Put { key, value }),
-        key.prop_map(|key| Op::Delete { key }),
+        (table.clone(), key.clone(), prop::collection::vec(any::<u8>(), 0..64))
+            .prop_map(|(table, key, value)| Op::Put { table, key, value }),
+        (table, key).prop_map(|(table, key)| Op::Delete { table, key }),
     ]
 }
 
@@ -419,6 +429,7 @@ fn walk_log(log: &[u8], start_lsn: u64) -> Result<(Vec<Vec<Op>>, usize), TestCas
             None => "None",
             Some((_, Decoded::Pad)) => "Pad",
             Some((_, Decoded::Batch(_))) => "Batch",
+            Some((_, Decoded::CreateTable { .. })) => "CreateTable",
         });
         let Some((len, decoded)) = record else {
             break;

@@ -1,6 +1,8 @@
 //! Write batches: the unit of atomicity. With a log a batch is one log record, replayed whole
-//! or not at all after a crash; without one its operations simply run in order.
+//! or not at all after a crash; without one its operations simply run in order. A batch may
+//! span tables: each operation names its own.
 
+use crate::catalog::TableId;
 use crate::wal::Op;
 
 /// A write batch: puts and deletes that commit atomically (with a log: all or nothing after a
@@ -17,18 +19,34 @@ impl WriteBatch {
         Self::default()
     }
 
-    /// Adds a put of `key` -> `value` (a later operation on the same key wins).
+    /// Adds a put of `key` -> `value` in the default table (a later operation on the same
+    /// key wins).
     pub fn put(&mut self, key: &[u8], value: &[u8]) -> &mut Self {
+        self.put_in(TableId::DEFAULT, key, value)
+    }
+
+    /// Adds a delete of `key` in the default table.
+    pub fn delete(&mut self, key: &[u8]) -> &mut Self {
+        self.delete_in(TableId::DEFAULT, key)
+    }
+
+    /// Adds a put of `key` -> `value` in `table` (a later operation on the same key of the
+    /// same table wins). A table the database does not hold fails the whole batch.
+    pub fn put_in(&mut self, table: TableId, key: &[u8], value: &[u8]) -> &mut Self {
         self.ops.push(Op::Put {
+            table,
             key: key.to_vec(),
             value: value.to_vec(),
         });
         self
     }
 
-    /// Adds a delete of `key`.
-    pub fn delete(&mut self, key: &[u8]) -> &mut Self {
-        self.ops.push(Op::Delete { key: key.to_vec() });
+    /// Adds a delete of `key` in `table`.
+    pub fn delete_in(&mut self, table: TableId, key: &[u8]) -> &mut Self {
+        self.ops.push(Op::Delete {
+            table,
+            key: key.to_vec(),
+        });
         self
     }
 

@@ -8,6 +8,7 @@
 //! reopened (recovery decides from the log).
 
 use super::batch::WriteBatch;
+use crate::catalog::{Catalog, TableId};
 use crate::checkpoint::Checkpointer;
 use crate::error::{ReadError, StorageError, WaitFor, WriteError};
 use crate::keylock::KeyLocks;
@@ -42,52 +43,83 @@ pub(super) struct Durable {
 /// A handle for tasks on the database's runtime. Cheap to clone; not `Send`.
 #[derive(Clone)]
 pub struct DbHandle {
+    /// The default table's tree (also `tables`' default tree).
     pub(super) tree: Rc<BTree>,
+    /// Every table, the default one included.
+    pub(super) tables: Rc<Catalog>,
     pub(super) durable: Option<Rc<Durable>>,
 }
 
-/// Applies one operation to `tree`; returns whether its key existed.
-pub(super) async fn apply(tree: &BTree, op: &Op) -> Result<bool, WriteError> {
+/// Applies one operation to its table; returns whether its key existed.
+pub(super) async fn apply(tables: &Catalog, op: &Op) -> Result<bool, WriteError> {
+    let table = op.table();
+    let tree = tables
+        .tree(table)
+        .ok_or(WriteError::NoSuchTable { table })?;
     match op {
-        Op::Put { key, value } => tree.insert(key, value).await,
-        Op::Delete { key } => tree.remove(key).await,
+        Op::Put { key, value, .. } => tree.insert(key, value).await,
+        Op::Delete { key, .. } => tree.remove(key).await,
     }
 }
 
+/// What a batch locks for one op: its key, prefixed by its table unless it is the default
+/// one (two tables' keys may then share a lock: more waiting, never a wrong result).
+fn lock_key(op: &Op) -> Vec<u8> {
+    let table = op.table();
+    if table == TableId::DEFAULT {
+        return op.key().to_vec();
+    }
+    let mut k = Vec::with_capacity(5 + op.key().len());
+    k.push(0xff);
+    k.extend_from_slice(&table.get().to_be_bytes());
+    k.extend_from_slice(op.key());
+    k
+}
+
 impl DbHandle {
-    /// The value of `key`, if present.
+    /// A handle on `tables` (whose default tree is the database's first), with its log.
+    pub(super) fn new(tables: Rc<Catalog>, durable: Option<Rc<Durable>>) -> DbHandle {
+        DbHandle {
+            tree: tables.default_tree().clone(),
+            tables,
+            durable,
+        }
+    }
+
+    /// The value of `key` in the default table, if present.
     pub async fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, ReadError> {
-        if let Some(first) = self.first_failure() {
-            return Err(ReadError::Failed { first });
-        }
-        Ok(self.tree.get(key).await?)
+        self.get_in(TableId::DEFAULT, key).await
     }
 
-    /// Inserts or replaces; returns whether the key existed. With a log, a commit of its own.
+    /// Inserts or replaces in the default table; returns whether the key existed. With a
+    /// log, a commit of its own.
     pub async fn insert(&self, key: &[u8], value: &[u8]) -> Result<bool, WriteError> {
-        if self.durable.is_none() {
-            return self.tree.insert(key, value).await;
-        }
-        let ops = vec![Op::Put {
-            key: key.to_vec(),
-            value: value.to_vec(),
-        }];
-        Ok(self.commit(ops).await?[0])
+        self.insert_in(TableId::DEFAULT, key, value).await
     }
 
-    /// Removes; returns whether the key existed. With a log, a commit of its own.
+    /// Removes from the default table; returns whether the key existed. With a log, a
+    /// commit of its own.
     pub async fn remove(&self, key: &[u8]) -> Result<bool, WriteError> {
-        if self.durable.is_none() {
-            return self.tree.remove(key).await;
-        }
-        Ok(self.commit(vec![Op::Delete { key: key.to_vec() }]).await?[0])
+        self.remove_in(TableId::DEFAULT, key).await
     }
 
-    /// Commits `batch` atomically; with a log, returns once it is durable.
+    /// Runs one operation: straight into its tree without a log, else a commit of its own.
+    pub(super) async fn write_one(&self, op: Op) -> Result<bool, WriteError> {
+        if self.durable.is_none() {
+            return apply(&self.tables, &op).await;
+        }
+        Ok(self.commit(vec![op]).await?[0])
+    }
+
+    /// Commits `batch` atomically; with a log, returns once it is durable. A batch naming a
+    /// table the database does not hold changes nothing.
     pub async fn write(&self, batch: &WriteBatch) -> Result<(), WriteError> {
         if self.durable.is_none() {
             for op in batch.ops() {
-                apply(&self.tree, op).await?;
+                self.tree_for_write(op.table())?;
+            }
+            for op in batch.ops() {
+                apply(&self.tables, op).await?;
             }
             return Ok(());
         }
@@ -95,12 +127,12 @@ impl DbHandle {
     }
 
     /// The failure that made the database refuse work, if one did.
-    fn first_failure(&self) -> Option<Arc<WriteError>> {
+    pub(super) fn first_failure(&self) -> Option<Arc<WriteError>> {
         self.durable.as_ref()?.failed.borrow().clone()
     }
 
     /// Refuses a write once a commit failed after its record was logged.
-    fn check_failed(&self) -> Result<(), WriteError> {
+    pub(super) fn check_failed(&self) -> Result<(), WriteError> {
         match self.first_failure() {
             Some(first) => Err(WriteError::Failed { first }),
             None => Ok(()),
@@ -116,10 +148,7 @@ impl DbHandle {
             return Ok(Vec::new());
         }
         let record_bytes = self.check_batch(d, &ops)?;
-        let keys = d
-            .locks
-            .lock(ops.iter().map(|o| o.key().to_vec()).collect())
-            .await;
+        let keys = d.locks.lock(ops.iter().map(lock_key).collect()).await;
         self.wait_for_log_room(d, record_bytes).await?;
         let (start, end) = d.wal.append(&ops)?;
         self.tree.buffer().set_lsn_hint(end);
@@ -134,11 +163,8 @@ impl DbHandle {
     /// Refuses a batch the tree or the log cannot take; returns its record's size.
     fn check_batch(&self, d: &Durable, ops: &[Op]) -> Result<usize, WriteError> {
         for op in ops {
-            let (k, v) = match op {
-                Op::Put { key, value } => (key.as_slice(), value.as_slice()),
-                Op::Delete { key } => (key.as_slice(), &[][..]),
-            };
-            self.tree.check_record(k, v)?;
+            self.tree_for_write(op.table())?
+                .check_record(op.key(), op.value())?;
         }
         let len = d.wal.record_len(ops);
         if len > d.wal.max_record() {
@@ -152,7 +178,7 @@ impl DbHandle {
 
     /// Runs checkpoints (or waits for the one running) until the log has room for a record of
     /// `record_bytes`.
-    async fn wait_for_log_room(
+    pub(super) async fn wait_for_log_room(
         &self,
         d: &Durable,
         record_bytes: usize,
@@ -161,7 +187,7 @@ impl DbHandle {
             if d.wal.has_room(record_bytes) {
                 return Ok(());
             }
-            d.ckpt.run(&self.tree).await?;
+            d.ckpt.run(&self.tables).await?;
         }
         if d.wal.has_room(record_bytes) {
             return Ok(());
@@ -177,16 +203,20 @@ impl DbHandle {
     async fn apply_logged(&self, d: &Durable, ops: &[Op]) -> Result<Vec<bool>, WriteError> {
         let mut existed = Vec::with_capacity(ops.len());
         for op in ops {
-            match apply(&self.tree, op).await {
+            match apply(&self.tables, op).await {
                 Ok(e) => existed.push(e),
-                Err(e) => {
-                    let failure = Arc::new(e);
-                    d.failed.borrow_mut().get_or_insert_with(|| failure.clone());
-                    return Err(WriteError::Failed { first: failure });
-                }
+                Err(e) => return Err(Self::fail(d, e)),
             }
         }
         Ok(existed)
+    }
+
+    /// Marks the database failed by `e` (a change whose record is in the log did not reach
+    /// memory); returns the refusal that reports it.
+    pub(super) fn fail(d: &Durable, e: WriteError) -> WriteError {
+        let failure = Arc::new(e);
+        d.failed.borrow_mut().get_or_insert_with(|| failure.clone());
+        WriteError::Failed { first: failure }
     }
 
     /// Takes a checkpoint when too much of the pool is dirty or the live log passes half of
@@ -196,7 +226,7 @@ impl DbHandle {
         if !d.ckpt.running()
             && (bm.dirty_pages() > d.dirty_high || d.wal.live_bytes() > d.wal.capacity() / 2)
         {
-            d.ckpt.run(&self.tree).await?;
+            d.ckpt.run(&self.tables).await?;
         }
         Ok(())
     }
@@ -221,9 +251,10 @@ impl DbHandle {
     pub async fn flush(&self, sync: bool) -> Result<(), WriteError> {
         if let Some(d) = &self.durable {
             self.check_failed()?;
-            return Ok(d.ckpt.run(&self.tree).await?);
+            return Ok(d.ckpt.run(&self.tables).await?);
         }
         self.write_meta_page().await?;
+        self.tables.store().await?;
         Ok(self.tree.buffer().flush_all(sync).await?)
     }
 
@@ -242,6 +273,7 @@ impl DbHandle {
                     epoch: 0,
                     redo_lsn: 0,
                     wal_bytes: 0,
+                    catalog: self.tables.page(),
                 };
                 g.write(|p| meta.write_to(p));
                 return Ok(());
@@ -254,9 +286,9 @@ impl DbHandle {
         })
     }
 
-    /// [`super::Db::verify`], from a task of the database's runtime.
+    /// [`super::Db::verify`], from a task of the database's runtime: every table's tree.
     pub async fn verify(&self) -> crate::VerifyReport {
-        crate::verify::verify_btree(&self.tree).await
+        crate::verify::verify_catalog(&self.tables).await
     }
 
     /// The tree, for this crate's tests and the benchmarks' calibration: not part of the API.
@@ -273,6 +305,7 @@ impl DbHandle {
             tree: tree.stats(),
             runtime,
             height: tree.root().height,
+            tables: self.tables.len() + 1,
             pages: tree.buffer().next_pid(),
             durability: self.durability(),
             wal: self.durable.as_ref().map(|d| d.wal.stats()),

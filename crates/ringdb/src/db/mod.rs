@@ -10,6 +10,7 @@
 //! - `handle.rs`: [`DbHandle`], what tasks use, and the commit path;
 //! - `options.rs`: [`Options`] and [`DbStats`];
 //! - `batch.rs`: [`WriteBatch`];
+//! - `tables.rs`: named tables on a [`DbHandle`]: creating one, reads and writes in one;
 //! - `open.rs`: [`Db::open`]: what the path is (directory, file, block device, NVMe char
 //!   device), which options it allows, and opening its files;
 //! - `runtime.rs`: [`Db::open_on`] and the wiring shared by every way of opening: the
@@ -25,6 +26,8 @@ mod open;
 mod options;
 mod recovery;
 mod runtime;
+mod scan_in;
+mod tables;
 
 pub use batch::WriteBatch;
 pub use handle::DbHandle;
@@ -32,6 +35,7 @@ pub use layout::{DeviceLayout, FileSet, DATA_FILE, DW_FILE, WAL_FILE};
 pub use options::{DbStats, Options};
 pub use runtime::Storage;
 
+use crate::catalog::TableId;
 use crate::error::{ReadError, StorageError, WriteError};
 use ringdb_io::Runtime;
 use ringdb_io::Target;
@@ -118,6 +122,46 @@ impl Db {
         self.block_on(async move { h.remove(key).await })
     }
 
+    /// Creates the table `name` (see [`DbHandle::create_table`]); a name that exists returns
+    /// its id.
+    pub fn create_table(&mut self, name: &str) -> Result<TableId, WriteError> {
+        let h = self.handle.clone();
+        self.block_on(async move { h.create_table(name).await })
+    }
+
+    /// The id of the table named `name`, if there is one.
+    pub fn table_id(&self, name: &str) -> Option<TableId> {
+        self.handle.table_id(name)
+    }
+
+    /// The named tables and their ids (the default table is not listed).
+    pub fn tables(&self) -> Vec<(String, TableId)> {
+        self.handle.tables()
+    }
+
+    /// The value of `key` in `table`, if present.
+    pub fn get_in(&mut self, table: TableId, key: &[u8]) -> Result<Option<Vec<u8>>, ReadError> {
+        let h = self.handle.clone();
+        self.block_on(async move { h.get_in(table, key).await })
+    }
+
+    /// Inserts or replaces in `table`; returns whether the key existed.
+    pub fn insert_in(
+        &mut self,
+        table: TableId,
+        key: &[u8],
+        value: &[u8],
+    ) -> Result<bool, WriteError> {
+        let h = self.handle.clone();
+        self.block_on(async move { h.insert_in(table, key, value).await })
+    }
+
+    /// Removes from `table`; returns whether the key existed.
+    pub fn remove_in(&mut self, table: TableId, key: &[u8]) -> Result<bool, WriteError> {
+        let h = self.handle.clone();
+        self.block_on(async move { h.remove_in(table, key).await })
+    }
+
     /// Up to `limit` pairs in `[start, end)` order by key.
     pub fn range(
         &mut self,
@@ -148,7 +192,7 @@ impl Db {
         }
     }
 
-    /// Walks the whole tree and checks every page (checksum, page id, layout) and every
+    /// Walks every table's tree and checks every page (checksum, page id, layout) and every
     /// invariant (key order, separators, levels, the free list, no leaked page). Never panics
     /// on corrupt data: each violation is a problem in the report.
     pub fn verify(&mut self) -> Result<crate::VerifyReport, ReadError> {

@@ -120,8 +120,10 @@ pub struct DbStats {
     pub tree: TreeStats,
     /// The runtime's submissions and completions.
     pub runtime: RuntimeStats,
-    /// The tree's height (1: the root is a leaf).
+    /// The default tree's height (1: the root is a leaf).
     pub height: u32,
+    /// Tables in the database, the default one included.
+    pub tables: usize,
     /// Pages allocated in the data file (the meta page included).
     pub pages: u64,
     /// How commits are made durable.

@@ -11,22 +11,26 @@
 //!    LSN (the first batch that may not be wholly in the data file);
 //! 4. reads the log from the redo LSN to its end (the first record that is not intact), after
 //!    making it durable, so that a second crash cannot take back what this recovery builds on;
-//! 5. replays those batches, each whole and in log order (idempotently: a batch partly in the
-//!    data file is applied again);
-//! 6. takes a checkpoint, so the next crash starts from here.
+//! 5. opens every table: the default tree from the meta page, the others from the catalog
+//!    page it names;
+//! 6. replays those records, each whole and in log order (idempotently: a batch partly in the
+//!    data file is applied again; a table created before the checkpoint is not created
+//!    again); an op naming a table the catalog does not hold at that point is corruption;
+//! 7. takes a checkpoint, so the next crash starts from here.
 
 use super::handle::{self, DbHandle, Durable};
 use super::layout::{DeviceLog, FileSet, FILE_IDS};
 use super::runtime::OpenedFiles;
 use super::Options;
 use crate::buffer::{BufferManager, PageId, PoolConfig};
+use crate::catalog::{Catalog, TableId};
 use crate::checkpoint::{self, CheckpointFiles, Checkpointer};
 use crate::error::{Corruption, OpenError, StorageError, WriteError};
 use crate::keylock::KeyLocks;
-use crate::meta::{Meta, META_PID};
+use crate::meta::{Meta, META_PID, NO_CATALOG};
 use crate::page;
 use crate::tree::BTree;
-use crate::wal::{self, Op, Wal};
+use crate::wal::{self, Decoded, Wal};
 use ringdb_io::AlignedBuf;
 use ringdb_io::Io;
 use std::cell::RefCell;
@@ -75,6 +79,8 @@ pub(super) async fn open_logged(
         "the log ends at {end}, before its redo LSN {redo}"
     );
     let tree = Rc::new(open_tree(&bm, meta.as_ref()).await?);
+    let catalog = meta.as_ref().map_or(NO_CATALOG, |m| m.catalog);
+    let tables = Rc::new(Catalog::open(tree, catalog).await?);
     let log = LogStart {
         wal_file: files.wal_file,
         wal_bytes,
@@ -83,15 +89,12 @@ pub(super) async fn open_logged(
         epoch,
     };
     let durable = recovery.start_log(&bm, cfg, opts, log)?;
-    install_checkpoint_hook(&bm, &durable, &tree);
-    let replayed = replay(&durable.wal, &tree, records).await?;
+    install_checkpoint_hook(&bm, &durable, &tables);
+    let replayed = replay(&durable.wal, &tables, records).await?;
     bm.set_lsn_hint(end.max(1));
-    durable.ckpt.run(&tree).await?;
+    durable.ckpt.run(&tables).await?;
     tracing::info!(replayed, redo, end, "opened {}", path.display());
-    Ok(DbHandle {
-        tree,
-        durable: Some(durable),
-    })
+    Ok(DbHandle::new(tables, Some(durable)))
 }
 
 /// What recovery works with.
@@ -244,7 +247,7 @@ impl Recovery<'_> {
         wal_bytes: u64,
         file_bytes: u64,
         redo: u64,
-    ) -> Result<(Vec<(u64, Vec<Op>)>, u64), StorageError> {
+    ) -> Result<(Vec<(u64, Decoded)>, u64), StorageError> {
         if file_bytes > 0 {
             self.io.fsync(FILE_IDS.log, true).await?;
         }
@@ -317,8 +320,8 @@ async fn open_tree(bm: &BufferManager, meta: Option<&Meta>) -> Result<BTree, Wri
 }
 
 /// Eviction that meets only dirty pages runs a checkpoint (weak references: no cycle).
-fn install_checkpoint_hook(bm: &BufferManager, durable: &Rc<Durable>, tree: &Rc<BTree>) {
-    let (wd, wt) = (Rc::downgrade(durable), Rc::downgrade(tree));
+fn install_checkpoint_hook(bm: &BufferManager, durable: &Rc<Durable>, tables: &Rc<Catalog>) {
+    let (wd, wt) = (Rc::downgrade(durable), Rc::downgrade(tables));
     bm.set_checkpoint_hook(Some(Rc::new(move || {
         let (wd, wt) = (wd.clone(), wt.clone());
         Box::pin(async move {
@@ -330,29 +333,67 @@ fn install_checkpoint_hook(bm: &BufferManager, durable: &Rc<Durable>, tree: &Rc<
     })));
 }
 
-/// Replays `records`: each batch whole, in log order, marked in flight so that a checkpoint
-/// taken meanwhile (the pool may fill) starts its redo at the batch being replayed. Returns
-/// the batches replayed.
+/// Replays `records`: each whole, in log order, marked in flight so that a checkpoint taken
+/// meanwhile (the pool may fill) starts its redo at the record being replayed. Returns the
+/// records replayed.
 async fn replay(
     wal: &Wal,
-    tree: &BTree,
-    records: Vec<(u64, Vec<Op>)>,
+    tables: &Catalog,
+    records: Vec<(u64, Decoded)>,
 ) -> Result<usize, WriteError> {
     let replayed = records.len();
     let mut previous = None;
-    for (lsn, ops) in records {
+    for (lsn, record) in records {
         assert!(
             previous.is_none_or(|p| p < lsn),
             "replayed LSNs go back: {lsn} after {previous:?}"
         );
         previous = Some(lsn);
         wal.mark_in_flight(lsn);
-        for op in &ops {
-            handle::apply(tree, op).await?;
+        match record {
+            Decoded::Batch(ops) => {
+                if let Some(op) = ops.iter().find(|op| tables.tree(op.table()).is_none()) {
+                    let table = op.table().get();
+                    let reason = Corruption::UnknownTable { table, lsn };
+                    return Err(StorageError::corrupt(tables.page(), reason).into());
+                }
+                for op in &ops {
+                    handle::apply(tables, op).await?;
+                }
+            }
+            Decoded::CreateTable { table, name } => {
+                replay_create(tables, lsn, table, &name).await?;
+            }
+            Decoded::Pad => {}
         }
         wal.applied(lsn);
     }
     Ok(replayed)
+}
+
+/// Replays the creation of `table` named `name` (the record at `lsn`): nothing when the
+/// checkpoint holds it already, else the table is created as it was.
+async fn replay_create(
+    tables: &Catalog,
+    lsn: u64,
+    table: TableId,
+    name: &str,
+) -> Result<(), WriteError> {
+    let by_name = tables.id_of(name);
+    if by_name == Some(table) {
+        return Ok(());
+    }
+    if by_name.is_some() || table < tables.next_id() {
+        let reason = Corruption::CreateConflict {
+            table: table.get(),
+            lsn,
+        };
+        return Err(StorageError::corrupt(tables.page(), reason).into());
+    }
+    tables.check_create(name)?;
+    let bm = tables.default_tree().buffer();
+    bm.ensure_free(tables.pages_to_create()).await?;
+    tables.create_now(table, name)
 }
 
 /// Reads page 0 straight from the data file (a log database keeps it out of the pool).
@@ -376,7 +417,7 @@ async fn read_log(
     cap: u64,
     file_len: u64,
     from: u64,
-) -> Result<(Vec<(u64, Vec<Op>)>, u64), StorageError> {
+) -> Result<(Vec<(u64, Decoded)>, u64), StorageError> {
     const CHUNK: usize = 1 << 20;
     let mut out = Vec::new();
     let mut lsn = from;
@@ -415,11 +456,11 @@ async fn read_log(
             continue;
         }
         match wal::decode_record(&buf[at..], lsn) {
-            Some((len, wal::Decoded::Batch(ops))) => {
-                out.push((lsn, ops));
+            Some((len, Decoded::Pad)) => lsn += len as u64,
+            Some((len, record)) => {
+                out.push((lsn, record));
                 lsn += len as u64;
             }
-            Some((len, wal::Decoded::Pad)) => lsn += len as u64,
             None => break,
         }
     }

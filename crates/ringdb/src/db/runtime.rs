@@ -1,5 +1,6 @@
 //! The wiring every way of opening a database shares: given a runtime over the three files
-//! ([`FILE_IDS`]), build the buffer pool and the tree, and the log when there is one.
+//! ([`FILE_IDS`]), build the buffer pool and the tables' trees, and the log when there is
+//! one.
 //!
 //! [`Db::open`] gets here with a runtime over real files or a device; [`Db::open_on`] with
 //! any engine (a simulated disk in tests). A database without a log is opened here (its meta
@@ -8,9 +9,10 @@
 use super::handle::DbHandle;
 use super::layout::{DeviceLog, FileSet, FILE_IDS};
 use super::{recovery, Db, Options};
-use crate::buffer::{BufferManager, PoolConfig};
+use crate::buffer::{BufferManager, PageId, PoolConfig};
+use crate::catalog::Catalog;
 use crate::error::{Corruption, OpenError, StorageError, TargetKind, WriteError};
-use crate::meta::{Meta, META_PID};
+use crate::meta::{Meta, META_PID, NO_CATALOG};
 use crate::page;
 use crate::tree::BTree;
 use crate::wal::Durability;
@@ -119,24 +121,23 @@ async fn open_unlogged(
         0
     };
     let bm = BufferManager::new(io, FILE_IDS.data, cfg, pages_on_disk)?;
-    let tree = if existing {
+    let (tree, catalog) = if existing {
         open_tree(bm, pages_on_disk, files.is_block_device, file_path).await?
     } else {
-        create_tree(bm).await?
+        (create_tree(bm).await?, NO_CATALOG)
     };
-    Ok(DbHandle {
-        tree: Rc::new(tree),
-        durable: None,
-    })
+    let tables = Catalog::open(Rc::new(tree), catalog).await?;
+    Ok(DbHandle::new(Rc::new(tables), None))
 }
 
-/// Opens the tree of an existing database without a log from its meta page.
+/// Opens the default tree of an existing database without a log from its meta page; returns
+/// it with the catalog page the meta page names.
 async fn open_tree(
     bm: BufferManager,
     pages_on_disk: u64,
     is_block_device: bool,
     file_path: &Path,
-) -> Result<BTree, OpenError> {
+) -> Result<(BTree, PageId), OpenError> {
     let g = bm.load(META_PID).await.map_err(|e| match e {
         StorageError::Page(source) if is_block_device => OpenError::NotADatabase {
             path: file_path.to_path_buf(),
@@ -161,7 +162,7 @@ async fn open_tree(
     }
     bm.set_next_pid(meta.next_pid);
     bm.set_free_pages(meta.free_pages);
-    Ok(BTree::open(bm, meta.root))
+    Ok((BTree::open(bm, meta.root), meta.catalog))
 }
 
 /// Formats a new database without a log: a blank meta page (written at the first flush) and

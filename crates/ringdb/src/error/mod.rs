@@ -27,7 +27,7 @@ mod write;
 
 pub use open::{LayoutError, OpenError, TargetKind};
 pub use storage::{
-    CheckpointFailure, CheckpointPart, Corruption, LogFailure, StorageError, WaitFor,
+    CatalogFault, CheckpointFailure, CheckpointPart, Corruption, LogFailure, StorageError, WaitFor,
 };
 pub use shard::{ShardError, ShardSetupError};
 pub use write::{ReadError, WriteError};

@@ -6,7 +6,7 @@
 //! cannot serve, a database created with another page size): each variant carries the option,
 //! the value and what would be accepted, so that a front end can phrase its own hint.
 
-use super::{ShardSetupError, StorageError, WriteError};
+use super::{ShardError, ShardSetupError, StorageError, WriteError};
 use crate::page::PageError;
 use crate::wal::Durability;
 use ringdb_io::{EngineKind, IoError};
@@ -252,6 +252,10 @@ pub enum OpenError {
     /// The shards could not be set up (the manifest, a shard's thread).
     #[error(transparent)]
     Shards(#[from] ShardSetupError),
+    /// A shard stopped while the database was being opened (recovering cross-shard
+    /// batches, reconciling tables).
+    #[error(transparent)]
+    ShardRequest(#[from] ShardError),
     /// One shard's database could not be opened.
     #[error("shard {shard}: {source}")]
     #[non_exhaustive]

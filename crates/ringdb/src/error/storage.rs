@@ -183,6 +183,51 @@ pub enum Corruption {
         /// Pages the target holds.
         target_pages: u64,
     },
+    /// The page the meta page names as the catalog holds no catalog record (bad magic).
+    #[error("not a ringdb catalog page (bad magic)")]
+    NotCatalog,
+    /// The catalog page lists more tables than it can hold.
+    #[error("{count} tables listed in the catalog, more than its {capacity} entries")]
+    #[non_exhaustive]
+    CatalogTooLong {
+        /// Tables listed.
+        count: usize,
+        /// Entries one catalog page holds.
+        capacity: usize,
+    },
+    /// An entry of the catalog page contradicts the others or the allocator.
+    #[error("catalog entry {index} (table {table}): {fault}")]
+    #[non_exhaustive]
+    CatalogEntry {
+        /// The entry's position in the page.
+        index: usize,
+        /// The table id it records.
+        table: u32,
+        /// What is wrong with it.
+        fault: CatalogFault,
+    },
+    /// A log record names a table the catalog does not hold (at that point of the replay).
+    #[error("the log record at LSN {lsn} names table {table}, which the catalog does not hold")]
+    #[non_exhaustive]
+    UnknownTable {
+        /// The table id the record names.
+        table: u32,
+        /// The record's position in the log.
+        lsn: u64,
+    },
+    /// A log record creates a table whose id or name another table holds (at that point of
+    /// the replay).
+    #[error(
+        "the log record at LSN {lsn} creates table {table}, whose id or name the catalog gives \
+         another table"
+    )]
+    #[non_exhaustive]
+    CreateConflict {
+        /// The table id the record creates.
+        table: u32,
+        /// The record's position in the log.
+        lsn: u64,
+    },
     /// A page the meta page counts (and does not list free) is past the data file's end.
     #[error(
         "the meta page counts {counted_pages} pages, the data file holds {file_pages} (truncated?)"
@@ -193,6 +238,34 @@ pub enum Corruption {
         counted_pages: u64,
         /// Pages the data file holds.
         file_pages: u64,
+    },
+}
+
+/// What is wrong with one entry of the catalog page (see [`Corruption::CatalogEntry`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum CatalogFault {
+    /// Table id 0 is the default table, which the meta page describes, never the catalog.
+    #[error("id 0 is the default table's")]
+    DefaultId,
+    /// Ids are listed in ascending order, each below the catalog's next id.
+    #[error("id out of order or not below the next id {next_id}")]
+    IdOutOfOrder {
+        /// The next id the catalog would hand out.
+        next_id: u32,
+    },
+    /// The name is empty, too long, not UTF-8, or another entry's.
+    #[error("bad or duplicate name")]
+    BadName,
+    /// The root and height do not describe a tree of this database.
+    #[error("root {root} / height {height} out of range ({next_page} pages)")]
+    BadRoot {
+        /// The root's page.
+        root: u64,
+        /// The tree's height.
+        height: u32,
+        /// The first page never allocated.
+        next_page: u64,
     },
 }
 

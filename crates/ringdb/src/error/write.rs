@@ -6,6 +6,7 @@
 //! that is the one cause reads have of their own beyond a [`StorageError`].
 
 use super::{ShardError, StorageError};
+use crate::catalog::TableId;
 use ringdb_io::IoError;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -79,6 +80,35 @@ pub enum WriteError {
         #[source]
         first: Arc<WriteError>,
     },
+    /// A write names a table the database does not hold (never created, or of another
+    /// database). Nothing was changed.
+    #[error("{table} does not exist in this database")]
+    #[non_exhaustive]
+    NoSuchTable {
+        /// The table named.
+        table: TableId,
+    },
+    /// A table name that is empty or longer than the catalog stores.
+    #[error("a table name of {length_bytes} bytes: names are 1 to {max_bytes} bytes of UTF-8")]
+    #[non_exhaustive]
+    TableName {
+        /// The name's length in bytes.
+        length_bytes: usize,
+        /// The longest name stored.
+        max_bytes: usize,
+    },
+    /// The catalog page is full: no further table can be created in this database.
+    #[error(
+        "the catalog holds {max_tables} tables (all that one {page_size}-byte page holds); \
+         no further table can be created"
+    )]
+    #[non_exhaustive]
+    TooManyTables {
+        /// Tables the catalog holds besides the default table.
+        max_tables: usize,
+        /// The database's page size in bytes.
+        page_size: usize,
+    },
     /// Making the data durable with `fdatasync` on the target (off the ring, for an IOPOLL
     /// ring) failed.
     #[error("{}: {source}", path.display())]
@@ -145,6 +175,18 @@ impl WriteError {
     }
 }
 
+/// A write that had to read first (a marker, a table) fails with what the read met.
+impl From<ReadError> for WriteError {
+    fn from(e: ReadError) -> Self {
+        match e {
+            ReadError::Failed { first } => WriteError::Failed { first },
+            ReadError::Storage(e) => WriteError::Storage(e),
+            ReadError::Shard(e) => WriteError::Shard(e),
+            ReadError::NoSuchTable { table } => WriteError::NoSuchTable { table },
+        }
+    }
+}
+
 /// Why a get or a range scan failed.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -159,6 +201,13 @@ pub enum ReadError {
         /// The first failure.
         #[source]
         first: Arc<WriteError>,
+    },
+    /// A read names a table the database does not hold.
+    #[error("{table} does not exist in this database")]
+    #[non_exhaustive]
+    NoSuchTable {
+        /// The table named.
+        table: TableId,
     },
     /// Below the API: I/O, a damaged page, the log or a checkpoint.
     #[error(transparent)]
@@ -175,6 +224,7 @@ impl ReadError {
             ReadError::Storage(e) => e.io_cause(),
             ReadError::Failed { first } => first.io_cause(),
             ReadError::Shard(_) => None,
+            ReadError::NoSuchTable { .. } => None,
         }
     }
 }

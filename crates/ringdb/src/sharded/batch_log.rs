@@ -15,7 +15,7 @@
 //! table u32, key length u32, value length u32, key, value. The log is written with plain
 //! `pwrite` and `fdatasync` from the committing thread (it is off every shard's ring).
 
-use crate::db::TableId;
+use crate::catalog::TableId;
 use crate::wal::Op;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
@@ -118,7 +118,7 @@ fn encode(id: u64, parts: &[(usize, &[Op])]) -> Vec<u8> {
                 Op::Delete { .. } => (2, &[]),
             };
             out.push(kind);
-            out.extend_from_slice(&op.table().0.to_le_bytes());
+            out.extend_from_slice(&op.table().get().to_le_bytes());
             put_u32(&mut out, op.key().len());
             put_u32(&mut out, value.len());
             out.extend_from_slice(op.key());
@@ -193,7 +193,7 @@ fn decode(bytes: &[u8]) -> Option<(LoggedBatch, usize)> {
 /// One operation.
 fn decode_op(reader: &mut Reader<'_>) -> Option<Op> {
     let kind = reader.take(1)?[0];
-    let table = TableId(reader.u32()? as u32);
+    let table = TableId::from_raw(reader.u32()? as u32);
     let key_len = reader.u32()?;
     let value_len = reader.u32()?;
     let key = reader.take(key_len)?.to_vec();

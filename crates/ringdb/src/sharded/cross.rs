@@ -13,7 +13,8 @@
 
 use super::batch_log::{BatchLog, LoggedBatch};
 use super::Db;
-use crate::db::{DbHandle, TableId, WriteBatch};
+use crate::catalog::TableId;
+use crate::db::{DbHandle, WriteBatch};
 use crate::error::{OpenError, WriteError};
 use crate::wal::Op;
 use std::path::Path;
@@ -94,7 +95,7 @@ async fn delete_markers(h: DbHandle, last: u64) -> Result<(), WriteError> {
                 system,
                 std::ops::Bound::Unbounded,
                 end,
-                crate::Direction::Forward,
+                crate::tree::Direction::Forward,
                 1024,
             )
             .await?;
@@ -228,4 +229,4 @@ impl Db {
 
 /// Ids are never reused within one log's life; a table id in a part is the same on every
 /// shard (tables are created on all shards in one order, see `tables.rs`).
-const _: () = assert!(TableId::DEFAULT.0 == 0);
+const _: () = assert!(TableId::DEFAULT.get() == 0);

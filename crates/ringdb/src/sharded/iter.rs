@@ -14,9 +14,9 @@
 //! iterator holds a [`Db`] handle, so the database stays open while it lives.
 
 use super::Db;
-use crate::db::TableId;
+use crate::catalog::TableId;
 use crate::error::ReadError;
-use crate::Direction;
+use crate::tree::Direction;
 use std::collections::VecDeque;
 use std::ops::{Bound, RangeBounds};
 

@@ -7,7 +7,8 @@
 //! Names that start with `ringdb.system.` are the engine's own and refused.
 
 use super::Db;
-use crate::db::{TableId, WriteBatch};
+use crate::catalog::TableId;
+use crate::db::WriteBatch;
 use crate::error::{OpenError, ReadError, WriteError};
 use std::ops::RangeBounds;
 use std::sync::Arc;

@@ -1,0 +1,292 @@
+//! The sharded, thread-per-core `Db` through its `Send + Sync` API: several threads against a
+//! `BTreeMap` model, iterators merged across shards from both ends, tables, batches across
+//! shards, reopening (with the wrong shard count too), the blocking API on a shard's thread,
+//! and a shard that panics.
+
+use proptest::prelude::*;
+use ringdb::{Db, Durability, Options, OpenError, ReadError, ShardError, ShardSetupError, WriteBatch};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+fn dir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("ringdb-sharded-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+/// Options that run anywhere (no O_DIRECT: tmpfs too) with a small pool.
+fn options(durability: Durability, pool_pages: usize) -> Options {
+    let mut o = Options {
+        pool_pages,
+        direct: false,
+        durability,
+        wal_bytes: 4 << 20,
+        ..Options::default()
+    };
+    if ringdb_io::limits::io_uring_disabled().unwrap_or(0) != 0 {
+        o.io.engine = ringdb_io::EngineKind::Posix;
+    }
+    o
+}
+
+fn open(d: &PathBuf, shards: usize, durability: Durability) -> Db {
+    Db::builder(d)
+        .options(options(durability, 256))
+        .shards(shards)
+        .open()
+        .unwrap()
+}
+
+fn key(i: u64) -> Vec<u8> {
+    format!("key{i:08}").into_bytes()
+}
+
+fn collect(range: ringdb::Range) -> Vec<(Vec<u8>, Vec<u8>)> {
+    range.map(Result::unwrap).collect()
+}
+
+#[test]
+fn a_db_is_send_sync_and_clone() {
+    fn assert_send_sync_clone<T: Send + Sync + Clone>() {}
+    assert_send_sync_clone::<Db>();
+    assert_send_sync_clone::<ringdb::Table>();
+    fn assert_send<T: Send>() {}
+    assert_send::<ringdb::Range>();
+}
+
+#[test]
+fn threads_write_and_read_and_iterators_merge_in_key_order_from_both_ends() {
+    let d = dir("threads");
+    let db = open(&d, 3, Durability::Fdatasync);
+    let writers: Vec<_> = (0..4u64)
+        .map(|t| {
+            let db = db.clone();
+            std::thread::spawn(move || {
+                for i in (t..2000).step_by(4) {
+                    assert!(!db.insert(&key(i), &i.to_le_bytes()).unwrap());
+                }
+                for i in (t..2000).step_by(12) {
+                    assert!(db.remove(&key(i)).unwrap());
+                }
+            })
+        })
+        .collect();
+    writers.into_iter().for_each(|w| w.join().unwrap());
+    let model: BTreeMap<Vec<u8>, Vec<u8>> = (0..2000u64)
+        .filter(|i| i % 12 >= 4)
+        .map(|i| (key(i), i.to_le_bytes().to_vec()))
+        .collect();
+    let all = collect(db.range::<&[u8], _>(..));
+    assert_eq!(all, model.clone().into_iter().collect::<Vec<_>>());
+    let reversed = collect(db.range::<&[u8], _>(..).rev());
+    assert_eq!(reversed, model.clone().into_iter().rev().collect::<Vec<_>>());
+    let window = collect(db.range(key(100)..key(900)));
+    let expected: Vec<_> = model.range(key(100)..key(900)).map(|(k, v)| (k.clone(), v.clone())).collect();
+    assert_eq!(window, expected);
+    // Both ends at once stop where they meet.
+    let mut both = db.range(key(100)..=key(120));
+    let mut seen = Vec::new();
+    loop {
+        match (both.next(), both.next_back()) {
+            (None, None) => break,
+            (a, b) => seen.extend(a.into_iter().chain(b).map(|p| p.unwrap().0)),
+        }
+    }
+    seen.sort();
+    let expected_keys: Vec<_> = model.range(key(100)..=key(120)).map(|(k, _)| k.clone()).collect();
+    assert_eq!(seen, expected_keys);
+    let values = db.multi_get(&[key(5), key(0), key(1999), b"missing".to_vec()]).unwrap();
+    assert_eq!(values, vec![Some(5u64.to_le_bytes().to_vec()), None, Some(1999u64.to_le_bytes().to_vec()), None]);
+    assert!(db.verify().unwrap().iter().all(|r| r.is_ok()));
+    db.close().unwrap();
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn reopening_keeps_everything_and_another_shard_count_is_refused() {
+    let d = dir("reopen");
+    let db = open(&d, 2, Durability::Fdatasync);
+    for i in 0..500 {
+        db.insert(&key(i), b"v").unwrap();
+    }
+    let users = db.table("users").unwrap();
+    users.insert(b"ada", b"lovelace").unwrap();
+    db.close().unwrap();
+    let refused = Db::builder(&d).options(options(Durability::Fdatasync, 256)).shards(3).open();
+    match refused {
+        Err(OpenError::Shards(ShardSetupError::Count { on_disk: 2, requested: 3, .. })) => {}
+        Err(e) => panic!("expected a shard count refusal, got {e}"),
+        Ok(_) => panic!("expected a shard count refusal"),
+    }
+    // Without a count: the database's own.
+    let db = Db::builder(&d).options(options(Durability::Fdatasync, 256)).open().unwrap();
+    assert_eq!(db.shard_count(), 2);
+    assert_eq!(db.range::<&[u8], _>(..).count(), 500);
+    assert_eq!(db.tables().unwrap(), vec!["users".to_string()]);
+    assert_eq!(db.table("users").unwrap().get(b"ada").unwrap().as_deref(), Some(&b"lovelace"[..]));
+    db.close().unwrap();
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn batches_across_shards_and_tables_are_whole() {
+    let d = dir("batches");
+    let db = open(&d, 4, Durability::Fdatasync);
+    let orders = db.table("orders").unwrap();
+    let mut batch = WriteBatch::new();
+    for i in 0..64 {
+        batch.put(&key(i), b"x");
+        batch.put_in(orders.id(), &key(i), b"o");
+    }
+    let shards: std::collections::HashSet<_> = (0..64).map(|i| db.shard_of(&key(i))).collect();
+    assert_eq!(shards.len(), 4, "the batch spans every shard");
+    db.write(&batch).unwrap();
+    assert_eq!(db.range::<&[u8], _>(..).count(), 64);
+    assert_eq!(orders.range::<&[u8], _>(..).count(), 64);
+    let mut delete = WriteBatch::new();
+    for i in 0..32 {
+        delete.delete(&key(i));
+    }
+    db.write(&delete).unwrap();
+    drop(orders);
+    db.close().unwrap();
+    let db = open(&d, 4, Durability::Fdatasync);
+    assert_eq!(db.range::<&[u8], _>(..).count(), 32);
+    assert_eq!(db.table("orders").unwrap().range::<&[u8], _>(..).count(), 64);
+    // The engine's own table is neither listed nor open to users.
+    assert_eq!(db.tables().unwrap(), vec!["orders".to_string()]);
+    assert!(db.table("ringdb.system.batches").is_err());
+    db.close().unwrap();
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn the_blocking_api_on_a_shard_thread_is_refused_and_tasks_use_the_async_one() {
+    let d = dir("on-shard");
+    let db = open(&d, 2, Durability::Off);
+    db.insert(b"a", b"1").unwrap();
+    let other_shard_key = (0..100u64)
+        .map(key)
+        .find(|k| db.shard_of(k) != db.shard_of(b"a"))
+        .unwrap();
+    db.insert(&other_shard_key, b"2").unwrap();
+    let shard = db.shard_of(b"a");
+    let other = other_shard_key.clone();
+    let (refused, local, remote) = db
+        .run_on(shard, move |s| async move {
+            let refused = s.db().get(b"a");
+            let local = s.db().get_async(b"a").await.unwrap();
+            let remote = s.db().get_async(&other).await.unwrap();
+            (refused.map_err(|e| e.to_string()), local, remote)
+        })
+        .unwrap();
+    assert!(refused.unwrap_err().contains("shard"), "a blocking call on a shard is refused");
+    assert_eq!(local.as_deref(), Some(&b"1"[..]));
+    assert_eq!(remote.as_deref(), Some(&b"2"[..]));
+    db.close().unwrap();
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn a_shard_that_panics_is_down_and_the_others_keep_serving() {
+    let d = dir("panic");
+    let db = open(&d, 2, Durability::Fdatasync);
+    let keys: Vec<_> = (0..50).map(key).collect();
+    for k in &keys {
+        db.insert(k, b"v").unwrap();
+    }
+    let lost = db.run_on(0, |_| async { panic!("a bug in a task") });
+    assert!(matches!(lost, Err(ShardError::Down { shard: 0, .. })), "{lost:?}");
+    for k in &keys {
+        match db.get(k) {
+            Ok(v) => assert_eq!(db.shard_of(k), 1, "{v:?}"),
+            Err(ReadError::Shard(ShardError::Down { shard: 0, reason })) => {
+                assert!(reason.contains("a bug in a task"), "{reason}");
+            }
+            Err(e) => panic!("{e}"),
+        }
+    }
+    drop(db);
+    // Nothing acknowledged is lost: the panicked shard's log has it all.
+    let db = open(&d, 2, Durability::Fdatasync);
+    for k in &keys {
+        assert_eq!(db.get(k).unwrap().as_deref(), Some(&b"v"[..]));
+    }
+    db.close().unwrap();
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn an_iterator_keeps_the_database_open_after_every_handle_is_dropped() {
+    let d = dir("iter-alive");
+    let db = open(&d, 2, Durability::Off);
+    for i in 0..300 {
+        db.insert(&key(i), b"v").unwrap();
+    }
+    let mut range = db.range::<&[u8], _>(..);
+    drop(db);
+    assert_eq!(range.next().unwrap().unwrap().0, key(0));
+    assert_eq!(range.count(), 299);
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[derive(Clone, Debug)]
+enum Step {
+    Put(u16, u8),
+    Delete(u16),
+    Batch(Vec<(u16, Option<u8>)>),
+}
+
+fn step() -> impl Strategy<Value = Step> {
+    prop_oneof![
+        4 => (0u16..400, any::<u8>()).prop_map(|(k, v)| Step::Put(k, v)),
+        2 => (0u16..400).prop_map(Step::Delete),
+        1 => prop::collection::vec((0u16..400, prop::option::of(any::<u8>())), 1..12).prop_map(Step::Batch),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 12, ..ProptestConfig::default() })]
+
+    /// Several threads apply their own steps (on disjoint key sets) through the shared API;
+    /// the merged state, read back forward and backward, is the model's.
+    #[test]
+    fn threads_against_a_btreemap(steps in prop::collection::vec(prop::collection::vec(step(), 1..60), 3)) {
+        let d = dir("prop");
+        let db = open(&d, 3, Durability::None);
+        let handles: Vec<_> = steps.iter().cloned().enumerate().map(|(t, steps)| {
+            let db = db.clone();
+            std::thread::spawn(move || {
+                let mut model = BTreeMap::new();
+                let k = |i: u16| format!("t{t}-{i:04}").into_bytes();
+                for s in steps {
+                    match s {
+                        Step::Put(i, v) => { db.insert(&k(i), &[v]).unwrap(); model.insert(k(i), vec![v]); }
+                        Step::Delete(i) => { db.remove(&k(i)).unwrap(); model.remove(&k(i)); }
+                        Step::Batch(ops) => {
+                            let mut b = WriteBatch::new();
+                            for (i, v) in ops {
+                                match v {
+                                    Some(v) => { b.put(&k(i), &[v]); model.insert(k(i), vec![v]); }
+                                    None => { b.delete(&k(i)); model.remove(&k(i)); }
+                                }
+                            }
+                            db.write(&b).unwrap();
+                        }
+                    }
+                }
+                model
+            })
+        }).collect();
+        let mut model = BTreeMap::new();
+        for h in handles { model.extend(h.join().unwrap()); }
+        let forward = collect(db.range::<&[u8], _>(..));
+        prop_assert_eq!(&forward, &model.clone().into_iter().collect::<Vec<_>>());
+        let backward = collect(db.range::<&[u8], _>(..).rev());
+        prop_assert_eq!(&backward, &model.clone().into_iter().rev().collect::<Vec<_>>());
+        let prefix = collect(db.prefix(b"t1-"));
+        prop_assert_eq!(prefix.len(), model.keys().filter(|k| k.starts_with(b"t1-")).count());
+        db.close().unwrap();
+        let _ = std::fs::remove_dir_all(&d);
+    }
+}
