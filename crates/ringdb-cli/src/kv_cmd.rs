@@ -36,9 +36,13 @@ impl DbArgs {
     fn open(&self, fresh: bool) -> Result<Db, Box<dyn std::error::Error>> {
         let durability: Durability = self.durability.parse()?;
         let mut opts = Options::default();
-        opts.io.iopoll = self.iopoll;
+        if self.iopoll {
+            // An explicit switch: it runs, or the open fails saying why (`auto` would drop it).
+            opts.io.engine = ringdb_io::EngineKind::Uring;
+            opts.io.iopoll = true;
+        }
         let pool_pages = parse_size(&self.pool)? as usize / opts.page_size;
-        Ok(Db::open(
+        let db = Db::open(
             &self.db,
             Options {
                 pool_pages,
@@ -47,7 +51,9 @@ impl DbArgs {
                 fresh,
                 ..opts
             },
-        )?)
+        )?;
+        crate::ycsb_cmd::warn_fallbacks(&db.stats().io);
+        Ok(db)
     }
 }
 

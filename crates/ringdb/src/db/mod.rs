@@ -163,6 +163,7 @@ impl Db {
             pool: tree.buffer().stats(),
             tree: tree.stats(),
             runtime: self.rt.stats(),
+            io: self.rt.effective_io(),
             height: tree.root().height,
             pages: tree.buffer().next_pid(),
             durability: self.handle.durability(),
