@@ -39,7 +39,7 @@ pub fn fio_args(spec: &IoSpec) -> (Vec<String>, String) {
     if let Some(n) = spec.ios {
         a.push(format!("--number_ios={n}"));
     }
-    if spec.io.engine.is_uring() {
+    if spec.io.engine.accepts_uring_switches() {
         push_uring_switches(&spec.io, &mut a, &mut label);
     }
     (a, label)
@@ -51,7 +51,8 @@ fn fio_engine(io: &IoConfig) -> (&'static str, u32) {
         EngineKind::Posix => ("psync", 1),
         EngineKind::Libaio => ("libaio", io.queue_depth),
         EngineKind::UringSync => ("io_uring", 1),
-        EngineKind::Uring => ("io_uring", io.queue_depth),
+        // fio has no fallback: `auto` is compared with what it prefers.
+        EngineKind::Uring | EngineKind::Auto => ("io_uring", io.queue_depth),
         EngineKind::UringPassthrough => ("io_uring_cmd", io.queue_depth),
     }
 }

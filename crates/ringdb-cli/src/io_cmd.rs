@@ -41,7 +41,8 @@ pub struct IoArgs {
     /// O_DIRECT (1) or buffered (0).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(0..=1))]
     direct: u8,
-    /// posix | libaio | uring-sync | uring
+    /// posix | libaio | uring-sync | uring | auto (io_uring where it works here, else libaio
+    /// or posix, each refused switch dropped)
     #[arg(long, default_value = "uring")]
     engine: String,
     /// Ring setup mode: default | coop | defer (DEFER_TASKRUN + SINGLE_ISSUER, the paper's
@@ -106,7 +107,7 @@ pub struct IoArgs {
 fn config(a: &IoArgs) -> Result<IoConfig, BenchError> {
     let engine: EngineKind = a.engine.parse()?;
     let setup: SetupMode = match a.setup.as_str() {
-        "auto" if engine.is_uring() && !a.sqpoll => SetupMode::Defer,
+        "auto" if engine.accepts_uring_switches() && !a.sqpoll => SetupMode::Defer,
         "auto" => SetupMode::Default,
         s => s.parse()?,
     };

@@ -38,7 +38,11 @@ impl DbArgs {
     fn open(&self, fresh: bool) -> Result<Db, Box<dyn std::error::Error>> {
         let durability: Durability = self.durability.parse()?;
         let mut opts = Options::default();
-        opts.io.iopoll = self.iopoll;
+        if self.iopoll {
+            // An explicit switch: it runs, or the open fails saying why (`auto` would drop it).
+            opts.io.engine = ringdb_io::EngineKind::Uring;
+            opts.io.iopoll = true;
+        }
         opts.io.setup = ringdb_io::SetupMode::Defer;
         let pool_pages = parse_size(&self.pool)? as usize / opts.page_size;
         let mut builder = Db::builder(&self.db).options(Options {
@@ -51,7 +55,11 @@ impl DbArgs {
         if let Some(shards) = self.shards {
             builder = builder.shards(shards);
         }
-        Ok(builder.open()?)
+        let db = builder.open()?;
+        if let Some(first) = db.stats()?.shards.first() {
+            crate::ycsb_cmd::warn_fallbacks(&first.io);
+        }
+        Ok(db)
     }
 }
 

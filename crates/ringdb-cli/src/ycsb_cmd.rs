@@ -47,7 +47,8 @@ pub struct YcsbArgs {
     pool: String,
     #[arg(long, default_value = "4k")]
     page_size: String,
-    /// posix | libaio | uring-sync | uring
+    /// posix | libaio | uring-sync | uring | auto (io_uring where it works here, else libaio
+    /// or posix; the report says which ran)
     #[arg(long, default_value = "uring")]
     pub(crate) engine: String,
     /// each | adaptive | fixed(N)
@@ -84,6 +85,7 @@ pub fn run(a: YcsbArgs) -> CmdResult {
     }
     let load = a.load || !holds_a_database(&a.db);
     let mut db = LocalDb::open(&a.db, settings.db_options(&a, load)?)?;
+    warn_fallbacks(&db.stats().io);
     let progress = std::io::stderr().is_terminal();
     let load_report = load_or_check(&mut db, &a, load, progress)?;
     eprintln!(
@@ -112,6 +114,7 @@ pub fn run(a: YcsbArgs) -> CmdResult {
         "value_size": a.value_size,
         "tasks": a.tasks,
         "engine": a.engine,
+        "engine_in_effect": stats.io,
         "load": load_report,
         "run": r,
         "height": stats.height,
@@ -176,7 +179,7 @@ impl Settings {
                 queue_depth: a.tasks.clamp(8, 256) as u32,
                 batching: self.batching,
                 fixed_buffers: a.fixedbufs,
-                setup: if self.engine.is_uring() {
+                setup: if self.engine.accepts_uring_switches() {
                     SetupMode::Defer
                 } else {
                     SetupMode::Default
@@ -280,12 +283,25 @@ fn print_table(
     );
     let ps: Vec<String> = r.per_second.iter().map(|n| n.to_string()).collect();
     println!("      ops per second: {}", ps.join(" "));
-    println!("      tree height {}, {} pages", stats.height, stats.pages);
+    println!(
+        "      engine {}, tree height {}, {} pages",
+        stats.io.label(),
+        stats.height,
+        stats.pages
+    );
     if let Some(d) = durability {
         println!(
             "      durability {}: {:.0} commits/s, {:.1} commits per durability point, {} checkpoints",
             d["mode"], d["commits_per_s"].as_f64().unwrap_or(0.0),
             d["commits_per_durability_point"].as_f64().unwrap_or(0.0), d["checkpoints"]
         );
+    }
+}
+
+/// One warning line per thing the `auto` engine did without (the library logs the same through
+/// `tracing`, which the CLI does not subscribe to).
+pub fn warn_fallbacks(io: &ringdb_io::EffectiveIo) {
+    for fallback in io.fallbacks.iter() {
+        eprintln!("ringdb: warning: {fallback}");
     }
 }

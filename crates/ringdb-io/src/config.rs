@@ -23,6 +23,11 @@ pub enum EngineKind {
     /// io_uring NVMe passthrough: NVMe read/write/flush commands as `URING_CMD` on the NVMe
     /// generic char device (`/dev/ngXnY`), on an SQE128/CQE32 ring.
     UringPassthrough,
+    /// `uring` where io_uring works here, resolved when the engine is opened: where io_uring is
+    /// unavailable (disabled by sysctl, blocked by seccomp, absent) `libaio` for `O_DIRECT`
+    /// files, else `posix`; a switch this machine refuses is dropped instead of failing. What
+    /// runs is an [`crate::EffectiveIo`].
+    Auto,
 }
 
 impl EngineKind {
@@ -43,15 +48,23 @@ impl EngineKind {
             EngineKind::UringSync => "uring-sync",
             EngineKind::Uring => "uring",
             EngineKind::UringPassthrough => "uring-passthrough",
+            EngineKind::Auto => "auto",
         }
     }
 
-    /// Whether the engine is an io_uring one (takes io_uring switches).
+    /// Whether the engine is an io_uring one (takes io_uring switches). `auto` is not: it may
+    /// resolve to an engine without io_uring.
     pub fn is_uring(self) -> bool {
         matches!(
             self,
             EngineKind::UringSync | EngineKind::Uring | EngineKind::UringPassthrough
         )
+    }
+
+    /// Whether io_uring switches may be asked of the engine: the io_uring engines, and `auto`
+    /// (which keeps each switch where this machine allows it, and drops it where not).
+    pub fn accepts_uring_switches(self) -> bool {
+        self.is_uring() || self == EngineKind::Auto
     }
 }
 
@@ -70,10 +83,11 @@ impl FromStr for EngineKind {
             "uring-sync" => Ok(EngineKind::UringSync),
             "uring" | "io_uring" => Ok(EngineKind::Uring),
             "uring-passthrough" | "io_uring_cmd" => Ok(EngineKind::UringPassthrough),
+            "auto" => Ok(EngineKind::Auto),
             _ => Err(IoError::Unparsable {
                 what: "engine",
                 value: s.to_string(),
-                expected: "posix, libaio, uring-sync, uring or uring-passthrough",
+                expected: "posix, libaio, uring-sync, uring, uring-passthrough or auto",
             }),
         }
     }
@@ -296,7 +310,7 @@ impl IoConfig {
                 });
             }
         }
-        if !self.engine.is_uring() {
+        if !self.engine.accepts_uring_switches() {
             let uring_only = [
                 (Switch::SetupMode, self.setup != SetupMode::Default),
                 (Switch::Sqpoll, self.sqpoll.is_some()),
@@ -327,9 +341,10 @@ impl IoConfig {
     pub fn effective_depth(&self) -> u32 {
         match self.engine {
             EngineKind::Posix | EngineKind::UringSync => 1,
-            EngineKind::Libaio | EngineKind::Uring | EngineKind::UringPassthrough => {
-                self.queue_depth
-            }
+            EngineKind::Libaio
+            | EngineKind::Uring
+            | EngineKind::UringPassthrough
+            | EngineKind::Auto => self.queue_depth,
         }
     }
 
@@ -360,7 +375,7 @@ impl IoConfig {
         }
         if matches!(
             self.engine,
-            EngineKind::Uring | EngineKind::UringPassthrough
+            EngineKind::Uring | EngineKind::UringPassthrough | EngineKind::Auto
         ) && self.batching != Batching::Adaptive
         {
             s.push_str(&format!("+batch={}", self.batching));
@@ -430,6 +445,25 @@ mod tests {
         c.validate().unwrap();
         assert_eq!(c.effective_depth(), 32);
         assert_eq!(c.label(), "uring-passthrough+fixedbufs+iopoll");
+    }
+
+    #[test]
+    fn auto_parses_and_takes_uring_switches() {
+        let e: EngineKind = "auto".parse().unwrap();
+        assert_eq!(e, EngineKind::Auto);
+        assert_eq!(e.to_string(), "auto");
+        assert!(!e.is_uring());
+        assert!(e.accepts_uring_switches());
+        let mut c = IoConfig::new(e);
+        c.fixed_buffers = true;
+        c.sqpoll = Some(SqPoll {
+            idle_ms: 10,
+            cpu: None,
+        });
+        c.validate().unwrap();
+        assert_eq!(c.label(), "auto+sqpoll+fixedbufs");
+        c.setup = SetupMode::Defer;
+        assert!(matches!(c.validate(), Err(IoError::Conflict { .. })));
     }
 
     #[test]

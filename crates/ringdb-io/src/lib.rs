@@ -82,12 +82,13 @@ pub use config::{
     MAX_QUEUE_DEPTH,
 };
 pub use engine::{
-    nvme_geometry, open_engine, DoorbellWakes, Engine, EngineStats, FileCommands, FileId,
-    IoCompletion, IoRequest, LibaioEngine, NvmeCommands, NvmeGeometry, OpKind, PassthroughEngine,
-    PosixEngine, Region, RegionEngine, RingCommands, RingEngine, SimDisk, SimFault, SimStats,
-    SimTear, UringEngine, RESERVED_USER_DATA_MIN, SIM_MAX_FILE_LEN,
+    nvme_geometry, open_engine, open_engine_resolved, DoorbellWakes, EffectiveIo, Engine,
+    EngineStats, Fallbacks, FileCommands, FileId, IoCompletion, IoRequest, LibaioEngine,
+    NvmeCommands, NvmeGeometry, OpKind, PassthroughEngine, PosixEngine, Region, RegionEngine,
+    RingCommands, RingEngine, SimDisk, SimFault, SimStats, SimTear, Switches, UringEngine,
+    MAX_FALLBACKS, RESERVED_USER_DATA_MIN, SIM_MAX_FILE_LEN,
 };
-pub use error::{IoError, Result, Setting, SetupRefusal, Switch};
+pub use error::{Fallback, FallbackReason, IoError, Result, Setting, SetupRefusal, Switch};
 pub use executor::{
     yield_now, Doorbell, DoorbellRung, Io, IoBuf, JoinHandle, PoolBuf, Runtime, RuntimeStats,
     SubmitTogether, YieldNow,

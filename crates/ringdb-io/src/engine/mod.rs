@@ -7,6 +7,8 @@
 //! been reaped; that is the contract of the unsafe `push`.
 
 mod doorbell;
+mod auto;
+mod effective;
 mod libaio;
 mod nvme;
 mod passthrough;
@@ -19,6 +21,7 @@ mod uring;
 
 pub(crate) use doorbell::{new_eventfd, write_eventfd};
 pub use doorbell::{DoorbellWakes, RESERVED_USER_DATA_MIN};
+pub use effective::{EffectiveIo, Fallbacks, Switches, MAX_FALLBACKS};
 pub use libaio::LibaioEngine;
 pub use nvme::{nvme_geometry, NvmeGeometry};
 pub use passthrough::{NvmeCommands, PassthroughEngine};
@@ -277,13 +280,39 @@ pub trait Engine {
 }
 
 /// Opens the engine `cfg` names over `files`. With `cfg.fixed_buffers`, `buffers` are registered
-/// (the caller keeps them alive for the engine's lifetime).
+/// (the caller keeps them alive for the engine's lifetime). `auto` resolves here; use
+/// [`open_engine_resolved`] to learn what it resolved to.
 pub fn open_engine(
     cfg: &IoConfig,
     files: &[RawFd],
     buffers: Option<&[libc::iovec]>,
 ) -> Result<Box<dyn Engine>> {
+    open_engine_resolved(cfg, files, buffers).map(|(engine, _)| engine)
+}
+
+/// [`open_engine`], and what runs: for an explicit engine exactly what `cfg` says (or the
+/// typed error why it cannot run); for [`EngineKind::Auto`] io_uring with the switches this
+/// machine allows, or an engine without io_uring where io_uring is unavailable, each fallback
+/// logged once with `tracing::warn!` and listed in [`EffectiveIo::fallbacks`].
+pub fn open_engine_resolved(
+    cfg: &IoConfig,
+    files: &[RawFd],
+    buffers: Option<&[libc::iovec]>,
+) -> Result<(Box<dyn Engine>, EffectiveIo)> {
     cfg.validate()?;
+    if cfg.engine == EngineKind::Auto {
+        return auto::open_auto(cfg, files, buffers);
+    }
+    let engine = open_exactly(cfg, files, buffers)?;
+    Ok((engine, EffectiveIo::exact(cfg)))
+}
+
+/// Opens the explicit engine `cfg` names, as it says.
+fn open_exactly(
+    cfg: &IoConfig,
+    files: &[RawFd],
+    buffers: Option<&[libc::iovec]>,
+) -> Result<Box<dyn Engine>> {
     if let Some(cpu) = cfg.cpu {
         crate::affinity::pin_current_thread(cpu)?;
     }
@@ -294,5 +323,6 @@ pub fn open_engine(
             Box::new(UringEngine::new(cfg, files, buffers)?)
         }
         EngineKind::UringPassthrough => Box::new(PassthroughEngine::new(cfg, files, buffers)?),
+        EngineKind::Auto => unreachable!("auto is resolved before an engine is opened"),
     })
 }

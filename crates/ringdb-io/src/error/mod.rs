@@ -5,8 +5,10 @@
 use std::io;
 use std::path::PathBuf;
 
+mod fallback;
 mod switch;
 
+pub use fallback::{Fallback, FallbackReason};
 pub use switch::{Setting, SetupRefusal, Switch};
 
 use crate::config::EngineKind;

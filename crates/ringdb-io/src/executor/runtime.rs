@@ -13,7 +13,7 @@ use super::task::{Task, MAIN_TASK};
 use super::waker::TaskWaker;
 use crate::buf::FixedBufferPool;
 use crate::config::{Batching, IoConfig};
-use crate::engine::{open_engine, Engine, IoCompletion};
+use crate::engine::{open_engine_resolved, EffectiveIo, Engine, IoCompletion};
 use crate::error::{IoError, Result};
 use std::future::Future;
 use std::os::fd::RawFd;
@@ -24,12 +24,15 @@ use std::task::{Context, Poll, Wake, Waker};
 pub struct Runtime {
     pub(super) inner: Rc<Inner>,
     scratch: Vec<IoCompletion>,
+    /// What the engine runs (what `auto` resolved to).
+    effective: EffectiveIo,
 }
 
 impl Runtime {
     /// A runtime over an engine opened elsewhere, without a buffer pool.
     pub fn new(engine: Box<dyn Engine>, batching: Batching) -> Runtime {
-        Self::build(engine, batching, None, false)
+        let effective = EffectiveIo::opened_elsewhere(engine.kind(), engine.depth());
+        Self::build(engine, batching, None, effective)
     }
 
     /// A runtime over an engine opened elsewhere (e.g. a simulated disk), owning `pool`
@@ -39,11 +42,13 @@ impl Runtime {
         batching: Batching,
         pool: FixedBufferPool,
     ) -> Runtime {
-        Self::build(engine, batching, Some(pool), false)
+        let effective = EffectiveIo::opened_elsewhere(engine.kind(), engine.depth());
+        Self::build(engine, batching, Some(pool), effective)
     }
 
-    /// Opens the engine `cfg` names over `files`. With `cfg.fixed_buffers`, `pool` is
-    /// registered with the ring; either way the runtime owns it (it outlives the engine) and
+    /// Opens the engine `cfg` names over `files` (`auto` resolves here: see
+    /// [`Runtime::effective_io`]). With `cfg.fixed_buffers` in effect, `pool` is registered with
+    /// the ring; either way the runtime owns it (it outlives the engine) and
     /// leases its buffers ([`Io::lease_buf`], [`Io::lease`]).
     pub fn from_config(
         cfg: &IoConfig,
@@ -65,23 +70,32 @@ impl Runtime {
         if cfg.fixed_buffers && iov.is_none() {
             return Err(IoError::NoBufferPool);
         }
-        let registered = cfg.fixed_buffers && cfg.engine.is_uring();
-        let engine = open_engine(cfg, files, if registered { iov.as_deref() } else { None })?;
+        let offered = cfg.fixed_buffers && cfg.engine.accepts_uring_switches();
+        let (engine, effective) =
+            open_engine_resolved(cfg, files, if offered { iov.as_deref() } else { None })?;
         let engine = wrap(engine)?;
-        Ok(Self::build(engine, cfg.batching, pool, registered))
+        Ok(Self::build(engine, cfg.batching, pool, effective))
     }
 
     fn build(
         engine: Box<dyn Engine>,
         batching: Batching,
         pool: Option<FixedBufferPool>,
-        registered: bool,
+        effective: EffectiveIo,
     ) -> Runtime {
+        let registered = effective.switches.is_some_and(|s| s.fixed_buffers);
         let pool = pool.map(|pool| Rc::new(SharedPool::new(pool, registered)));
         Runtime {
             inner: Rc::new(Inner::new(engine, batching, pool)),
             scratch: Vec::new(),
+            effective,
         }
+    }
+
+    /// What the engine runs: the engine in effect (what `auto` resolved to), its switches, and
+    /// what was done without.
+    pub fn effective_io(&self) -> EffectiveIo {
+        self.effective
     }
 
     /// A handle for I/O and spawning, to move into tasks.

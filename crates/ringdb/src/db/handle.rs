@@ -298,12 +298,17 @@ impl DbHandle {
     }
 
     /// Everything the database counts, with its runtime's counters `runtime`.
-    pub fn stats(&self, runtime: ringdb_io::RuntimeStats) -> super::DbStats {
+    pub fn stats(
+        &self,
+        runtime: ringdb_io::RuntimeStats,
+        io: ringdb_io::EffectiveIo,
+    ) -> super::DbStats {
         let tree = &self.tree;
         super::DbStats {
             pool: tree.buffer().stats(),
             tree: tree.stats(),
             runtime,
+            io,
             height: tree.root().height,
             tables: self.tables.len() + 1,
             pages: tree.buffer().next_pid(),

@@ -202,7 +202,7 @@ impl Db {
 
     /// Everything the database counts.
     pub fn stats(&self) -> DbStats {
-        self.handle.stats(self.rt.stats())
+        self.handle.stats(self.rt.stats(), self.rt.effective_io())
     }
 
     /// A copy of the data file's handle when a flush must sync it off the ring (an IOPOLL

@@ -14,7 +14,7 @@ use crate::page;
 use crate::wal::Durability;
 use ringdb_io::RegionEngine;
 use ringdb_io::Runtime;
-use ringdb_io::{EngineKind, FixedBufferPool, IoConfig};
+use ringdb_io::{EffectiveIo, EngineKind, FixedBufferPool};
 use ringdb_io::{Target, TargetOptions};
 use std::path::{Path, PathBuf};
 
@@ -162,7 +162,7 @@ impl Db {
             wal_file: log_files.wal_sync_file,
             is_block_device: target.is_block_device,
         };
-        let polls = db_io_polls_through_block_layer(&opts.io);
+        let polls = polls_through_block_layer(&rt.effective_io());
         let mut db = Self::open_runtime(rt, files, &file_path, opts, None)?;
         db.log_files = log_files.files;
         db.target = Some(target);
@@ -214,10 +214,14 @@ impl Db {
 }
 
 /// A char device carries block I/O only as NVMe commands: the ring engines become
-/// passthrough on one.
+/// passthrough on one, and so does `auto` (no engine without io_uring can run there, so a
+/// passthrough that cannot run is the typed error, not a fallback).
 fn with_engine_for(kind: TargetKind, mut opts: Options) -> Options {
     if kind == TargetKind::NvmeCharDevice
-        && matches!(opts.io.engine, EngineKind::Uring | EngineKind::UringSync)
+        && matches!(
+            opts.io.engine,
+            EngineKind::Uring | EngineKind::UringSync | EngineKind::Auto
+        )
     {
         opts.io.engine = EngineKind::UringPassthrough;
     }
@@ -275,10 +279,11 @@ fn open_target(file_path: &Path, opts: &Options) -> Result<Target, OpenError> {
     Ok(target)
 }
 
-/// Whether `io` polls completions through the block layer (IOPOLL on `uring`), where fsync
-/// is refused; NVMe passthrough flushes with an NVMe Flush command on the same ring.
-fn db_io_polls_through_block_layer(io: &IoConfig) -> bool {
-    io.iopoll && io.engine != EngineKind::UringPassthrough
+/// Whether the engine in effect polls completions through the block layer (IOPOLL on
+/// `uring`), where fsync is refused; NVMe passthrough flushes with an NVMe Flush command on the
+/// same ring. (Under `auto`, IOPOLL may have been dropped.)
+fn polls_through_block_layer(io: &EffectiveIo) -> bool {
+    io.switches.is_some_and(|s| s.iopoll) && io.engine != EngineKind::UringPassthrough
 }
 
 /// Refuses to open a database with another page size than it was created with, naming the

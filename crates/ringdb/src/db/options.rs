@@ -10,8 +10,8 @@ use crate::checkpoint::CheckpointStats;
 use crate::error::OpenError;
 use crate::tree::TreeStats;
 use crate::wal::{Durability, WalStats};
-use ringdb_io::IoConfig;
 use ringdb_io::RuntimeStats;
+use ringdb_io::{EffectiveIo, IoConfig};
 use serde::Serialize;
 
 /// The smallest log accepted, in bytes.
@@ -28,7 +28,10 @@ pub struct Options {
     pub page_size: usize,
     /// Buffer pool size in pages.
     pub pool_pages: usize,
-    /// The I/O engine and its switches (fixed buffers register the pool's frames).
+    /// The I/O engine and its switches (fixed buffers register the pool's frames). The default
+    /// engine is `auto`: io_uring where it works here, `libaio` (`O_DIRECT`) or `posix` where
+    /// it is unavailable, each switch kept where allowed; [`DbStats::io`] says what runs. An
+    /// explicit engine or switch that cannot run fails the open with a typed error.
     pub io: IoConfig,
     /// Victims per eviction round (`None`: the pool's default, 1/16 of it up to 64).
     pub evict_batch: Option<usize>,
@@ -56,7 +59,7 @@ impl Default for Options {
             io: IoConfig {
                 queue_depth: 128,
                 batching: ringdb_io::Batching::Adaptive,
-                ..IoConfig::new(ringdb_io::EngineKind::Uring)
+                ..IoConfig::new(ringdb_io::EngineKind::Auto)
             },
             evict_batch: None,
             free_target: None,
@@ -120,6 +123,8 @@ pub struct DbStats {
     pub tree: TreeStats,
     /// The runtime's submissions and completions.
     pub runtime: RuntimeStats,
+    /// The engine and switches in effect, and what `auto` did without.
+    pub io: EffectiveIo,
     /// The default tree's height (1: the root is a leaf).
     pub height: u32,
     /// Tables in the database, the default one included.

@@ -35,7 +35,9 @@ pub(super) struct ShardLocal {
     pub(super) handle: DbHandle,
     /// The shard's runtime, to spawn tasks.
     pub(super) io: Io,
-    /// The stats of the shard's database, refreshed on request (see `Db::stats`).
+    /// The engine and switches the shard's runtime runs with.
+    pub(super) effective_io: ringdb_io::EffectiveIo,
+    /// Set by the close job: the dispatcher stops taking jobs.
     pub(super) stopping: Cell<bool>,
     /// Where the result of closing goes, once the dispatcher has stopped.
     pub(super) close_reply: RefCell<Option<ReplySender<Result<(), WriteError>>>>,
@@ -112,6 +114,7 @@ fn run(start: ShardStart, inbox: Arc<Inbox>, opened: ReplySender<Result<(), Open
         index: start.index,
         handle: db.handle(),
         io: db.runtime().io(),
+        effective_io: db.runtime().effective_io(),
         stopping: Cell::new(false),
         close_reply: RefCell::new(None),
     };

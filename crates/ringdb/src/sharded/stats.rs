@@ -36,7 +36,7 @@ impl Db {
         let replies = (0..self.shard_count())
             .map(|shard| {
                 self.submit_local(shard, |local, reply| {
-                    reply.send(local.handle.stats(local.io.stats()))
+                    reply.send(local.handle.stats(local.io.stats(), local.effective_io))
                 })
             })
             .collect::<Result<Vec<_>, _>>()?;
