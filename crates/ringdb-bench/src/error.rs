@@ -24,7 +24,7 @@ pub enum BenchError {
 
     /// The database refused or failed.
     #[error(transparent)]
-    LocalDb(#[from] ringdb::DbError),
+    Db(#[from] ringdb::DbError),
 
     /// A name that is not one of the choices of its setting.
     #[error("unknown {setting} {value:?}; one of: {}", one_of.join(", "))]
@@ -516,21 +516,27 @@ impl BenchError {
 /// other engine error.
 impl From<ringdb::OpenError> for BenchError {
     fn from(e: ringdb::OpenError) -> Self {
-        BenchError::LocalDb(e.into())
+        BenchError::Db(e.into())
     }
 }
 
 /// A write (or a close) fails with the engine's `WriteError`.
 impl From<ringdb::WriteError> for BenchError {
     fn from(e: ringdb::WriteError) -> Self {
-        BenchError::LocalDb(e.into())
+        BenchError::Db(e.into())
     }
 }
 
 /// A read fails with the engine's `ReadError`.
+impl From<ringdb::ShardError> for BenchError {
+    fn from(e: ringdb::ShardError) -> Self {
+        BenchError::Db(e.into())
+    }
+}
+
 impl From<ringdb::ReadError> for BenchError {
     fn from(e: ringdb::ReadError) -> Self {
-        BenchError::LocalDb(e.into())
+        BenchError::Db(e.into())
     }
 }
 

@@ -24,7 +24,7 @@ fn io_cause<'a>(error: &'a (dyn Error + 'static)) -> Option<&'a IoError> {
     }
     match error.downcast_ref::<BenchError>() {
         Some(BenchError::Io(io)) => return Some(io),
-        Some(BenchError::LocalDb(db)) => return db.io_cause(),
+        Some(BenchError::Db(db)) => return db.io_cause(),
         _ => {}
     }
     if let Some(db) = error.downcast_ref::<ringdb::DbError>() {

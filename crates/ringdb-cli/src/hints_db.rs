@@ -29,7 +29,7 @@ pub fn db_hint(error: &(dyn Error + 'static)) -> Option<String> {
 /// The hint for `error` itself, if it is one of the engine's errors (or a benchmark's error
 /// that wraps one).
 fn hint_for(error: &(dyn Error + 'static)) -> Option<String> {
-    if let Some(BenchError::LocalDb(e)) = error.downcast_ref::<BenchError>() {
+    if let Some(BenchError::Db(e)) = error.downcast_ref::<BenchError>() {
         return db_error_hint(e);
     }
     if let Some(e) = error.downcast_ref::<DbError>() {
@@ -175,7 +175,7 @@ mod tests {
         let boxed: Box<dyn Error> = Box::new(umbrella);
         let from_box = db_hint(boxed.as_ref());
         let bench = match boxed.downcast::<DbError>() {
-            Ok(e) => db_hint(&BenchError::LocalDb(*e)),
+            Ok(e) => db_hint(&BenchError::Db(*e)),
             Err(_) => None,
         };
         vec![direct, wrapped, from_box, bench]

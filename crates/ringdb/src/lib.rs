@@ -108,6 +108,6 @@ pub use sharded::{
     Db, DbBuilder, Range, Shard, ShardedStats, Table, BATCH_LOG_FILE, MANIFEST_FILE, SHARDS_MAX,
     SHARD_HASH, SYSTEM_PREFIX,
 };
-pub use tree::TreeStats;
+pub use tree::{Direction, TreeStats};
 pub use verify::VerifyReport;
 pub use wal::{Durability, WalStats};

@@ -41,7 +41,9 @@ fn key(i: u64) -> Vec<u8> {
     format!("key{i:08}").into_bytes()
 }
 
-fn collect(range: ringdb::Range) -> Vec<(Vec<u8>, Vec<u8>)> {
+fn collect(
+    range: impl Iterator<Item = Result<(Vec<u8>, Vec<u8>), ReadError>>,
+) -> Vec<(Vec<u8>, Vec<u8>)> {
     range.map(Result::unwrap).collect()
 }
 
@@ -200,7 +202,7 @@ fn a_shard_that_panics_is_down_and_the_others_keep_serving() {
     for k in &keys {
         match db.get(k) {
             Ok(v) => assert_eq!(db.shard_of(k), 1, "{v:?}"),
-            Err(ReadError::Shard(ShardError::Down { shard: 0, reason })) => {
+            Err(ReadError::Shard(ShardError::Down { shard: 0, reason, .. })) => {
                 assert!(reason.contains("a bug in a task"), "{reason}");
             }
             Err(e) => panic!("{e}"),

@@ -170,7 +170,7 @@ impl Db {
     /// Makes everything written so far durable on every shard (and checkpoints it).
     pub fn flush(&self) -> Result<(), WriteError> {
         let replies = (0..self.shard_count())
-            .map(|shard| self.submit(shard, |handle| async move { handle.flush(true).await }))
+            .map(|shard| self.submit_local(shard, flush_shard))
             .collect::<Result<Vec<_>, _>>()?;
         for (shard, reply) in replies.into_iter().enumerate() {
             self.wait(shard, reply)??;
@@ -221,6 +221,25 @@ impl Shared {
         }
         first_failure
     }
+}
+
+/// Flushes a shard's database from a task (and syncs its data file off the ring when its ring
+/// polls, see [`LocalDb::flush`](crate::LocalDb::flush)).
+fn flush_shard(local: &shard::ShardLocal, reply: reply::ReplySender<Result<(), WriteError>>) {
+    let handle = local.handle.clone();
+    let off_ring = local
+        .off_ring_sync
+        .as_ref()
+        .and_then(|(file, path)| Some((file.try_clone().ok()?, path.clone())));
+    drop(local.io.spawn(async move {
+        let mut flushed = handle.flush(off_ring.is_none()).await;
+        if let (Ok(()), Some((file, path))) = (&flushed, off_ring) {
+            flushed = file
+                .sync_data()
+                .map_err(|source| WriteError::Sync { path, source });
+        }
+        reply.send(flushed)
+    }));
 }
 
 /// Pushes the close job to one shard; `None` when the shard is already down.

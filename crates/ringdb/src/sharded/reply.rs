@@ -154,11 +154,6 @@ impl<T> ReplyReceiver<T> {
             std::thread::park();
         }
     }
-
-    /// Whether the reply (or its loss) has arrived.
-    pub fn is_done(&self) -> bool {
-        self.slot.done.load(Ordering::Acquire)
-    }
 }
 
 impl<T> Future for ReplyReceiver<T> {

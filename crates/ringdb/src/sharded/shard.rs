@@ -37,6 +37,8 @@ pub(super) struct ShardLocal {
     pub(super) io: Io,
     /// The engine and switches the shard's runtime runs with.
     pub(super) effective_io: ringdb_io::EffectiveIo,
+    /// The data file, when a flush must sync it off the ring (an IOPOLL ring), and its path.
+    pub(super) off_ring_sync: Option<(std::fs::File, PathBuf)>,
     /// Set by the close job: the dispatcher stops taking jobs.
     pub(super) stopping: Cell<bool>,
     /// Where the result of closing goes, once the dispatcher has stopped.
@@ -115,6 +117,7 @@ fn run(start: ShardStart, inbox: Arc<Inbox>, opened: ReplySender<Result<(), Open
         handle: db.handle(),
         io: db.runtime().io(),
         effective_io: db.runtime().effective_io(),
+        off_ring_sync: db.off_ring_sync_file().map(|f| (f, db.path().to_path_buf())),
         stopping: Cell::new(false),
         close_reply: RefCell::new(None),
     };
