@@ -1,29 +1,32 @@
 //! ringdb: an io_uring-native, durable key-value engine (see `docs/DESIGN.md`).
 //!
-//! A [`Db`] is a B+tree of byte keys and values over a buffer pool whose frames are the I/O
-//! ring's registered buffers, with a write-ahead log (group commit, durability modes), no-steal
+//! Each shard is a B+tree store of byte keys and values over a buffer pool whose frames are the
+//! I/O ring's registered buffers, with a write-ahead log (group commit, durability modes),
 //! checkpoints through a double-write file and recovery on open. Every page is sealed with a
-//! CRC32C checksum and its page id before it is written and verified when it is read, so a torn,
-//! misdirected or flipped page is a typed error, never data. The I/O engine and every io_uring
-//! switch come from [`ringdb_io::IoConfig`] in [`Options::io`].
+//! CRC32C checksum and its page id before it is written and verified when it is read, so a
+//! torn, misdirected or flipped page is a typed error, never data. The I/O engine and every
+//! io_uring switch come from [`ringdb_io::IoConfig`] in [`Options::io`]; the default engine,
+//! `auto`, falls back to libaio or posix where io_uring is blocked.
 //!
-//! - Open with [`Db::open`] (a directory holding the data, log and double-write files, a file, a
-//!   block device, or an NVMe namespace's generic char device) and [`Options`].
-//! - Use it synchronously from the thread that opened it ([`Db::get`], [`Db::insert`],
-//!   [`Db::remove`], [`Db::range`], [`Db::write`] of a [`WriteBatch`], [`Db::flush`],
-//!   [`Db::close`]), or from many tasks of its runtime at once through a [`DbHandle`]
-//!   ([`Db::handle`], [`Db::runtime`]): a task that faults a page parks, the others run, and
-//!   their commits share one log write and one durability point.
+//! - [`Db`]: the database as programs embed it, thread-per-core. A cheap `Clone + Send +
+//!   Sync` handle on N shards (default: one per CPU), each a pinned thread with its own ring,
+//!   executor, pool slice, trees and log; a key lives on the shard its hash names. Open with
+//!   [`Db::open`] or [`Db::builder`]; [`Db::get`], [`Db::insert`], [`Db::remove`],
+//!   [`Db::multi_get`], [`Db::write`] (atomic across tables and shards, also across a crash),
+//!   [`Db::range`] and [`Db::prefix`] (streaming iterators merged across shards, both ends),
+//!   named tables ([`Db::table`], [`Table`]), the `*_async` variants for tasks, and
+//!   [`Db::run_on`] to run thread-per-core code on a shard ([`Shard`]).
+//! - [`LocalDb`]: one shard on the calling thread (`!Send`), with its runtime: what each shard
+//!   runs, and what the benchmarks drive directly ([`LocalDb::handle`], [`DbHandle`]: many
+//!   tasks of its runtime at once; a task that faults a page parks, the others run, and their
+//!   commits share one log write and one durability point).
 //! - Errors are one type per entry point: [`OpenError`] (open), [`WriteError`] (insert,
 //!   remove, write, flush, close), [`ReadError`] (get, range), each wrapping the
-//!   [`StorageError`] any operation can meet below the API; [`DbError`] is the umbrella they
-//!   all convert into. Each carries its cause as data, and `io_cause()` finds the I/O layer's
-//!   error behind any of them.
-//! - Named tables ([`Db::create_table`], [`TableId`]): each its own B+tree in the same
-//!   files, pool and log; [`Db::get_in`], [`Db::insert_in`], [`Db::remove_in`], and
-//!   [`WriteBatch::put_in`] for batches that span tables (atomic like any batch). The plain
-//!   calls use the default table, [`TableId::DEFAULT`].
-//! - [`Db::verify`] walks every table's tree and checks every page and invariant.
+//!   [`StorageError`] any operation can meet below the API and the [`ShardError`] of a request
+//!   that could not reach its shard; [`DbError`] is the umbrella they all convert into. Each
+//!   carries its cause as data, and `io_cause()` finds the I/O layer's error behind any of
+//!   them.
+//! - [`Db::verify`] walks every shard's trees and checks every page and invariant.
 //!
 //! # Example
 //!
@@ -39,23 +42,23 @@
 //!     durability: Durability::Fdatasync,
 //!     ..Options::default()
 //! };
-//! # let io = ringdb_io::IoConfig::new(ringdb_io::EngineKind::Posix);
-//! # let options = if ringdb_io::limits::io_uring_disabled().unwrap_or(0) == 0 { options } else { Options { io, ..options } };
-//! let mut db = Db::open(&dir, options)?;
+//! let db = Db::builder(&dir).options(options).shards(2).open()?;
 //! db.insert(b"apple", b"red")?;
 //! db.insert(b"banana", b"yellow")?;
 //! let mut batch = WriteBatch::new();
 //! batch.put(b"cherry", b"dark red").delete(b"apple");
-//! db.write(&batch)?; // all or nothing, also across a crash
+//! db.write(&batch)?; // all or nothing, also across a crash and across shards
 //! assert_eq!(db.get(b"banana")?.as_deref(), Some(&b"yellow"[..]));
 //! assert_eq!(db.get(b"apple")?, None);
 //! let keys: Vec<Vec<u8>> = db
-//!     .range(std::ops::Bound::Unbounded, std::ops::Bound::Unbounded, 10)?
-//!     .into_iter()
-//!     .map(|(key, _value)| key)
-//!     .collect();
+//!     .range::<&[u8], _>(..)
+//!     .map(|pair| pair.map(|(key, _value)| key))
+//!     .collect::<Result<_, _>>()?;
 //! assert_eq!(keys, [b"banana".to_vec(), b"cherry".to_vec()]);
-//! assert!(db.verify().is_ok());
+//! let other = db.clone();
+//! let seen = std::thread::spawn(move || other.get(b"cherry")).join().unwrap()?;
+//! assert_eq!(seen.as_deref(), Some(&b"dark red"[..]));
+//! assert!(db.verify()?.iter().all(|report| report.is_ok()));
 //! db.close()?;
 //! # std::fs::remove_dir_all(&dir).ok();
 //! # Ok(())
@@ -63,6 +66,11 @@
 //! ```
 
 #![deny(missing_docs)]
+
+/// The README's embedding example, compiled and run as a doc test.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+pub struct ReadmeDoctests;
 
 mod chunked;
 mod db;
