@@ -1,5 +1,5 @@
-//! The paper's microbenchmarks (Secs. 2.1, 2.2, 3.6 with Fig. 9's durable writes; seeds/003):
-//! each isolates one mechanism
+//! The paper's microbenchmarks (Secs. 2.1, 2.2, 3.6 with Fig. 9's durable writes; seeds/003),
+//! and issue 12's hand-off to a shard thread (`handoff`): each isolates one mechanism
 //! and returns a [`MicroResult`]: a table for people, JSON for machines, an SVG plot.
 //!
 //! Every benchmark takes the same [`MicroOpts`]; `ringdb micro <name>` runs one.
@@ -13,6 +13,7 @@ mod batch_latency;
 mod block_size;
 mod durable;
 mod fixed_buffers;
+mod handoff;
 mod iowq;
 mod nop_batch;
 mod qd1;
@@ -127,6 +128,7 @@ pub const NAMES: &[&str] = &[
     "scale-out",
     "fixed-buffers",
     "durable",
+    "handoff",
 ];
 
 /// The microbenchmarks that take `--bs` and `--ios`.
@@ -143,6 +145,7 @@ pub fn run(name: &str, opts: &MicroOpts) -> Result<MicroResult> {
         "scale-out" => scale_out::run(opts),
         "fixed-buffers" => fixed_buffers::run(opts),
         "durable" => durable::run(opts),
+        "handoff" => handoff::run(opts),
         _ => Err(BenchError::Unknown {
             setting: BenchSetting::Microbenchmark,
             value: name.to_string(),
