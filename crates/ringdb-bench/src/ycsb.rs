@@ -6,7 +6,7 @@
 //! from (key, version) so a reader can tell which write it sees.
 
 use crate::error::{BenchError, BenchSetting, Result};
-use ringdb::{LocalDb, DbStats};
+use ringdb::{DbStats, LocalDb};
 use ringdb_lab::counters::{rdtsc, ticks_to_ns, tsc_hz, CpuTime, LatencyHist, LatencySummary};
 use ringdb_lab::iowq::IowqTracker;
 use serde::Serialize;

@@ -113,7 +113,11 @@ pub fn load(db: &Db, records: u64, value_size: usize, tasks: usize) -> Result<Sh
         let progress = shared.clone();
         async move { load_shard(shard, records, value_size, tasks, progress).await }
     })?;
-    measure.finish(db, counted.into_iter().collect::<std::result::Result<_, _>>()?, 0)
+    measure.finish(
+        db,
+        counted.into_iter().collect::<std::result::Result<_, _>>()?,
+        0,
+    )
 }
 
 /// One shard's part of the load: its keys, by `tasks` tasks.
@@ -172,8 +176,11 @@ pub fn run(db: &Db, spec: &ShardedSpec) -> Result<ShardedReport> {
     let measure = Measure::start(db)?;
     let counted = if spec.clients == 0 {
         let spec = *spec;
-        let per_shard = db.run_on_each(move |shard: Shard| async move { run_shard(shard, spec).await })?;
-        per_shard.into_iter().collect::<std::result::Result<Vec<_>, _>>()?
+        let per_shard =
+            db.run_on_each(move |shard: Shard| async move { run_shard(shard, spec).await })?;
+        per_shard
+            .into_iter()
+            .collect::<std::result::Result<Vec<_>, _>>()?
     } else {
         run_clients(db, spec)?
     };
@@ -350,7 +357,11 @@ impl Measure {
             cpu: CpuTime::now(),
             reads: stats.page_reads(),
             writes: stats.page_writes(),
-            per_shard_ops: stats.shards.iter().map(|s| s.runtime.tasks_spawned).collect(),
+            per_shard_ops: stats
+                .shards
+                .iter()
+                .map(|s| s.runtime.tasks_spawned)
+                .collect(),
         })
     }
 
@@ -364,7 +375,10 @@ impl Measure {
         let ops = total.ops;
         let per = |x: u64| if ops == 0 { 0.0 } else { x as f64 / ops as f64 };
         let per_shard_ops_per_s = if clients == 0 {
-            counted.iter().map(|c| c.ops as f64 / secs.max(1e-9)).collect()
+            counted
+                .iter()
+                .map(|c| c.ops as f64 / secs.max(1e-9))
+                .collect()
         } else {
             // Served per shard: the tasks each shard ran for the clients' requests.
             stats
@@ -382,7 +396,11 @@ impl Measure {
             ops_per_s: ops as f64 / secs.max(1e-9),
             per_shard_ops_per_s,
             lat_us: total.hist.summary(),
-            cycles_per_op: if ops == 0 { 0.0 } else { cpu * tsc_hz() / ops as f64 },
+            cycles_per_op: if ops == 0 {
+                0.0
+            } else {
+                cpu * tsc_hz() / ops as f64
+            },
             cpu_pct: 100.0 * cpu / secs.max(1e-9),
             reads_per_op: per(stats.page_reads() - self.reads),
             writes_per_op: per(stats.page_writes() - self.writes),

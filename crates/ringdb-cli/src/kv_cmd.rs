@@ -129,7 +129,12 @@ pub fn put_many(a: PutManyArgs) -> Result<(), Box<dyn std::error::Error>> {
     for thread in threads {
         thread.join().map_err(|_| "a committing thread panicked")?;
     }
-    if let Some(e) = committer.failed.lock().unwrap_or_else(|p| p.into_inner()).take() {
+    if let Some(e) = committer
+        .failed
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .take()
+    {
         return Err(e.into());
     }
     let secs = t0.elapsed().as_secs_f64();
@@ -172,7 +177,12 @@ struct Committer {
 impl Committer {
     fn run(&self) {
         loop {
-            if self.failed.lock().unwrap_or_else(|p| p.into_inner()).is_some() {
+            if self
+                .failed
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .is_some()
+            {
                 return;
             }
             let c = self.next.fetch_add(1, Ordering::Relaxed);

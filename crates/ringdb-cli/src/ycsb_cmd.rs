@@ -1,7 +1,7 @@
 //! `ringdb ycsb`: a YCSB workload (A-F, or update-only) on an embedded database.
 
 use clap::Args;
-use ringdb::{LocalDb, DbStats, Options};
+use ringdb::{DbStats, LocalDb, Options};
 use ringdb_bench::units::{parse_duration, parse_size};
 use ringdb_bench::ycsb::{self, Distribution, OpGenerator, PhaseReport, RunSpec, Workload};
 use ringdb_io::{Batching, EngineKind, IoConfig, SetupMode};

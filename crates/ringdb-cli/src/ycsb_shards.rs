@@ -16,8 +16,17 @@ pub fn run(a: &YcsbArgs, settings: &Settings, shards: Option<usize>) -> CmdResul
     }
     let db = builder.open()?;
     let load_report = if load {
-        eprintln!("ycsb: loading {} records on {} shards", a.records, db.shard_count());
-        Some(ycsb_sharded::load(&db, a.records, a.value_size, a.tasks.min(64))?)
+        eprintln!(
+            "ycsb: loading {} records on {} shards",
+            a.records,
+            db.shard_count()
+        );
+        Some(ycsb_sharded::load(
+            &db,
+            a.records,
+            a.value_size,
+            a.tasks.min(64),
+        )?)
     } else {
         None
     };
@@ -81,13 +90,20 @@ fn report(
 
 fn print_table(load: Option<&ShardedReport>, r: &ShardedReport, wake_us: Option<f64>) {
     if let Some(l) = load {
-        println!("load: {} records in {:.1} s ({:.0}/s)", l.ops, l.secs, l.ops_per_s);
+        println!(
+            "load: {} records in {:.1} s ({:.0}/s)",
+            l.ops, l.secs, l.ops_per_s
+        );
     }
     println!(
         "run:  {:.0} ops/s on {} shards  p50 {:.1} us  p99 {:.1} us  max {:.1} us",
         r.ops_per_s, r.shards, r.lat_us.p50, r.lat_us.p99, r.lat_us.max
     );
-    let per_shard: Vec<String> = r.per_shard_ops_per_s.iter().map(|o| format!("{o:.0}")).collect();
+    let per_shard: Vec<String> = r
+        .per_shard_ops_per_s
+        .iter()
+        .map(|o| format!("{o:.0}"))
+        .collect();
     println!("      per shard ops/s: {}", per_shard.join(" "));
     println!(
         "      page reads/op {:.3}  writes/op {:.3}  cycles/op {:.0}  CPU {:.0}%  hops {}  misses {}",

@@ -44,7 +44,8 @@ pub fn allowed_cpus() -> Vec<u32> {
     // SAFETY: cpu_set_t is a plain bit array; all zeroes is the empty set.
     let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
     // SAFETY: pid 0 is the calling thread; `set` is a writable cpu_set_t of the size passed.
-    let ret = unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
+    let ret =
+        unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
     if ret != 0 {
         return (0..online_cpus() as u32).collect();
     }

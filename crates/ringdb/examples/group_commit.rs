@@ -9,7 +9,7 @@
 //! ```
 //! The database goes to `DIR` (default `ringdb-data/example-group-commit`), created fresh.
 
-use ringdb::{LocalDb, DbHandle, Durability, Options};
+use ringdb::{DbHandle, Durability, LocalDb, Options};
 use std::path::PathBuf;
 use std::time::Instant;
 

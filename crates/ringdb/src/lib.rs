@@ -103,8 +103,8 @@ pub use buffer::PoolStats;
 pub use catalog::{TableId, MAX_NAME_BYTES};
 pub use checkpoint::CheckpointStats;
 pub use db::{
-    Db as LocalDb, DbHandle, DbStats, DeviceLayout, FileSet, Options, Storage, WriteBatch, DATA_FILE, DW_FILE,
-    WAL_FILE,
+    Db as LocalDb, DbHandle, DbStats, DeviceLayout, FileSet, Options, Storage, WriteBatch,
+    DATA_FILE, DW_FILE, WAL_FILE,
 };
 pub use error::{
     CatalogFault, CheckpointFailure, CheckpointPart, Corruption, DbError, LayoutError, LogFailure,

@@ -3,7 +3,7 @@
 
 use ringdb::page::PageError;
 use ringdb::Corruption;
-use ringdb::{LocalDb, Durability, OpenError, Options, ReadError, StorageError, WriteError};
+use ringdb::{Durability, LocalDb, OpenError, Options, ReadError, StorageError, WriteError};
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::PathBuf;
 

@@ -2,7 +2,7 @@
 //! batches are atomic, checkpoints bound the log, recovery replays it.
 
 use ringdb::TargetKind;
-use ringdb::{LocalDb, Durability, OpenError, Options};
+use ringdb::{Durability, LocalDb, OpenError, Options};
 use ringdb::{WriteBatch, DW_FILE, WAL_FILE};
 use std::path::PathBuf;
 
@@ -159,7 +159,9 @@ fn a_torn_double_write_file_leaves_the_previous_checkpoint() {
 #[test]
 fn modes_are_checked() {
     let d = dir("modes");
-    let e = LocalDb::open(&d, opts(64, Durability::NvmeFlush)).err().unwrap();
+    let e = LocalDb::open(&d, opts(64, Durability::NvmeFlush))
+        .err()
+        .unwrap();
     assert!(
         matches!(
             e,

@@ -4,7 +4,9 @@
 //! and a shard that panics.
 
 use proptest::prelude::*;
-use ringdb::{Db, Durability, Options, OpenError, ReadError, ShardError, ShardSetupError, WriteBatch};
+use ringdb::{
+    Db, Durability, OpenError, Options, ReadError, ShardError, ShardSetupError, WriteBatch,
+};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
@@ -81,9 +83,15 @@ fn threads_write_and_read_and_iterators_merge_in_key_order_from_both_ends() {
     let all = collect(db.range::<&[u8], _>(..));
     assert_eq!(all, model.clone().into_iter().collect::<Vec<_>>());
     let reversed = collect(db.range::<&[u8], _>(..).rev());
-    assert_eq!(reversed, model.clone().into_iter().rev().collect::<Vec<_>>());
+    assert_eq!(
+        reversed,
+        model.clone().into_iter().rev().collect::<Vec<_>>()
+    );
     let window = collect(db.range(key(100)..key(900)));
-    let expected: Vec<_> = model.range(key(100)..key(900)).map(|(k, v)| (k.clone(), v.clone())).collect();
+    let expected: Vec<_> = model
+        .range(key(100)..key(900))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
     assert_eq!(window, expected);
     // Both ends at once stop where they meet.
     let mut both = db.range(key(100)..=key(120));
@@ -95,10 +103,23 @@ fn threads_write_and_read_and_iterators_merge_in_key_order_from_both_ends() {
         }
     }
     seen.sort();
-    let expected_keys: Vec<_> = model.range(key(100)..=key(120)).map(|(k, _)| k.clone()).collect();
+    let expected_keys: Vec<_> = model
+        .range(key(100)..=key(120))
+        .map(|(k, _)| k.clone())
+        .collect();
     assert_eq!(seen, expected_keys);
-    let values = db.multi_get(&[key(5), key(0), key(1999), b"missing".to_vec()]).unwrap();
-    assert_eq!(values, vec![Some(5u64.to_le_bytes().to_vec()), None, Some(1999u64.to_le_bytes().to_vec()), None]);
+    let values = db
+        .multi_get(&[key(5), key(0), key(1999), b"missing".to_vec()])
+        .unwrap();
+    assert_eq!(
+        values,
+        vec![
+            Some(5u64.to_le_bytes().to_vec()),
+            None,
+            Some(1999u64.to_le_bytes().to_vec()),
+            None
+        ]
+    );
     assert!(db.verify().unwrap().iter().all(|r| r.is_ok()));
     db.close().unwrap();
     let _ = std::fs::remove_dir_all(&d);
@@ -114,18 +135,31 @@ fn reopening_keeps_everything_and_another_shard_count_is_refused() {
     let users = db.table("users").unwrap();
     users.insert(b"ada", b"lovelace").unwrap();
     db.close().unwrap();
-    let refused = Db::builder(&d).options(options(Durability::Fdatasync, 256)).shards(3).open();
+    let refused = Db::builder(&d)
+        .options(options(Durability::Fdatasync, 256))
+        .shards(3)
+        .open();
     match refused {
-        Err(OpenError::Shards(ShardSetupError::Count { on_disk: 2, requested: 3, .. })) => {}
+        Err(OpenError::Shards(ShardSetupError::Count {
+            on_disk: 2,
+            requested: 3,
+            ..
+        })) => {}
         Err(e) => panic!("expected a shard count refusal, got {e}"),
         Ok(_) => panic!("expected a shard count refusal"),
     }
     // Without a count: the database's own.
-    let db = Db::builder(&d).options(options(Durability::Fdatasync, 256)).open().unwrap();
+    let db = Db::builder(&d)
+        .options(options(Durability::Fdatasync, 256))
+        .open()
+        .unwrap();
     assert_eq!(db.shard_count(), 2);
     assert_eq!(db.range::<&[u8], _>(..).count(), 500);
     assert_eq!(db.tables().unwrap(), vec!["users".to_string()]);
-    assert_eq!(db.table("users").unwrap().get(b"ada").unwrap().as_deref(), Some(&b"lovelace"[..]));
+    assert_eq!(
+        db.table("users").unwrap().get(b"ada").unwrap().as_deref(),
+        Some(&b"lovelace"[..])
+    );
     db.close().unwrap();
     let _ = std::fs::remove_dir_all(&d);
 }
@@ -154,7 +188,10 @@ fn batches_across_shards_and_tables_are_whole() {
     db.close().unwrap();
     let db = open(&d, 4, Durability::Fdatasync);
     assert_eq!(db.range::<&[u8], _>(..).count(), 32);
-    assert_eq!(db.table("orders").unwrap().range::<&[u8], _>(..).count(), 64);
+    assert_eq!(
+        db.table("orders").unwrap().range::<&[u8], _>(..).count(),
+        64
+    );
     // The engine's own table is neither listed nor open to users.
     assert_eq!(db.tables().unwrap(), vec!["orders".to_string()]);
     assert!(db.table("ringdb.system.batches").is_err());
@@ -182,7 +219,10 @@ fn the_blocking_api_on_a_shard_thread_is_refused_and_tasks_use_the_async_one() {
             (refused.map_err(|e| e.to_string()), local, remote)
         })
         .unwrap();
-    assert!(refused.unwrap_err().contains("shard"), "a blocking call on a shard is refused");
+    assert!(
+        refused.unwrap_err().contains("shard"),
+        "a blocking call on a shard is refused"
+    );
     assert_eq!(local.as_deref(), Some(&b"1"[..]));
     assert_eq!(remote.as_deref(), Some(&b"2"[..]));
     db.close().unwrap();
@@ -198,11 +238,16 @@ fn a_shard_that_panics_is_down_and_the_others_keep_serving() {
         db.insert(k, b"v").unwrap();
     }
     let lost = db.run_on(0, |_| async { panic!("a bug in a task") });
-    assert!(matches!(lost, Err(ShardError::Down { shard: 0, .. })), "{lost:?}");
+    assert!(
+        matches!(lost, Err(ShardError::Down { shard: 0, .. })),
+        "{lost:?}"
+    );
     for k in &keys {
         match db.get(k) {
             Ok(v) => assert_eq!(db.shard_of(k), 1, "{v:?}"),
-            Err(ReadError::Shard(ShardError::Down { shard: 0, reason, .. })) => {
+            Err(ReadError::Shard(ShardError::Down {
+                shard: 0, reason, ..
+            })) => {
                 assert!(reason.contains("a bug in a task"), "{reason}");
             }
             Err(e) => panic!("{e}"),

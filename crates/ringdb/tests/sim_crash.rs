@@ -2,7 +2,7 @@
 //! writes and tear one at a 512-byte boundary, EIO and ENOSPC on demand, all driven by a seed
 //! so that a failure replays exactly (`RINGDB_SIM_SEED=<n>` runs one seed).
 
-use ringdb::{LocalDb, Durability, Options};
+use ringdb::{Durability, LocalDb, Options};
 use ringdb::{FileSet, Storage, WriteBatch};
 use ringdb_io::{OpKind, SimDisk, SimFault};
 use std::cell::{Cell, RefCell};

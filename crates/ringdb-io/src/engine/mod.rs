@@ -6,8 +6,8 @@
 //! with [`Engine::reap`]. What a request points at must stay valid until its completion has
 //! been reaped; that is the contract of the unsafe `push`.
 
-mod doorbell;
 mod auto;
+mod doorbell;
 mod effective;
 mod libaio;
 mod nvme;

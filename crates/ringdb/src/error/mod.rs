@@ -26,10 +26,10 @@ mod storage;
 mod write;
 
 pub use open::{LayoutError, OpenError, TargetKind};
+pub use shard::{ShardError, ShardSetupError};
 pub use storage::{
     CatalogFault, CheckpointFailure, CheckpointPart, Corruption, LogFailure, StorageError, WaitFor,
 };
-pub use shard::{ShardError, ShardSetupError};
 pub use write::{ReadError, WriteError};
 
 use ringdb_io::IoError;

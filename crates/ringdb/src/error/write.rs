@@ -136,7 +136,9 @@ pub enum WriteError {
         source: std::io::Error,
     },
     /// A table name the engine keeps for itself.
-    #[error("table name {name:?} is reserved (names starting with \"ringdb.system.\" are the engine's)")]
+    #[error(
+        "table name {name:?} is reserved (names starting with \"ringdb.system.\" are the engine's)"
+    )]
     #[non_exhaustive]
     ReservedTableName {
         /// The name asked for.

@@ -89,9 +89,7 @@ impl Db {
             return Ok(request(handle).await);
         }
         let reply = self.submit(shard, request)?;
-        reply
-            .await
-            .ok_or_else(|| self.shared.inboxes[shard].lost())
+        reply.await.ok_or_else(|| self.shared.inboxes[shard].lost())
     }
 
     /// Refuses a blocking call on a shard's thread: it would stall that shard's ring (and

@@ -134,7 +134,10 @@ impl Db {
             parts
                 .into_iter()
                 .map(|(shard, part)| {
-                    (shard, self.submit(shard, move |h| commit_part(h, marker, part)))
+                    (
+                        shard,
+                        self.submit(shard, move |h| commit_part(h, marker, part)),
+                    )
                 })
                 .collect::<Vec<_>>()
         };
@@ -293,7 +296,11 @@ mod tests {
         let db = open(&dir);
         assert_eq!(db.get(&a).unwrap().as_deref(), Some(&b"1"[..]));
         assert_eq!(db.get(&b).unwrap().as_deref(), Some(&b"1"[..]));
-        assert_eq!(std::fs::metadata(&path).unwrap().len(), 0, "emptied after recovery");
+        assert_eq!(
+            std::fs::metadata(&path).unwrap().len(),
+            0,
+            "emptied after recovery"
+        );
         db.close().unwrap();
         std::fs::remove_dir_all(&dir).ok();
     }

@@ -47,7 +47,10 @@ impl Inbox {
 
     /// The doorbell of the shard's runtime, set once its database is open.
     pub(super) fn set_doorbell(&self, doorbell: Doorbell) {
-        assert!(self.doorbell.set(doorbell).is_ok(), "a shard's doorbell is set once");
+        assert!(
+            self.doorbell.set(doorbell).is_ok(),
+            "a shard's doorbell is set once"
+        );
     }
 
     /// Queues `job` and wakes the shard; refused when the shard is down.

@@ -136,7 +136,11 @@ impl Db {
 
     /// Sets up cross-shard batches: with a log and several shards, recovers the batch log
     /// in `dir` (applying what a crash left half done); otherwise they need no log.
-    fn start_coordinator(&self, dir: &Path, durability: crate::Durability) -> Result<(), OpenError> {
+    fn start_coordinator(
+        &self,
+        dir: &Path,
+        durability: crate::Durability,
+    ) -> Result<(), OpenError> {
         self.reconcile_tables()?;
         self.create_everywhere(cross::SYSTEM_TABLE)?;
         let coordinator = if durability.logged() && self.shard_count() > 1 {
@@ -190,7 +194,9 @@ impl Db {
 impl Shared {
     /// The cross-shard commit (set before the database is handed out).
     fn coordinator(&self) -> &cross::Coordinator {
-        self.coordinator.get().expect("the coordinator is set at open")
+        self.coordinator
+            .get()
+            .expect("the coordinator is set at open")
     }
 
     /// Sends every shard the close job, waits for each to report, joins the threads.
@@ -202,9 +208,9 @@ impl Shared {
         let waits: Vec<_> = self.inboxes.iter().map(|inbox| close_one(inbox)).collect();
         for (inbox, reply) in self.inboxes.iter().zip(waits) {
             let outcome = match reply {
-                Some(reply) => reply.wait(Duration::ZERO).unwrap_or_else(|| {
-                    Err(WriteError::Shard(inbox.lost()))
-                }),
+                Some(reply) => reply
+                    .wait(Duration::ZERO)
+                    .unwrap_or_else(|| Err(WriteError::Shard(inbox.lost()))),
                 None => Ok(()),
             };
             inbox.mark_closing();

@@ -15,7 +15,10 @@ impl Db {
     /// The value of `key`, if present.
     pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, ReadError> {
         let key = key.to_vec();
-        self.call(self.shard_of(&key), move |h| async move { h.get(&key).await })?
+        self.call(
+            self.shard_of(&key),
+            move |h| async move { h.get(&key).await },
+        )?
     }
 
     /// Inserts or replaces; returns whether the key existed. With a log, durable on return (per
@@ -30,7 +33,10 @@ impl Db {
     /// Removes; returns whether the key existed.
     pub fn remove(&self, key: &[u8]) -> Result<bool, WriteError> {
         let key = key.to_vec();
-        self.call(self.shard_of(&key), move |h| async move { h.remove(&key).await })?
+        self.call(
+            self.shard_of(&key),
+            move |h| async move { h.remove(&key).await },
+        )?
     }
 
     /// The values of `keys`, in their order: one request per shard involved, all shards at
@@ -104,7 +110,9 @@ impl Db {
             if shard_keys.is_empty() {
                 continue;
             }
-            let got = self.call_async(shard, move |h| get_all(h, shard_keys)).await??;
+            let got = self
+                .call_async(shard, move |h| get_all(h, shard_keys))
+                .await??;
             for (position, value) in positions.into_iter().zip(got) {
                 values[position] = value;
             }

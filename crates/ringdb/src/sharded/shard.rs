@@ -117,7 +117,9 @@ fn run(start: ShardStart, inbox: Arc<Inbox>, opened: ReplySender<Result<(), Open
         handle: db.handle(),
         io: db.runtime().io(),
         effective_io: db.runtime().effective_io(),
-        off_ring_sync: db.off_ring_sync_file().map(|f| (f, db.path().to_path_buf())),
+        off_ring_sync: db
+            .off_ring_sync_file()
+            .map(|f| (f, db.path().to_path_buf())),
         stopping: Cell::new(false),
         close_reply: RefCell::new(None),
     };
@@ -142,7 +144,8 @@ fn serve(
     doorbell: &Doorbell,
 ) -> Result<(), ringdb_io::IoError> {
     let io = db.runtime().io();
-    db.runtime().block_on(dispatch(local, inbox, doorbell, io))?;
+    db.runtime()
+        .block_on(dispatch(local, inbox, doorbell, io))?;
     db.runtime().run()
 }
 

@@ -83,7 +83,11 @@ impl Db {
             tables.sort_by_key(|(_, id)| *id);
             lists.push(tables);
         }
-        let longest = lists.iter().max_by_key(|l| l.len()).cloned().unwrap_or_default();
+        let longest = lists
+            .iter()
+            .max_by_key(|l| l.len())
+            .cloned()
+            .unwrap_or_default();
         for (name, _) in longest.iter().filter(|(name, _)| !name.is_empty()) {
             self.create_everywhere(name)?;
         }
@@ -123,8 +127,10 @@ impl Table {
     pub fn remove(&self, key: &[u8]) -> Result<bool, WriteError> {
         let (key, table) = (key.to_vec(), self.id);
         let shard = self.db.shard_of(&key);
-        self.db
-            .call(shard, move |h| async move { h.remove_in(table, &key).await })?
+        self.db.call(
+            shard,
+            move |h| async move { h.remove_in(table, &key).await },
+        )?
     }
 
     /// The pairs with keys in `range`, in key order (`.rev()` for descending), streamed.
