@@ -408,7 +408,11 @@ fn op() -> impl Strategy<Value = Op> {
     // Mostly the default table (records of the format before tables), sometimes others.
     let table = prop_oneof![3 => Just(0u32), 1 => any::<u32>()].prop_map(TableId::from_raw);
     prop_oneof![
-        (table.clone(), key.clone(), prop::collection::vec(any::<u8>(), 0..64))
+        (
+            table.clone(),
+            key.clone(),
+            prop::collection::vec(any::<u8>(), 0..64)
+        )
             .prop_map(|(table, key, value)| Op::Put { table, key, value }),
         (table, key).prop_map(|(table, key)| Op::Delete { table, key }),
     ]

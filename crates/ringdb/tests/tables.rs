@@ -56,7 +56,11 @@ fn tables_keep_their_own_keys_across_close_and_reopen() {
         let orders = db.create_table("orders").unwrap();
         assert_ne!(users, orders);
         assert_ne!(users, TableId::DEFAULT);
-        assert_eq!(db.create_table("users").unwrap(), users, "{mode}: idempotent");
+        assert_eq!(
+            db.create_table("users").unwrap(),
+            users,
+            "{mode}: idempotent"
+        );
         assert_eq!(db.table_id("orders"), Some(orders));
         assert_eq!(db.table_id("nope"), None);
         let listed = vec![("users".to_string(), users), ("orders".to_string(), orders)];
@@ -69,7 +73,10 @@ fn tables_keep_their_own_keys_across_close_and_reopen() {
         assert!(!db.remove_in(users, b"k").unwrap());
         assert_eq!(db.get(b"k").unwrap().as_deref(), Some(&b"default"[..]));
         assert_eq!(db.get_in(users, b"k").unwrap(), None);
-        assert_eq!(db.get_in(orders, b"k").unwrap().as_deref(), Some(&b"order2"[..]));
+        assert_eq!(
+            db.get_in(orders, b"k").unwrap().as_deref(),
+            Some(&b"order2"[..])
+        );
         assert_eq!(db.stats().tables, 3);
         let report = db.verify().unwrap();
         assert!(report.is_ok(), "{mode}: {report}");
@@ -78,7 +85,10 @@ fn tables_keep_their_own_keys_across_close_and_reopen() {
 
         let mut db = Db::open(&d, reopen_opts(64, mode)).unwrap();
         assert_eq!(db.tables(), listed, "{mode}: the catalog survives");
-        assert_eq!(db.get_in(orders, b"k").unwrap().as_deref(), Some(&b"order2"[..]));
+        assert_eq!(
+            db.get_in(orders, b"k").unwrap().as_deref(),
+            Some(&b"order2"[..])
+        );
         assert_eq!(db.get_in(users, b"k").unwrap(), None);
         assert_eq!(db.get(b"k").unwrap().as_deref(), Some(&b"default"[..]));
         let third = db.create_table("third").unwrap();
@@ -98,11 +108,11 @@ fn unknown_tables_and_bad_names_are_typed_errors() {
         let ghost = TableId::from_raw(t.get() + 7);
         assert!(matches!(
             db.get_in(ghost, b"k"),
-            Err(ReadError::NoSuchTable { table }) if table == ghost
+            Err(ReadError::NoSuchTable { table, .. }) if table == ghost
         ));
         assert!(matches!(
             db.insert_in(ghost, b"k", b"v"),
-            Err(WriteError::NoSuchTable { table }) if table == ghost
+            Err(WriteError::NoSuchTable { table, .. }) if table == ghost
         ));
         assert!(matches!(
             db.remove_in(ghost, b"k"),
@@ -134,24 +144,33 @@ fn unknown_tables_and_bad_names_are_typed_errors() {
 #[test]
 fn the_catalog_holds_what_one_page_holds_and_refuses_more() {
     let d = dir("full");
-    let options = Options {
-        page_size: 1024,
-        ..opts(64, Durability::Fdatasync)
-    };
+    let options = opts(64, Durability::Fdatasync);
+    assert_eq!(options.page_size, 4096);
     let mut db = Db::open(&d, options.clone()).unwrap();
-    let max = capacity(1024);
-    assert_eq!(max, 10);
+    let max = capacity(4096);
+    assert_eq!(max, 45);
     for i in 0..max {
         let t = db.create_table(&format!("table-{i}")).unwrap();
         db.insert_in(t, b"key", format!("{i}").as_bytes()).unwrap();
     }
     assert!(matches!(
         db.create_table("one-more"),
-        Err(WriteError::TooManyTables { max_tables, page_size: 1024 }) if max_tables == max
+        Err(WriteError::TooManyTables { max_tables, page_size: 4096, .. }) if max_tables == max
     ));
-    assert_eq!(db.create_table("table-3").unwrap().get(), 4, "existing names still resolve");
+    assert_eq!(
+        db.create_table("table-3").unwrap().get(),
+        4,
+        "existing names still resolve"
+    );
     crash(db);
-    let mut db = Db::open(&d, Options { fresh: false, ..options }).unwrap();
+    let mut db = Db::open(
+        &d,
+        Options {
+            fresh: false,
+            ..options
+        },
+    )
+    .unwrap();
     assert_eq!(db.tables().len(), max);
     for (name, t) in db.tables() {
         let i = name.strip_prefix("table-").unwrap();
@@ -175,8 +194,10 @@ fn recovery_replays_table_creation_and_ops_after_a_crash() {
     let value = |t: u32, i: u32| format!("{t}-{i}-{}", "v".repeat((i % 40) as usize));
     for i in 0..3000u32 {
         let key = format!("k{i:05}");
-        db.insert_in(a, key.as_bytes(), value(1, i).as_bytes()).unwrap();
-        db.insert_in(b, key.as_bytes(), value(2, i).as_bytes()).unwrap();
+        db.insert_in(a, key.as_bytes(), value(1, i).as_bytes())
+            .unwrap();
+        db.insert_in(b, key.as_bytes(), value(2, i).as_bytes())
+            .unwrap();
         if i % 3 == 0 {
             db.insert(key.as_bytes(), value(0, i).as_bytes()).unwrap();
         }
@@ -254,13 +275,16 @@ fn a_log_naming_an_unknown_table_is_corruption() {
     std::fs::write(&log_path, &log).unwrap();
     match Db::open(&d, reopen_opts(64, mode)) {
         Err(OpenError::Storage(StorageError::Corrupt {
-            reason: Corruption::UnknownTable { table, lsn },
+            reason: Corruption::UnknownTable { table, lsn, .. },
             ..
         })) => {
             assert_eq!(table, ghost.get());
             assert_eq!(lsn, end as u64);
         }
-        other => panic!("expected an unknown table in the log, got {:?}", other.err()),
+        other => panic!(
+            "expected an unknown table in the log, got {:?}",
+            other.err()
+        ),
     }
     let _ = std::fs::remove_dir_all(&d);
 }
@@ -362,7 +386,9 @@ impl Model {
         if t == 0 {
             return Some(TableId::DEFAULT);
         }
-        self.tables.contains_key(&t).then(|| db.table_id(&format!("t{t}")).unwrap())
+        self.tables
+            .contains_key(&t)
+            .then(|| db.table_id(&format!("t{t}")).unwrap())
     }
 }
 
@@ -415,7 +441,8 @@ fn apply_step(
             None => {
                 let ghost = TableId::from_raw(1000 + u32::from(*t));
                 let refused = db.insert_in(ghost, &key(*k), &value(*v));
-                prop_assert!(matches!(refused, Err(WriteError::NoSuchTable { .. })));
+                let typed = matches!(refused, Err(WriteError::NoSuchTable { .. }));
+                prop_assert!(typed, "an unknown table: {:?}", refused);
             }
         },
         Step::Delete(t, k) => {
