@@ -239,6 +239,7 @@ pub fn seeds() -> Vec<(&'static str, String, Vec<u8>)> {
             epoch: 4,
             redo_lsn: 64,
             wal_bytes: 1 << 20,
+            catalog: 0,
         };
         let image = checkpoint::meta_page(&meta, size);
         let mut input = vec![0u8];
@@ -265,14 +266,15 @@ fn more_seeds() -> Vec<(&'static str, String, Vec<u8>)> {
     log.extend_from_slice(&4096u64.to_le_bytes());
     let mut records = Vec::new();
     let put = |k: &[u8]| Op::Put {
+        table: ringdb::TableId::DEFAULT,
         key: k.to_vec(),
         value: b"value".to_vec(),
     };
-    wal::encode_record(
-        &mut records,
-        4096,
-        &[put(b"a"), Op::Delete { key: b"b".to_vec() }],
-    );
+    let delete = Op::Delete {
+        table: ringdb::TableId::from_raw(3),
+        key: b"b".to_vec(),
+    };
+    wal::encode_record(&mut records, 4096, &[put(b"a"), delete]);
     let next = 4096 + records.len() as u64;
     wal::encode_record(&mut records, next, &[put(b"c")]);
     log.extend_from_slice(&records);
