@@ -1,5 +1,5 @@
 //! Named tables: each its own tree in one database. Creating (idempotent), reads and writes
-//! per table, batches across tables, close and reopen, and with a log a crash (the `Db`
+//! per table, batches across tables, close and reopen, and with a log a crash (the `LocalDb`
 //! abandoned without a flush, as in `durability.rs`) after which recovery replays table
 //! creations and ops; a property test against one `BTreeMap` per table; the catalog page's
 //! decoder under arbitrary and mutated bytes; typed errors for an unknown table, a bad name,
@@ -12,7 +12,7 @@ use proptest::prelude::*;
 use ringdb::catalog::{capacity, CatalogRecord, Entry};
 use ringdb::tree::TreeRoot;
 use ringdb::{
-    Corruption, Db, Durability, OpenError, Options, ReadError, StorageError, TableId, WriteBatch,
+    Corruption, LocalDb, Durability, OpenError, Options, ReadError, StorageError, TableId, WriteBatch,
     WriteError, DATA_FILE, WAL_FILE,
 };
 use std::collections::BTreeMap;
@@ -43,7 +43,7 @@ fn reopen_opts(pool: usize, durability: Durability) -> Options {
 }
 
 /// Abandons a database as a crash would: nothing is flushed or checkpointed on the way out.
-fn crash(db: Db) {
+fn crash(db: LocalDb) {
     std::mem::forget(db);
 }
 
@@ -51,7 +51,7 @@ fn crash(db: Db) {
 fn tables_keep_their_own_keys_across_close_and_reopen() {
     for mode in [Durability::Off, Durability::Fdatasync] {
         let d = dir(&format!("basic-{mode}"));
-        let mut db = Db::open(&d, opts(64, mode)).unwrap();
+        let mut db = LocalDb::open(&d, opts(64, mode)).unwrap();
         let users = db.create_table("users").unwrap();
         let orders = db.create_table("orders").unwrap();
         assert_ne!(users, orders);
@@ -83,7 +83,7 @@ fn tables_keep_their_own_keys_across_close_and_reopen() {
         assert_eq!(report.tables, 3);
         db.close().unwrap();
 
-        let mut db = Db::open(&d, reopen_opts(64, mode)).unwrap();
+        let mut db = LocalDb::open(&d, reopen_opts(64, mode)).unwrap();
         assert_eq!(db.tables(), listed, "{mode}: the catalog survives");
         assert_eq!(
             db.get_in(orders, b"k").unwrap().as_deref(),
@@ -103,7 +103,7 @@ fn tables_keep_their_own_keys_across_close_and_reopen() {
 fn unknown_tables_and_bad_names_are_typed_errors() {
     for mode in [Durability::Off, Durability::Fdatasync] {
         let d = dir(&format!("errors-{mode}"));
-        let mut db = Db::open(&d, opts(64, mode)).unwrap();
+        let mut db = LocalDb::open(&d, opts(64, mode)).unwrap();
         let t = db.create_table("t").unwrap();
         let ghost = TableId::from_raw(t.get() + 7);
         assert!(matches!(
@@ -146,7 +146,7 @@ fn the_catalog_holds_what_one_page_holds_and_refuses_more() {
     let d = dir("full");
     let options = opts(64, Durability::Fdatasync);
     assert_eq!(options.page_size, 4096);
-    let mut db = Db::open(&d, options.clone()).unwrap();
+    let mut db = LocalDb::open(&d, options.clone()).unwrap();
     let max = capacity(4096);
     assert_eq!(max, 45);
     for i in 0..max {
@@ -163,7 +163,7 @@ fn the_catalog_holds_what_one_page_holds_and_refuses_more() {
         "existing names still resolve"
     );
     crash(db);
-    let mut db = Db::open(
+    let mut db = LocalDb::open(
         &d,
         Options {
             fresh: false,
@@ -188,7 +188,7 @@ fn the_catalog_holds_what_one_page_holds_and_refuses_more() {
 fn recovery_replays_table_creation_and_ops_after_a_crash() {
     let d = dir("crash");
     let mode = Durability::Fdatasync;
-    let mut db = Db::open(&d, opts(48, mode)).unwrap();
+    let mut db = LocalDb::open(&d, opts(48, mode)).unwrap();
     let a = db.create_table("a").unwrap();
     let b = db.create_table("b").unwrap();
     let value = |t: u32, i: u32| format!("{t}-{i}-{}", "v".repeat((i % 40) as usize));
@@ -209,7 +209,7 @@ fn recovery_replays_table_creation_and_ops_after_a_crash() {
     assert!(db.stats().height > 0);
     crash(db);
 
-    let mut db = Db::open(&d, reopen_opts(48, mode)).unwrap();
+    let mut db = LocalDb::open(&d, reopen_opts(48, mode)).unwrap();
     assert_eq!(db.table_id("a"), Some(a));
     assert_eq!(db.table_id("b"), Some(b));
     for i in 0..3000u32 {
@@ -233,7 +233,7 @@ fn recovery_replays_table_creation_and_ops_after_a_crash() {
     db.write(&batch).unwrap();
     crash(db);
 
-    let mut db = Db::open(&d, reopen_opts(48, mode)).unwrap();
+    let mut db = LocalDb::open(&d, reopen_opts(48, mode)).unwrap();
     assert_eq!(db.table_id("c"), Some(c));
     assert_eq!(db.get_in(c, b"x").unwrap().as_deref(), Some(&b"1"[..]));
     assert_eq!(db.get_in(a, b"x").unwrap().as_deref(), Some(&b"2"[..]));
@@ -249,7 +249,7 @@ fn recovery_replays_table_creation_and_ops_after_a_crash() {
 fn a_log_naming_an_unknown_table_is_corruption() {
     let d = dir("unknown-in-log");
     let mode = Durability::Fdatasync;
-    let mut db = Db::open(&d, opts(64, mode)).unwrap();
+    let mut db = LocalDb::open(&d, opts(64, mode)).unwrap();
     let t = db.create_table("t").unwrap();
     db.insert_in(t, b"a", b"1").unwrap();
     crash(db);
@@ -273,7 +273,7 @@ fn a_log_naming_an_unknown_table_is_corruption() {
     }
     log[end..end + record.len()].copy_from_slice(&record);
     std::fs::write(&log_path, &log).unwrap();
-    match Db::open(&d, reopen_opts(64, mode)) {
+    match LocalDb::open(&d, reopen_opts(64, mode)) {
         Err(OpenError::Storage(StorageError::Corrupt {
             reason: Corruption::UnknownTable { table, lsn, .. },
             ..
@@ -295,7 +295,7 @@ fn a_log_naming_an_unknown_table_is_corruption() {
 fn a_database_of_the_previous_format_opens_as_its_default_table() {
     let d = dir("m2");
     let page_size = Options::default().page_size;
-    let mut db = Db::open(&d, opts(64, Durability::Off)).unwrap();
+    let mut db = LocalDb::open(&d, opts(64, Durability::Off)).unwrap();
     for i in 0..500u32 {
         db.insert(format!("k{i:04}").as_bytes(), b"old").unwrap();
     }
@@ -317,7 +317,7 @@ fn a_database_of_the_previous_format_opens_as_its_default_table() {
     ringdb::page::seal(meta, 0);
     std::fs::write(&data, &file).unwrap();
 
-    let mut db = Db::open(&d, reopen_opts(64, Durability::Off)).unwrap();
+    let mut db = LocalDb::open(&d, reopen_opts(64, Durability::Off)).unwrap();
     assert!(db.tables().is_empty());
     for i in 0..500u32 {
         let want = (i % 2 == 1).then(|| b"old".to_vec());
@@ -329,7 +329,7 @@ fn a_database_of_the_previous_format_opens_as_its_default_table() {
     db.close().unwrap();
     let file = std::fs::read(&data).unwrap();
     assert_eq!(&file[body..body + 8], b"RINGDBM3");
-    let mut db = Db::open(&d, reopen_opts(64, Durability::Off)).unwrap();
+    let mut db = LocalDb::open(&d, reopen_opts(64, Durability::Off)).unwrap();
     assert_eq!(db.get_in(t, b"k").unwrap().as_deref(), Some(&b"v"[..]));
     assert!(db.verify().unwrap().is_ok());
     db.close().unwrap();
@@ -382,7 +382,7 @@ struct Model {
 
 impl Model {
     /// The database's id for table number `t` (created ones only).
-    fn id(&self, db: &Db, t: u8) -> Option<TableId> {
+    fn id(&self, db: &LocalDb, t: u8) -> Option<TableId> {
         if t == 0 {
             return Some(TableId::DEFAULT);
         }
@@ -394,7 +394,7 @@ impl Model {
 
 fn run_steps(mode: Durability, steps: &[Step], name: &str) -> Result<(), TestCaseError> {
     let d = dir(name);
-    let mut db = Db::open(&d, opts(32, mode)).unwrap();
+    let mut db = LocalDb::open(&d, opts(32, mode)).unwrap();
     let mut model = Model {
         tables: BTreeMap::from([(0, BTreeMap::new())]),
     };
@@ -403,7 +403,7 @@ fn run_steps(mode: Durability, steps: &[Step], name: &str) -> Result<(), TestCas
     }
     check_model(&mut db, &model)?;
     crash_or_close(db, mode, true);
-    let mut db = Db::open(&d, reopen_opts(32, mode)).unwrap();
+    let mut db = LocalDb::open(&d, reopen_opts(32, mode)).unwrap();
     check_model(&mut db, &model)?;
     db.close().unwrap();
     let _ = std::fs::remove_dir_all(&d);
@@ -411,7 +411,7 @@ fn run_steps(mode: Durability, steps: &[Step], name: &str) -> Result<(), TestCas
 }
 
 /// A crash where there is a log to recover from; a close otherwise.
-fn crash_or_close(db: Db, mode: Durability, crash_it: bool) {
+fn crash_or_close(db: LocalDb, mode: Durability, crash_it: bool) {
     if crash_it && mode.logged() {
         crash(db);
     } else {
@@ -420,12 +420,12 @@ fn crash_or_close(db: Db, mode: Durability, crash_it: bool) {
 }
 
 fn apply_step(
-    mut db: Db,
+    mut db: LocalDb,
     model: &mut Model,
     s: &Step,
     d: &std::path::Path,
     mode: Durability,
-) -> Result<Db, TestCaseError> {
+) -> Result<LocalDb, TestCaseError> {
     match s {
         Step::Create(t) => {
             let id = db.create_table(&format!("t{t}")).unwrap();
@@ -455,7 +455,7 @@ fn apply_step(
         Step::Batch(ops) => apply_batch(&mut db, model, ops)?,
         Step::Reopen { crash } => {
             crash_or_close(db, mode, *crash);
-            db = Db::open(d, reopen_opts(32, mode)).unwrap();
+            db = LocalDb::open(d, reopen_opts(32, mode)).unwrap();
             check_model(&mut db, model)?;
         }
     }
@@ -464,7 +464,7 @@ fn apply_step(
 
 /// One batch over the tables that exist (ops on others are left out).
 fn apply_batch(
-    db: &mut Db,
+    db: &mut LocalDb,
     model: &mut Model,
     ops: &[(u8, u16, Option<u16>)],
 ) -> Result<(), TestCaseError> {
@@ -487,7 +487,7 @@ fn apply_batch(
     Ok(())
 }
 
-fn check_model(db: &mut Db, model: &Model) -> Result<(), TestCaseError> {
+fn check_model(db: &mut LocalDb, model: &Model) -> Result<(), TestCaseError> {
     prop_assert_eq!(db.tables().len() + 1, model.tables.len());
     for (&t, map) in &model.tables {
         let id = model.id(db, t).unwrap();
