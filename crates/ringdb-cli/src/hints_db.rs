@@ -7,7 +7,7 @@
 //! (`hints`), found through `io_cause`.
 
 use ringdb::{DbError, Durability};
-use ringdb::{LayoutError, OpenError, ReadError, StorageError, TargetKind, WriteError};
+use ringdb::{LayoutError, OpenError, ReadError, ShardSetupError, StorageError, TargetKind, WriteError};
 use ringdb_bench::error::BenchError;
 use std::error::Error;
 
@@ -59,6 +59,13 @@ fn db_error_hint(e: &DbError) -> Option<String> {
 
 fn open_hint(e: &OpenError) -> Option<String> {
     let hint = match e {
+        OpenError::Shard { source, .. } => return open_hint(source),
+        OpenError::Shards(ShardSetupError::Count { on_disk, .. }) => {
+            format!("open it with --shards {on_disk}, or without --shards")
+        }
+        OpenError::Shards(ShardSetupError::NeedsDirectory { .. }) => {
+            "give --db a directory, or --shards 1".to_string()
+        }
         OpenError::PageSizeMismatch { on_disk, .. } => {
             format!("open it with --page-size {on_disk}")
         }
@@ -70,7 +77,7 @@ fn open_hint(e: &OpenError) -> Option<String> {
         OpenError::Pool {
             minimum, page_size, ..
         } => format!(
-            "give --pool at least {} KiB ({minimum} pages of {page_size} bytes)",
+            "give --pool at least {} KiB ({minimum} pages of {page_size} bytes) per shard",
             minimum * page_size / 1024
         ),
         OpenError::Alignment { alignment, .. } => {
