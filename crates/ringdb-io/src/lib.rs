@@ -6,7 +6,9 @@
 //!   trait: push requests, submit them, reap completions. Every io_uring switch of the paper
 //!   (setup mode, SQPOLL, IOPOLL, registered ring fd, files and buffers, forced async, batching,
 //!   queue depth, CPU pinning) is a field of [`IoConfig`], off by default, so each can be measured
-//!   alone.
+//!   alone. `auto` resolves when opened ([`open_engine_resolved`]): io_uring with the switches
+//!   this machine allows, or `libaio`/`posix` where io_uring is blocked, reported as an
+//!   [`EffectiveIo`] with a typed [`Fallback`] for each thing done without.
 //! - **The ring core** ([`Ring`], built from a [`RingSetup`]): the one io_uring driver every
 //!   io_uring engine and `ringdb-net`'s transports sit on: setup with typed refusals, counted
 //!   enters, submission by policy, waiting out a full submission queue, reaping, and messages

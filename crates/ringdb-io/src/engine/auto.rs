@@ -1,8 +1,9 @@
 //! Resolving the `auto` engine when it is opened: io_uring with the switches asked for where
 //! this machine allows them, without a switch it refuses, and without io_uring where io_uring
 //! is unavailable (disabled by `kernel.io_uring_disabled`, blocked by seccomp as in Docker, or
-//! absent), where `libaio` runs for `O_DIRECT` files (Linux AIO is asynchronous only there) and
-//! `posix` otherwise.
+//! absent), where `libaio` runs when a file is `O_DIRECT` (Linux AIO is asynchronous only
+//! there; on the buffered ones, such as a database's log, `io_submit` does the I/O before it
+//! returns, as `posix` would) and `posix` when none is.
 //!
 //! Why here and not in the caller: only the attempt tells. `io_uring_setup` under a seccomp
 //! filter fails the same way for every caller, a memlock limit shows only when the buffers are
@@ -179,8 +180,8 @@ fn switch_off(switch: Switch, reason: FallbackReason) -> Fallback {
     }
 }
 
-/// io_uring is unavailable: `libaio` when every file is `O_DIRECT` (and Linux AIO can be set
-/// up), else `posix`. The switches dropped on the way no longer matter: one fallback says it.
+/// io_uring is unavailable: `libaio` when a file is `O_DIRECT` (and Linux AIO can be set up),
+/// else `posix`. The switches dropped on the way no longer matter: one fallback says it.
 fn open_without_uring(
     attempt: &IoConfig,
     files: &[RawFd],
@@ -193,8 +194,7 @@ fn open_without_uring(
         ..IoConfig::new(engine)
     };
     let mut fallbacks = Fallbacks::default();
-    let all_direct = !files.is_empty() && files.iter().all(|fd| is_direct(*fd));
-    if all_direct {
+    if files.iter().any(|fd| is_direct(*fd)) {
         let libaio = plain(EngineKind::Libaio);
         match open_exactly(&libaio, files, None) {
             Ok(engine) => {
