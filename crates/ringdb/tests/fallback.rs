@@ -10,7 +10,7 @@
 #[path = "../../ringdb-io/tests/support/seccomp.rs"]
 mod seccomp;
 
-use ringdb::{Db, OpenError, Options};
+use ringdb::{LocalDb, OpenError, Options};
 use ringdb_io::{EngineKind, FallbackReason, IoConfig, IoError, Switch};
 use seccomp::{child_scenario, run_child, CHILD_DONE};
 use std::path::PathBuf;
@@ -46,7 +46,7 @@ fn value(i: u64) -> Vec<u8> {
 }
 
 /// Checks that `db` holds records `0..count` as written.
-fn check_records(db: &mut Db, count: u64) {
+fn check_records(db: &mut LocalDb, count: u64) {
     for i in 0..count {
         let got = db.get(&key(i)).expect("read");
         assert_eq!(got.as_deref(), Some(&value(i)[..]), "record {i}");
@@ -56,7 +56,7 @@ fn check_records(db: &mut Db, count: u64) {
 /// Opens `options` at `path`, writes, reads back, closes, reopens and reads again; returns
 /// what the database said runs.
 fn round_trip(path: &std::path::Path, options: Options) -> ringdb_io::EffectiveIo {
-    let mut db = Db::open(
+    let mut db = LocalDb::open(
         path,
         Options {
             fresh: true,
@@ -70,7 +70,7 @@ fn round_trip(path: &std::path::Path, options: Options) -> ringdb_io::EffectiveI
     check_records(&mut db, RECORDS);
     let effective = db.stats().io;
     db.close().expect("close");
-    let mut db = Db::open(
+    let mut db = LocalDb::open(
         path,
         Options {
             fresh: false,
@@ -80,6 +80,46 @@ fn round_trip(path: &std::path::Path, options: Options) -> ringdb_io::EffectiveI
     .expect("reopen");
     check_records(&mut db, RECORDS);
     assert_eq!(db.stats().io, effective, "the same resolution on reopening");
+    db.close().expect("close");
+    effective
+}
+
+/// The sharded database with its defaults (two shards, two writer threads) at `path`:
+/// writes, reads back, reopens; returns what shard 0 runs (every shard resolves alike).
+fn sharded_round_trip(path: &std::path::Path) -> ringdb_io::EffectiveIo {
+    let db = ringdb::Db::builder(path)
+        .options(Options {
+            pool_pages: 64,
+            ..small(true)
+        })
+        .shards(2)
+        .open()
+        .expect("open the sharded database");
+    let writers: Vec<_> = (0..2u64)
+        .map(|t| {
+            let db = db.clone();
+            std::thread::spawn(move || {
+                for i in (t..RECORDS).step_by(2) {
+                    db.insert(&key(i), &value(i)).expect("insert");
+                }
+            })
+        })
+        .collect();
+    writers.into_iter().for_each(|w| w.join().expect("writer"));
+    let stats = db.stats().expect("stats");
+    let effective = stats.shards[0].io;
+    assert!(stats.shards.iter().all(|s| s.io == effective), "{stats:?}");
+    db.close().expect("close");
+    let db = ringdb::Db::builder(path)
+        .options(Options {
+            pool_pages: 64,
+            ..small(false)
+        })
+        .open()
+        .expect("reopen");
+    for i in 0..RECORDS {
+        assert_eq!(db.get(&key(i)).expect("get").as_deref(), Some(&value(i)[..]));
+    }
     db.close().expect("close");
     effective
 }
@@ -123,11 +163,13 @@ fn blocked_setup(errno: i32) {
         },
     );
     assert_fell_back(&buffered, EngineKind::Posix, reason);
+    let sharded = sharded_round_trip(&dir("sharded"));
+    assert_fell_back(&sharded, EngineKind::Libaio, reason);
     let explicit = Options {
         io: IoConfig::new(EngineKind::Uring),
         ..small(true)
     };
-    let error = Db::open(&dir("explicit"), explicit)
+    let error = LocalDb::open(&dir("explicit"), explicit)
         .err()
         .expect("explicit uring is refused");
     match (&error, errno) {
@@ -203,7 +245,7 @@ fn default_options_run_where_io_uring_is_disabled_by_sysctl() {
         io: IoConfig::new(EngineKind::Uring),
         ..small(true)
     };
-    let error = Db::open(&dir("disabled-explicit"), explicit)
+    let error = LocalDb::open(&dir("disabled-explicit"), explicit)
         .err()
         .expect("refused");
     assert!(
@@ -238,7 +280,7 @@ fn small_memlock() {
         fallbacks[0].reason,
         FallbackReason::LockedMemory { .. }
     ));
-    let error = Db::open(
+    let error = LocalDb::open(
         &dir("memlock-explicit"),
         with_fixed_buffers(EngineKind::Uring),
     )
@@ -270,7 +312,7 @@ fn small_memlock_keeps_io_uring_without_registered_buffers() {
 /// need I/O fail with typed errors; nothing panics; `auto` reopens the database on libaio and
 /// finds every acknowledged record.
 fn blocked_mid_run(path: &std::path::Path) {
-    let mut db = Db::open(path, small(true)).expect("open");
+    let mut db = LocalDb::open(path, small(true)).expect("open");
     assert_eq!(
         db.stats().io.engine,
         EngineKind::Uring,
@@ -309,7 +351,7 @@ fn blocked_mid_run(path: &std::path::Path) {
         io: IoConfig::new(EngineKind::Uring),
         ..small(false)
     };
-    let error = Db::open(path, explicit)
+    let error = LocalDb::open(path, explicit)
         .err()
         .expect("no ring can be built now");
     assert!(
@@ -317,7 +359,7 @@ fn blocked_mid_run(path: &std::path::Path) {
         "{error:?}"
     );
     // `auto` reopens it without io_uring, and recovery finds every acknowledged record.
-    let mut db = Db::open(path, small(false)).expect("auto reopens under the filter");
+    let mut db = LocalDb::open(path, small(false)).expect("auto reopens under the filter");
     assert_eq!(db.stats().io.engine, EngineKind::Libaio);
     check_records(&mut db, RECORDS);
     db.close().expect("close under the filter");
@@ -340,7 +382,7 @@ fn io_uring_blocked_mid_run_fails_typed_and_loses_nothing_acknowledged() {
             let stdout = String::from_utf8_lossy(&output.stdout);
             assert!(!stdout.contains("panicked"), "{stdout}");
             // Reopened here, without the filter: recovery replays the log.
-            let mut db = Db::open(&path, small(false)).expect("reopen after the child");
+            let mut db = LocalDb::open(&path, small(false)).expect("reopen after the child");
             assert_eq!(db.stats().io.engine, EngineKind::Uring);
             check_records(&mut db, RECORDS);
             assert!(db.verify().expect("verify").is_ok());
