@@ -241,6 +241,8 @@ fn default_options_run_where_io_uring_is_disabled_by_sysctl() {
         },
     );
     assert_fell_back(&buffered, EngineKind::Posix, reason);
+    let sharded = sharded_round_trip(&dir("disabled-sharded"));
+    assert_fell_back(&sharded, EngineKind::Libaio, reason);
     let explicit = Options {
         io: IoConfig::new(EngineKind::Uring),
         ..small(true)
