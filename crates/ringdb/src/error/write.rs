@@ -125,7 +125,9 @@ pub enum WriteError {
     /// The request could not reach the shard that owns the key (see [`ShardError`]).
     #[error(transparent)]
     Shard(#[from] ShardError),
-    /// The cross-shard batch log could not be written: the batch was not committed.
+    /// The cross-shard batch log could not be written or synced: whether the batch is
+    /// committed is known only after a reopen recovers the log; until then cross-shard
+    /// batches are refused ([`WriteError::BatchLogFailed`]).
     #[error("{}: writing the cross-shard batch log: {source}", path.display())]
     #[non_exhaustive]
     BatchLog {
@@ -153,6 +155,10 @@ pub enum WriteError {
         /// The first shard that disagrees.
         shard: usize,
     },
+    /// An earlier write of the cross-shard batch log failed: batches across shards are
+    /// refused until the database is reopened (single-shard work goes on).
+    #[error("the cross-shard batch log failed earlier; reopen the database to recover it")]
+    BatchLogFailed,
     /// The cross-shard batch log names a shard the database does not have.
     #[error("the cross-shard batch log's batch {batch} has a part for shard {shard}, of {shards}")]
     #[non_exhaustive]

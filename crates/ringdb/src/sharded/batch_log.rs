@@ -13,7 +13,9 @@
 //! A record: CRC32C (of what follows) u32, length u32 (of the whole record), id u64, parts u32,
 //! then per part: shard u32, operations u32, then per operation: kind u8 (1 put, 2 delete),
 //! table u32, key length u32, value length u32, key, value. The log is written with plain
-//! `pwrite` and `fdatasync` from the committing thread (it is off every shard's ring).
+//! `pwrite` and `fdatasync` from the committing threads (it is off every shard's ring), with
+//! group commit: a committer whose record an earlier `fdatasync` already covered does not sync
+//! again, and concurrent committers share one sync.
 
 use crate::catalog::TableId;
 use crate::wal::Op;
@@ -39,7 +41,7 @@ pub struct LoggedBatch {
 
 /// The open log.
 pub struct BatchLog {
-    file: File,
+    file: std::sync::Arc<File>,
     path: PathBuf,
     end_bytes: u64,
     /// Whether appends are made durable (`fdatasync`) before the parts go to the shards.
@@ -60,7 +62,7 @@ impl BatchLog {
         let bytes = std::fs::read(&path)?;
         let (batches, end_bytes) = decode_all(&bytes);
         let log = BatchLog {
-            file,
+            file: std::sync::Arc::new(file),
             path,
             end_bytes: end_bytes as u64,
             sync,
@@ -79,14 +81,28 @@ impl BatchLog {
     }
 
     /// Appends batch `id` and makes it durable (unless the log is not synced).
+    #[cfg(test)]
     pub fn append(&mut self, id: u64, parts: &[(usize, &[Op])]) -> std::io::Result<()> {
-        let record = encode(id, parts);
-        self.file.write_all_at(&record, self.end_bytes)?;
+        self.write(id, parts)?;
         if self.sync {
             self.file.sync_data()?;
         }
-        self.end_bytes += record.len() as u64;
         Ok(())
+    }
+
+    /// Writes batch `id` at the end of the log without syncing; returns the log's new end:
+    /// the record is durable once a sync that started after this call has finished (see
+    /// [`BatchLog::sync_handle`]).
+    pub fn write(&mut self, id: u64, parts: &[(usize, &[Op])]) -> std::io::Result<u64> {
+        let record = encode(id, parts);
+        self.file.write_all_at(&record, self.end_bytes)?;
+        self.end_bytes += record.len() as u64;
+        Ok(self.end_bytes)
+    }
+
+    /// The file, to sync outside the coordinator's lock; `None` when the log is not synced.
+    pub fn sync_handle(&self) -> Option<std::sync::Arc<File>> {
+        self.sync.then(|| self.file.clone())
     }
 
     /// Empties the log (every batch in it is in its shards' logs).

@@ -28,6 +28,12 @@ const BATCH_LOG_RESET_BYTES: u64 = 16 << 20;
 /// The cross-shard commit's state.
 pub(super) struct Coordinator {
     state: Mutex<CoordinatorState>,
+    /// The log's end the last finished sync covered; held while a sync runs, so that
+    /// committers who arrive meanwhile wait and then find their record covered (group
+    /// commit).
+    durable_end: Mutex<u64>,
+    /// The log's end after the last write (read by a sync without the state's lock).
+    written_end: std::sync::atomic::AtomicU64,
 }
 
 struct CoordinatorState {
@@ -38,6 +44,9 @@ struct CoordinatorState {
     in_flight: usize,
     /// The highest id the log holds (markers up to it are deleted when it is emptied).
     last_logged: u64,
+    /// A write or sync of the log failed: whether that batch is in it is unknown until a
+    /// reopen recovers the log, so cross-shard batches are refused until then.
+    failed: bool,
 }
 
 impl Coordinator {
@@ -53,8 +62,25 @@ impl Coordinator {
                 next_id,
                 in_flight: 0,
                 last_logged: 0,
+                failed: false,
             }),
+            durable_end: Mutex::new(0),
+            written_end: std::sync::atomic::AtomicU64::new(0),
         }
+    }
+
+    /// Makes the log durable up to `end` (a committer's record), sharing the sync with
+    /// every committer whose record is in by then.
+    fn sync_to(&self, file: &std::fs::File, end: u64) -> std::io::Result<()> {
+        let mut durable = self.durable_end.lock().unwrap_or_else(|p| p.into_inner());
+        if *durable >= end {
+            return Ok(());
+        }
+        // Every record written before this point is covered by the sync.
+        let covered = self.written_end.load(std::sync::atomic::Ordering::Acquire);
+        file.sync_data()?;
+        *durable = covered;
+        Ok(())
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, CoordinatorState> {
@@ -114,33 +140,16 @@ impl Db {
     /// Commits a batch whose parts live on several shards (see the module doc).
     pub(super) fn write_across(&self, parts: Vec<(usize, WriteBatch)>) -> Result<(), WriteError> {
         let coordinator = self.shared.coordinator();
-        let replies = {
-            let mut state = coordinator.lock();
-            self.reset_log_if_due(&mut state)?;
-            let id = state.next_id;
-            state.next_id += 1;
-            if let Some(log) = &mut state.log {
-                let logged: Vec<(usize, &[Op])> =
-                    parts.iter().map(|(s, b)| (*s, b.ops())).collect();
-                log.append(id, &logged)
-                    .map_err(|source| WriteError::BatchLog {
-                        path: log.path().to_path_buf(),
-                        source,
-                    })?;
-                state.last_logged = id;
-            }
-            state.in_flight += 1;
-            let marker = state.log.is_some().then_some(id);
-            parts
-                .into_iter()
-                .map(|(shard, part)| {
-                    (
-                        shard,
-                        self.submit(shard, move |h| commit_part(h, marker, part)),
-                    )
-                })
-                .collect::<Vec<_>>()
-        };
+        let (id, marker) = self.log_batch(coordinator, &parts)?;
+        let replies: Vec<_> = parts
+            .into_iter()
+            .map(|(shard, part)| {
+                (
+                    shard,
+                    self.submit(shard, move |h| commit_part(h, marker, part)),
+                )
+            })
+            .collect();
         let mut outcome = Ok(());
         for (shard, reply) in replies {
             let part = reply
@@ -154,8 +163,57 @@ impl Db {
             // A failed part keeps its batch "in flight", and so the log, until a reopen
             // applies it.
             coordinator.lock().in_flight -= 1;
+        } else {
+            tracing::error!("cross-shard batch {id}: a part failed after the commit point");
         }
         outcome
+    }
+
+    /// The commit point: gives the batch its id, writes it to the log and makes it durable
+    /// (sharing the sync with concurrent committers). Returns the id and the marker the parts
+    /// carry (`None` without a log).
+    fn log_batch(
+        &self,
+        coordinator: &Coordinator,
+        parts: &[(usize, WriteBatch)],
+    ) -> Result<(u64, Option<u64>), WriteError> {
+        let (id, end, file, path) = {
+            let mut state = coordinator.lock();
+            if state.failed {
+                return Err(WriteError::BatchLogFailed);
+            }
+            self.reset_log_if_due(&mut state)?;
+            let id = state.next_id;
+            state.next_id += 1;
+            let Some(log) = &mut state.log else {
+                state.in_flight += 1;
+                return Ok((id, None));
+            };
+            let logged: Vec<(usize, &[Op])> = parts.iter().map(|(s, b)| (*s, b.ops())).collect();
+            let path = log.path().to_path_buf();
+            let written = log.write(id, &logged);
+            let file = log.sync_handle();
+            let end = match written {
+                Ok(end) => end,
+                Err(source) => {
+                    state.failed = true;
+                    return Err(WriteError::BatchLog { path, source });
+                }
+            };
+            state.last_logged = id;
+            state.in_flight += 1;
+            coordinator
+                .written_end
+                .store(end, std::sync::atomic::Ordering::Release);
+            (id, end, file, path)
+        };
+        if let Some(file) = file {
+            if let Err(source) = coordinator.sync_to(&file, end) {
+                coordinator.lock().failed = true;
+                return Err(WriteError::BatchLog { path, source });
+            }
+        }
+        Ok((id, Some(id)))
     }
 
     /// Empties the batch log when it is large and no batch is in flight, and has the markers
@@ -167,10 +225,20 @@ impl Db {
         if state.in_flight > 0 || log.len_bytes() < BATCH_LOG_RESET_BYTES {
             return Ok(());
         }
-        log.reset().map_err(|source| WriteError::BatchLog {
-            path: log.path().to_path_buf(),
-            source,
-        })?;
+        if let Err(source) = log.reset() {
+            state.failed = true;
+            let path = log.path().to_path_buf();
+            return Err(WriteError::BatchLog { path, source });
+        }
+        // No committer is between its write and its sync (none is in flight).
+        let coordinator = self.shared.coordinator();
+        *coordinator
+            .durable_end
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = 0;
+        coordinator
+            .written_end
+            .store(0, std::sync::atomic::Ordering::Release);
         let last = state.last_logged;
         for shard in 0..self.shard_count() {
             // The reply is not awaited: a marker left behind only costs a few bytes until the
