@@ -95,6 +95,6 @@ pub use error::{
     ReadError, Result, StorageError, TargetKind, WaitFor, WriteError,
 };
 pub use page::PageError;
-pub use tree::TreeStats;
+pub use tree::{Direction, TreeStats};
 pub use verify::VerifyReport;
 pub use wal::{Durability, WalStats};

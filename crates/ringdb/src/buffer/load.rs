@@ -18,7 +18,7 @@ use std::rc::Rc;
 use std::task::{Context, Poll};
 
 /// Where a page stands when a task wants it.
-enum Lookup {
+pub(super) enum Lookup {
     /// Freed by a merge: no longer part of the tree.
     Freed,
     /// In its frame: pin it.
@@ -73,7 +73,7 @@ impl BufferManager {
     }
 
     /// Where `pid` stands; fails for a page past the end of the data.
-    fn lookup(&self, pid: PageId) -> Result<Lookup, StorageError> {
+    pub(super) fn lookup(&self, pid: PageId) -> Result<Lookup, StorageError> {
         let st = self.inner.state.borrow();
         if st.freed.contains(&pid) {
             return Ok(Lookup::Freed);

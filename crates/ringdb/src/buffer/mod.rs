@@ -32,7 +32,8 @@
 //! - `config.rs`: [`PoolConfig`], [`PoolStats`];
 //! - `frame.rs`: the state (slots, page table, free lists) and a frame's life, with the
 //!   assertions on its state transitions;
-//! - `load.rs`: page faults and their admission;
+//! - `load.rs`: page faults and their admission; `prefetch.rs`: several pages read in one
+//!   batch;
 //! - `evict.rs`: free frames and eviction rounds;
 //! - `dirty.rs`: a checkpoint's cut and the flush of every dirty page;
 //! - `guard.rs`: [`PageGuard`] and [`Reservation`].
@@ -43,6 +44,7 @@ mod evict;
 mod frame;
 mod guard;
 mod load;
+mod prefetch;
 mod wait;
 
 pub use config::{PoolConfig, PoolStats, MIN_FRAMES};

@@ -211,6 +211,24 @@ impl DbHandle {
         Ok(self.tree.range(start, end, limit).await?)
     }
 
+    /// Up to `limit` pairs with keys within (`start`, `end`), in key order
+    /// ([`Direction::Forward`](crate::Direction::Forward)) or descending key order
+    /// ([`Direction::Reverse`](crate::Direction::Reverse)). A caller resumes after the last key
+    /// it got with `Bound::Excluded(last)` on the side it walks from (see [`BTree::scan`]).
+    pub async fn scan(
+        &self,
+        start: Bound<&[u8]>,
+        end: Bound<&[u8]>,
+        direction: crate::Direction,
+        limit: usize,
+    ) -> Result<super::Pairs, ReadError> {
+        let mut out = Vec::new();
+        self.tree
+            .scan(start, end, direction, limit, &mut out)
+            .await?;
+        Ok(out)
+    }
+
     /// The largest key + value length accepted.
     pub fn max_record(&self) -> usize {
         self.tree.max_record()

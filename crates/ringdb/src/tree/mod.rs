@@ -9,14 +9,17 @@
 //! can finish, a restart never has to undo anything.
 //!
 //! Inner nodes: see `node.rs` (child `i` holds keys below separator `i`, the upper child holds
-//! the rest). Leaves are not linked; a range scan finds the next leaf through the smallest
-//! separator above the current one (its *fence*), one descent per leaf.
+//! the rest). Leaves are not linked; a range scan walks the children of the leaves' parent and
+//! goes on to the next parent through the nearest separator above (its *fence*), reading the
+//! leaves it is about to visit in one batch.
 //!
 //! # Where to look
 //! - this file: [`BTree`], the attempt loop (`run`), the descent and point lookups;
 //! - `insert.rs`: inserts and splits (up to a new root);
 //! - `remove.rs`: removes, merges and the root's collapse;
-//! - `scan.rs`: range scans, a leaf per attempt;
+//! - `scan.rs`: range scans both ways in resumable chunks, with read-ahead of the leaves;
+//!   `scan_walk.rs`: one step (descent to the leaves' parent, walk over its children);
+//!   `scan_leaf.rs`: the scan inside one leaf;
 //! - `invariants.rs`: what ties nodes together (levels, separators, fences), checked after
 //!   every structural change in debug builds.
 
@@ -50,6 +53,10 @@ mod insert;
 mod invariants;
 mod remove;
 mod scan;
+mod scan_leaf;
+mod scan_walk;
+
+pub use scan::{Direction, READ_AHEAD_PAGES};
 
 /// What the tree counts.
 #[derive(Clone, Copy, Debug, Default, Serialize)]
@@ -60,6 +67,14 @@ pub struct TreeStats {
     pub splits: u64,
     /// Nodes merged into a sibling.
     pub merges: u64,
+    /// Leaves visited by range scans.
+    pub scan_leaves: u64,
+    /// Pairs those leaves gave.
+    pub scan_pairs: u64,
+    /// Batches of leaves a scan read ahead together (two or more pages each).
+    pub read_ahead_batches: u64,
+    /// Pages those batches read (pages already resident are not read again).
+    pub read_ahead_pages: u64,
 }
 
 /// Where the tree starts (kept in the meta page).
@@ -77,6 +92,8 @@ pub struct BTree {
     root: Cell<TreeRoot>,
     stats: Cell<TreeStats>,
     max_record: usize,
+    /// Leaves a scan reads ahead in one batch (0: none).
+    read_ahead: Cell<usize>,
 }
 
 /// One step of a descent: the inner node's guard and the child index taken.
@@ -107,6 +124,7 @@ impl BTree {
             root: Cell::new(root),
             stats: Cell::new(TreeStats::default()),
             max_record,
+            read_ahead: Cell::new(READ_AHEAD_PAGES),
         }
     }
 
@@ -185,7 +203,8 @@ impl BTree {
         Ok(self.run(|t, _| t.remove_attempt(key)).await?)
     }
 
-    /// Up to `limit` pairs with keys in `range`, in key order.
+    /// Up to `limit` pairs with keys within (`start`, `end`), in key order (a forward
+    /// [`scan`](Self::scan)).
     pub async fn range(
         &self,
         start: Bound<&[u8]>,
@@ -193,20 +212,8 @@ impl BTree {
         limit: usize,
     ) -> Result<Vec<(Vec<u8>, Vec<u8>)>, StorageError> {
         let mut out = Vec::new();
-        let mut from: Bound<Vec<u8>> = match start {
-            Bound::Included(k) => Bound::Included(k.to_vec()),
-            Bound::Excluded(k) => Bound::Excluded(k.to_vec()),
-            Bound::Unbounded => Bound::Unbounded,
-        };
-        while out.len() < limit {
-            let next = self
-                .run(|t, _| t.scan_leaf_attempt(&from, end, limit, &mut out))
-                .await?;
-            match next {
-                Some(fence) => from = Bound::Included(fence),
-                None => break,
-            }
-        }
+        self.scan(start, end, Direction::Forward, limit, &mut out)
+            .await?;
         Ok(out)
     }
 
