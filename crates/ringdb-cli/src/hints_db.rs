@@ -7,7 +7,9 @@
 //! (`hints`), found through `io_cause`.
 
 use ringdb::{DbError, Durability};
-use ringdb::{LayoutError, OpenError, ReadError, ShardSetupError, StorageError, TargetKind, WriteError};
+use ringdb::{
+    LayoutError, OpenError, ReadError, ShardSetupError, StorageError, TargetKind, WriteError,
+};
 use ringdb_bench::error::BenchError;
 use std::error::Error;
 

@@ -118,7 +118,10 @@ fn sharded_round_trip(path: &std::path::Path) -> ringdb_io::EffectiveIo {
         .open()
         .expect("reopen");
     for i in 0..RECORDS {
-        assert_eq!(db.get(&key(i)).expect("get").as_deref(), Some(&value(i)[..]));
+        assert_eq!(
+            db.get(&key(i)).expect("get").as_deref(),
+            Some(&value(i)[..])
+        );
     }
     db.close().expect("close");
     effective

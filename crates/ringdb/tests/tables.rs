@@ -12,8 +12,8 @@ use proptest::prelude::*;
 use ringdb::catalog::{capacity, CatalogRecord, Entry};
 use ringdb::tree::TreeRoot;
 use ringdb::{
-    Corruption, LocalDb, Durability, OpenError, Options, ReadError, StorageError, TableId, WriteBatch,
-    WriteError, DATA_FILE, WAL_FILE,
+    Corruption, Durability, LocalDb, OpenError, Options, ReadError, StorageError, TableId,
+    WriteBatch, WriteError, DATA_FILE, WAL_FILE,
 };
 use std::collections::BTreeMap;
 use std::path::PathBuf;
