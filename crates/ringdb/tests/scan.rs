@@ -5,7 +5,7 @@
 //! read-ahead off and on.
 
 use proptest::prelude::*;
-use ringdb::{Db, DbHandle, Direction, Options};
+use ringdb::{LocalDb, DbHandle, Direction, Options};
 use ringdb_io::{Batching, EngineKind, IoConfig};
 use std::collections::BTreeMap;
 use std::ops::Bound;
@@ -90,7 +90,7 @@ fn dir(name: &str) -> PathBuf {
     d
 }
 
-fn open(name: &str, pool: usize) -> (Db, PathBuf) {
+fn open(name: &str, pool: usize) -> (LocalDb, PathBuf) {
     let d = dir(name);
     let opts = Options {
         pool_pages: pool,
@@ -105,7 +105,7 @@ fn open(name: &str, pool: usize) -> (Db, PathBuf) {
         fresh: true,
         ..Options::default()
     };
-    (Db::open(&d, opts).unwrap(), d)
+    (LocalDb::open(&d, opts).unwrap(), d)
 }
 
 /// What the model holds within the bounds, in the scan's order.
