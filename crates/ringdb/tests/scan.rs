@@ -5,7 +5,7 @@
 //! read-ahead off and on.
 
 use proptest::prelude::*;
-use ringdb::{LocalDb, DbHandle, Direction, Options};
+use ringdb::{DbHandle, Direction, LocalDb, Options};
 use ringdb_io::{Batching, EngineKind, IoConfig};
 use std::collections::BTreeMap;
 use std::ops::Bound;
