@@ -18,6 +18,7 @@ mod nop_batch;
 mod qd1;
 pub mod report;
 mod scale_out;
+mod scan_read_ahead;
 mod sqpoll_wakeup;
 mod target;
 
@@ -127,6 +128,7 @@ pub const NAMES: &[&str] = &[
     "scale-out",
     "fixed-buffers",
     "durable",
+    "scan",
 ];
 
 /// The microbenchmarks that take `--bs` and `--ios`.
@@ -143,6 +145,7 @@ pub fn run(name: &str, opts: &MicroOpts) -> Result<MicroResult> {
         "scale-out" => scale_out::run(opts),
         "fixed-buffers" => fixed_buffers::run(opts),
         "durable" => durable::run(opts),
+        "scan" => scan_read_ahead::run(opts),
         _ => Err(BenchError::Unknown {
             setting: BenchSetting::Microbenchmark,
             value: name.to_string(),
