@@ -19,6 +19,7 @@ mod nop_batch;
 mod qd1;
 pub mod report;
 mod scale_out;
+mod scan_read_ahead;
 mod sqpoll_wakeup;
 mod target;
 
@@ -129,6 +130,7 @@ pub const NAMES: &[&str] = &[
     "fixed-buffers",
     "durable",
     "handoff",
+    "scan",
 ];
 
 /// The microbenchmarks that take `--bs` and `--ios`.
@@ -146,6 +148,7 @@ pub fn run(name: &str, opts: &MicroOpts) -> Result<MicroResult> {
         "fixed-buffers" => fixed_buffers::run(opts),
         "durable" => durable::run(opts),
         "handoff" => handoff::run(opts),
+        "scan" => scan_read_ahead::run(opts),
         _ => Err(BenchError::Unknown {
             setting: BenchSetting::Microbenchmark,
             value: name.to_string(),
