@@ -13,7 +13,7 @@
 
 use super::{MicroOpts, MicroResult};
 use crate::error::Result;
-use ringdb::{Db, DbHandle, Direction, Durability, Options};
+use ringdb::{LocalDb, DbHandle, Direction, Durability, Options};
 use ringdb_io::{Batching, EngineKind, IoConfig};
 use serde_json::json;
 use std::ops::Bound;
@@ -98,7 +98,7 @@ fn db_dir(target: &Path) -> PathBuf {
 /// Loads the records in key order and closes the database; returns the time it took.
 fn load(dir: &Path, plan: Plan) -> Result<Duration> {
     let t = Instant::now();
-    let mut db = Db::open(dir, options(plan, true))?;
+    let mut db = LocalDb::open(dir, options(plan, true))?;
     let h = db.handle();
     let value = vec![b'v'; plan.value_bytes];
     db.runtime().block_on(async {
@@ -112,7 +112,7 @@ fn load(dir: &Path, plan: Plan) -> Result<Duration> {
 }
 
 /// One scan of `plan.scan_keys` keys from `start`, of the kind with read-ahead `pages`.
-fn one_scan(db: &mut Db, h: &DbHandle, plan: Plan, start: u64, pages: usize) -> Result<Totals> {
+fn one_scan(db: &mut LocalDb, h: &DbHandle, plan: Plan, start: u64, pages: usize) -> Result<Totals> {
     h.tree().set_read_ahead(pages);
     let (pool0, tree0) = (h.tree().buffer().stats(), h.tree().stats());
     let t = Instant::now();
@@ -151,7 +151,7 @@ fn add(a: &mut Totals, b: Totals) {
 
 /// Runs the rounds: each a scan of both kinds (alternating which goes first) from random
 /// starts. Returns the totals per kind and the per-round ratios.
-fn measure(db: &mut Db, plan: Plan) -> Result<([Totals; 2], Vec<f64>)> {
+fn measure(db: &mut LocalDb, plan: Plan) -> Result<([Totals; 2], Vec<f64>)> {
     let h = db.handle();
     let mut totals = [Totals::default(); 2];
     let mut ratios = Vec::with_capacity(plan.rounds);
@@ -177,7 +177,7 @@ pub fn run(opts: &MicroOpts) -> Result<MicroResult> {
     let plan = Plan::new(opts.quick);
     let dir = db_dir(&opts.target);
     let load_time = load(&dir, plan)?;
-    let mut db = Db::open(&dir, options(plan, false))?;
+    let mut db = LocalDb::open(&dir, options(plan, false))?;
     let (totals, ratios) = measure(&mut db, plan)?;
     let pages = db.stats().pages;
     drop(db);
