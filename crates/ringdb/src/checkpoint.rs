@@ -7,8 +7,9 @@
 //!    tree) and end.
 //! 2. The log is made durable up to that end (the write-ahead rule: no page reaches the disk
 //!    before the log that explains it).
-//! 3. The copies and the new meta page go to the **double-write file** with one write, which is
-//!    made durable. Its header names the checkpoint's epoch and carries a CRC32C of it all.
+//! 3. The copies, the free-list chain's pages (see `freelist.rs`) and the new meta page go to
+//!    the **double-write file** with one write, which is made durable. Its header names the
+//!    checkpoint's epoch and carries a CRC32C of it all.
 //! 4. The same pages and the meta page are written in place and the data file is made durable.
 //! 5. The pages are marked clean (those not changed since), and the log before the redo LSN
 //!    may be reused.
@@ -19,7 +20,7 @@
 //! page): recovery writes the whole double-write file in place again. So a torn page is always
 //! repaired, and the data file never mixes two checkpoints.
 
-use crate::buffer::{BufferManager, DirtyPage, PageId};
+use crate::buffer::{BufferManager, DirtyPage, FreeListCut, PageId};
 use crate::error::{CheckpointFailure, CheckpointPart, StorageError};
 use crate::meta::{Meta, META_PID};
 use crate::page;
@@ -66,6 +67,8 @@ struct Cut {
     /// The checkpoint's epoch (the last one's + 1).
     epoch: u64,
     pages: Vec<DirtyPage>,
+    /// The free list the meta page records, with its chain's pages.
+    free_list: FreeListCut,
     meta_image: AlignedBuf,
 }
 
@@ -133,22 +136,26 @@ impl Checkpointer {
         // 2. The write-ahead rule.
         self.wal.wait_durable(cut.end).await?;
         self.assert_write_ahead(&cut.pages);
+        let images = page_images(&cut.pages, &cut.free_list);
         // 3. The double-write file.
-        self.write_double_write(&cut).await.map_err(failed)?;
+        self.write_double_write(cut.epoch, &cut.meta_image, &images)
+            .await
+            .map_err(failed)?;
         // 4. In place. From here a failure leaves the data file to recovery.
-        if let Err(e) = self.write_in_place(&cut.pages, cut.meta_image).await {
+        if let Err(e) = self.write_in_place(&images, cut.meta_image).await {
             let first = Arc::new(e);
             *self.failed.borrow_mut() = Some(first.clone());
             return Err(StorageError::CheckpointFailed { source: first });
         }
         // 5. Done.
         self.bm.mark_clean(&cut.pages);
+        self.bm.free_list_written(cut.free_list.number);
         self.wal.checkpointed(cut.redo);
         assert_eq!(self.epoch.get() + 1, cut.epoch, "two checkpoints at once");
         self.epoch.set(cut.epoch);
         let mut s = self.stats.get();
         s.checkpoints += 1;
-        s.pages_written += cut.pages.len() as u64;
+        s.pages_written += images.len() as u64;
         s.micros += t0.elapsed().as_micros() as u64;
         self.stats.set(s);
         tracing::debug!(
@@ -192,11 +199,14 @@ impl Checkpointer {
         self.last_redo.set(redo);
         let pages = self.bm.snapshot_dirty();
         let epoch = self.epoch.get() + 1;
+        // Before `next_pid`: the cut may grow the data for the chain.
+        let free_list = self.bm.cut_free_list();
         let meta = Meta {
             page_size: self.bm.page_size() as u32,
             root: tree.root(),
             next_pid: self.bm.next_pid(),
-            free_pages: self.bm.free_pages(),
+            free_pages: free_list.image.in_meta.clone(),
+            free_list_head: free_list.image.head,
             logged: true,
             epoch,
             redo_lsn: redo,
@@ -208,6 +218,7 @@ impl Checkpointer {
             end,
             epoch,
             pages,
+            free_list,
             meta_image,
         }
     }
@@ -225,13 +236,18 @@ impl Checkpointer {
         }
     }
 
-    /// Writes the cut's pages and meta page to the double-write file with one write and
-    /// makes it durable.
-    async fn write_double_write(&self, cut: &Cut) -> Result<(), CheckpointFailure> {
-        let mut images: Vec<(PageId, &[u8])> = Vec::with_capacity(cut.pages.len() + 1);
-        images.push((META_PID, cut.meta_image.as_slice()));
-        images.extend(cut.pages.iter().map(|p| (p.pid, p.image.as_slice())));
-        let dw = encode_dw(cut.epoch, self.bm.page_size(), &images);
+    /// Writes the cut's pages (`images`) and meta page to the double-write file of `epoch`
+    /// with one write and makes it durable.
+    async fn write_double_write(
+        &self,
+        epoch: u64,
+        meta_image: &AlignedBuf,
+        images: &[(PageId, &[u8])],
+    ) -> Result<(), CheckpointFailure> {
+        let mut all: Vec<(PageId, &[u8])> = Vec::with_capacity(images.len() + 1);
+        all.push((META_PID, meta_image.as_slice()));
+        all.extend_from_slice(images);
+        let dw = encode_dw(epoch, self.bm.page_size(), &all);
         let dw_len = dw.len();
         let r = crate::chunked::write_all(&self.io, self.files.dw, 0, dw).await;
         check_len(r, dw_len, CheckpointPart::DoubleWriteFile)?;
@@ -244,18 +260,18 @@ impl Checkpointer {
             })
     }
 
+    /// Writes `images` in place, then the meta page, and makes the data file durable.
     async fn write_in_place(
         &self,
-        pages: &[DirtyPage],
+        images: &[(PageId, &[u8])],
         meta_image: AlignedBuf,
     ) -> Result<(), CheckpointFailure> {
         let ps = self.bm.page_size() as u64;
         let data = self.files.data;
-        for chunk in pages.chunks(WRITE_BATCH) {
-            let writes = join_all(chunk.iter().map(|p| {
+        for chunk in images.chunks(WRITE_BATCH) {
+            let writes = join_all(chunk.iter().map(|&(pid, image)| {
                 let mut buf = AlignedBuf::new(ps as usize);
-                buf.as_mut_slice().copy_from_slice(p.image.as_slice());
-                let pid = p.pid;
+                buf.as_mut_slice().copy_from_slice(image);
                 async move {
                     let (r, _) = self.io.write(data, pid * ps, buf).await;
                     (pid, r)
@@ -269,6 +285,17 @@ impl Checkpointer {
         check_len(r, ps as usize, CheckpointPart::MetaPage)?;
         sync_data_file(&self.io, data).await
     }
+}
+
+/// The pages a checkpoint writes besides the meta page: the dirty pages of its cut and the
+/// free-list chain's pages.
+fn page_images<'a>(pages: &'a [DirtyPage], free_list: &'a FreeListCut) -> Vec<(PageId, &'a [u8])> {
+    let chain = free_list.image.pages.iter();
+    pages
+        .iter()
+        .map(|p| (p.pid, p.image.as_slice()))
+        .chain(chain.map(|(pid, image)| (*pid, image.as_slice())))
+        .collect()
 }
 
 /// A checkpoint's failure as the storage error its caller sees.

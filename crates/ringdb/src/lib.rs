@@ -72,6 +72,8 @@ pub mod buffer;
 #[doc(hidden)]
 pub mod checkpoint;
 #[doc(hidden)]
+pub mod freelist;
+#[doc(hidden)]
 pub mod meta;
 #[doc(hidden)]
 pub mod node;

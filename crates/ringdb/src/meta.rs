@@ -1,42 +1,79 @@
 //! The meta page (page 0): where the tree starts, how far the file is allocated, which pages
-//! are free. Written by every flush; verified (checksum, page id) like every other page.
+//! are free. Written by every flush (and every checkpoint with a log); verified (checksum, page
+//! id) like every other page.
 //!
 //! Layout after the common page header (little-endian):
 //! ```text
-//! +0   magic        u64  "RINGDBM1"
-//! +8   page_size    u32
-//! +12  height       u32
-//! +16  root         u64
-//! +24  next_pid     u64
-//! +32  free_count   u32  (free page ids stored below; any beyond the page are leaked)
-//! +36  durability   u32  0: no log; else the log is on (checkpoints write this page)
-//! +40  epoch        u64  checkpoints completed (the double-write area names its epoch)
-//! +48  redo_lsn     u64  recovery replays the log from here
-//! +56  wal_bytes    u64  the circular log's size
-//! +64  free ids     u64 x free_count
+//! +0   magic          u64  "RINGDBM3" ("RINGDBM2" is still read: free ids at +64, no chain)
+//! +8   page_size      u32
+//! +12  height         u32
+//! +16  root           u64
+//! +24  next_pid       u64
+//! +32  free_count     u32  free page ids stored in this page, from +96
+//! +36  durability     u32  0: no log; else the log is on (checkpoints write this page)
+//! +40  epoch          u64  checkpoints completed (the double-write area names its epoch)
+//! +48  redo_lsn       u64  recovery replays the log from here
+//! +56  wal_bytes      u64  the circular log's size
+//! +64  free_list_head u64  first page of the free-list chain (0: none), see `freelist.rs`
+//! +72  (named tables' catalog page, then reserved up to +96)
+//! +96  free ids       u64 x free_count
 //! ```
+//! The free pages that do not fit here are listed in the chain of free-list pages that starts
+//! at `free_list_head`: the list survives a reopen in full.
 
 use crate::buffer::PageId;
 use crate::error::{Corruption, OpenError, StorageError};
 use crate::page;
 use crate::tree::TreeRoot;
 
-const MAGIC: u64 = u64::from_le_bytes(*b"RINGDBM2");
-const FREE_IDS: usize = 64;
+/// The magic of this format.
+const MAGIC: u64 = u64::from_le_bytes(*b"RINGDBM3");
+/// The previous format: the same fields up to +64, free ids from +64, no free-list chain.
+const MAGIC_V2: u64 = u64::from_le_bytes(*b"RINGDBM2");
+/// The format before the log: refused.
+const MAGIC_V1: u64 = u64::from_le_bytes(*b"RINGDBM1");
+
+// Field offsets in the body (after the page header); see the layout above.
+const OFF_MAGIC: usize = 0;
+const OFF_PAGE_SIZE: usize = 8;
+const OFF_HEIGHT: usize = 12;
+const OFF_ROOT: usize = 16;
+const OFF_NEXT_PID: usize = 24;
+const OFF_FREE_COUNT: usize = 32;
+const OFF_DURABILITY: usize = 36;
+const OFF_EPOCH: usize = 40;
+const OFF_REDO_LSN: usize = 48;
+const OFF_WAL_BYTES: usize = 56;
+const OFF_FREE_LIST_HEAD: usize = 64;
+/// Where the free ids start; +72..+96 belong to the named tables' catalog and a reserve.
+const OFF_FREE_IDS: usize = 96;
+/// Where the free ids start in a `RINGDBM2` meta page.
+const OFF_FREE_IDS_V2: usize = 64;
 
 /// The meta page's id.
 pub const META_PID: PageId = 0;
 
+/// The meta record, decoded.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Meta {
+    /// Bytes per page.
     pub page_size: u32,
+    /// The tree's root and height.
     pub root: TreeRoot,
+    /// The first page id never allocated.
     pub next_pid: PageId,
+    /// The free page ids stored in the meta page itself (at most
+    /// [`free_capacity`](Self::free_capacity)); the others are on the chain.
     pub free_pages: Vec<PageId>,
+    /// The first page of the free-list chain (0: no chain).
+    pub free_list_head: PageId,
     /// Whether the database keeps a write-ahead log.
     pub logged: bool,
+    /// Checkpoints completed.
     pub epoch: u64,
+    /// Recovery replays the log from this LSN.
     pub redo_lsn: u64,
+    /// The circular log's size in bytes.
     pub wal_bytes: u64,
 }
 
@@ -52,31 +89,43 @@ fn rd_u64(b: &[u8], at: usize) -> u64 {
     u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"))
 }
 
+/// Free ids a meta page whose ids start at `first_id` holds.
+fn capacity_from(page_size: usize, first_id: usize) -> usize {
+    (page_size - page::HEADER_SIZE - first_id) / 8
+}
+
 impl Meta {
-    /// Free page ids one meta page can hold.
+    /// Free page ids one meta page can hold (the rest go on the free-list chain).
     pub fn free_capacity(page_size: usize) -> usize {
-        (page_size - page::HEADER_SIZE - FREE_IDS) / 8
+        capacity_from(page_size, OFF_FREE_IDS)
     }
 
-    /// Writes the meta record into `p` (a page whose header the caller initialised).
+    /// Writes the meta record into `p` (a page whose header the caller initialised). The
+    /// ids beyond [`free_capacity`](Self::free_capacity) belong on the chain, never here.
     pub fn write_to(&self, p: &mut [u8]) {
-        let cap = Self::free_capacity(p.len());
-        let n = self.free_pages.len().min(cap);
+        let n = self.free_pages.len();
+        assert!(
+            n <= Self::free_capacity(p.len()),
+            "{n} free ids given to a meta page that holds {}",
+            Self::free_capacity(p.len())
+        );
         let b = &mut p[page::HEADER_SIZE..];
-        b[0..8].copy_from_slice(&MAGIC.to_le_bytes());
-        b[8..12].copy_from_slice(&self.page_size.to_le_bytes());
-        b[12..16].copy_from_slice(&self.root.height.to_le_bytes());
-        b[16..24].copy_from_slice(&self.root.root.to_le_bytes());
-        b[24..32].copy_from_slice(&self.next_pid.to_le_bytes());
-        b[32..36].copy_from_slice(&(n as u32).to_le_bytes());
-        b[36..40].copy_from_slice(&u32::from(self.logged).to_le_bytes());
-        b[40..48].copy_from_slice(&self.epoch.to_le_bytes());
-        b[48..56].copy_from_slice(&self.redo_lsn.to_le_bytes());
-        b[56..64].copy_from_slice(&self.wal_bytes.to_le_bytes());
-        for (i, pid) in self.free_pages.iter().take(n).enumerate() {
-            let at = FREE_IDS + 8 * i;
-            b[at..at + 8].copy_from_slice(&pid.to_le_bytes());
+        let mut put_u64 = |at: usize, v: u64| b[at..at + 8].copy_from_slice(&v.to_le_bytes());
+        put_u64(OFF_MAGIC, MAGIC);
+        put_u64(OFF_ROOT, self.root.root);
+        put_u64(OFF_NEXT_PID, self.next_pid);
+        put_u64(OFF_EPOCH, self.epoch);
+        put_u64(OFF_REDO_LSN, self.redo_lsn);
+        put_u64(OFF_WAL_BYTES, self.wal_bytes);
+        put_u64(OFF_FREE_LIST_HEAD, self.free_list_head);
+        for (i, pid) in self.free_pages.iter().enumerate() {
+            put_u64(OFF_FREE_IDS + 8 * i, *pid);
         }
+        let mut put_u32 = |at: usize, v: u32| b[at..at + 4].copy_from_slice(&v.to_le_bytes());
+        put_u32(OFF_PAGE_SIZE, self.page_size);
+        put_u32(OFF_HEIGHT, self.root.height);
+        put_u32(OFF_FREE_COUNT, n as u32);
+        put_u32(OFF_DURABILITY, u32::from(self.logged));
     }
 
     /// Parses a meta page read from disk (already checksum-verified), refusing one that does
@@ -92,13 +141,13 @@ impl Meta {
         }
         let b = body(p);
         let bad = |reason: Corruption| OpenError::from(StorageError::corrupt(META_PID, reason));
-        if rd_u64(b, 0) == u64::from_le_bytes(*b"RINGDBM1") {
-            return Err(bad(Corruption::OlderFormat));
-        }
-        if rd_u64(b, 0) != MAGIC {
-            return Err(bad(Corruption::NotMeta));
-        }
-        let page_size = rd_u32(b, 8);
+        let first_id = match rd_u64(b, OFF_MAGIC) {
+            MAGIC => OFF_FREE_IDS,
+            MAGIC_V2 => OFF_FREE_IDS_V2,
+            MAGIC_V1 => return Err(bad(Corruption::OlderFormat)),
+            _ => return Err(bad(Corruption::NotMeta)),
+        };
+        let page_size = rd_u32(b, OFF_PAGE_SIZE);
         if page_size as usize != p.len() {
             return Err(OpenError::PageSizeMismatch {
                 path: None,
@@ -106,38 +155,79 @@ impl Meta {
                 requested: p.len(),
             });
         }
-        let height = rd_u32(b, 12);
-        let root = rd_u64(b, 16);
-        let next_pid = rd_u64(b, 24);
-        let n = rd_u32(b, 32) as usize;
-        if height == 0 || height > 64 || root == META_PID || root >= next_pid {
-            return Err(bad(Corruption::BadRoot {
-                root,
-                height,
-                next_page: next_pid,
-            }));
-        }
-        if n > Self::free_capacity(p.len()) {
-            return Err(bad(Corruption::FreeListTooLong { count: n }));
-        }
-        let free_pages = (0..n)
-            .map(|i| rd_u64(b, FREE_IDS + 8 * i))
-            .collect::<Vec<_>>();
-        if let Some(&free_page) = free_pages
-            .iter()
-            .find(|&&f| f == META_PID || f >= next_pid || f == root)
-        {
-            return Err(bad(Corruption::FreePageOutOfRange { free_page }));
-        }
+        let root = TreeRoot {
+            root: rd_u64(b, OFF_ROOT),
+            height: rd_u32(b, OFF_HEIGHT),
+        };
+        let next_pid = rd_u64(b, OFF_NEXT_PID);
+        check_root(root, next_pid).map_err(bad)?;
+        let free_list_head = if first_id == OFF_FREE_IDS {
+            rd_u64(b, OFF_FREE_LIST_HEAD)
+        } else {
+            0
+        };
+        let free_pages = read_free_ids(b, first_id, root, next_pid, free_list_head).map_err(bad)?;
         Ok(Meta {
             page_size,
-            root: TreeRoot { root, height },
+            root,
             next_pid,
             free_pages,
-            logged: rd_u32(b, 36) != 0,
-            epoch: rd_u64(b, 40),
-            redo_lsn: rd_u64(b, 48),
-            wal_bytes: rd_u64(b, 56),
+            free_list_head,
+            logged: rd_u32(b, OFF_DURABILITY) != 0,
+            epoch: rd_u64(b, OFF_EPOCH),
+            redo_lsn: rd_u64(b, OFF_REDO_LSN),
+            wal_bytes: rd_u64(b, OFF_WAL_BYTES),
         })
+    }
+
+    /// Whether `pid` may be a free page (or a free-list page) of this database: allocated,
+    /// and neither the meta page nor the root.
+    pub fn may_be_free(&self, pid: PageId) -> bool {
+        may_be_free(pid, self.root, self.next_pid)
+    }
+}
+
+fn may_be_free(pid: PageId, root: TreeRoot, next_pid: PageId) -> bool {
+    pid != META_PID && pid < next_pid && pid != root.root
+}
+
+/// The root and height must name an allocated page and a height a node can record.
+fn check_root(root: TreeRoot, next_pid: PageId) -> Result<(), Corruption> {
+    let TreeRoot { root: pid, height } = root;
+    if height == 0 || height > 64 || pid == META_PID || pid >= next_pid {
+        return Err(Corruption::BadRoot {
+            root: pid,
+            height,
+            next_page: next_pid,
+        });
+    }
+    Ok(())
+}
+
+/// The free ids stored in the meta body `b` from `first_id` on, and the chain's head, each
+/// checked to be a page that may be free.
+fn read_free_ids(
+    b: &[u8],
+    first_id: usize,
+    root: TreeRoot,
+    next_pid: PageId,
+    head: PageId,
+) -> Result<Vec<PageId>, Corruption> {
+    let n = rd_u32(b, OFF_FREE_COUNT) as usize;
+    if n > capacity_from(b.len() + page::HEADER_SIZE, first_id) {
+        return Err(Corruption::FreeListTooLong { count: n });
+    }
+    if head != 0 && !may_be_free(head, root, next_pid) {
+        return Err(Corruption::FreePageOutOfRange { free_page: head });
+    }
+    let free_pages = (0..n)
+        .map(|i| rd_u64(b, first_id + 8 * i))
+        .collect::<Vec<_>>();
+    match free_pages
+        .iter()
+        .find(|&&f| !may_be_free(f, root, next_pid))
+    {
+        Some(&free_page) => Err(Corruption::FreePageOutOfRange { free_page }),
+        None => Ok(free_pages),
     }
 }

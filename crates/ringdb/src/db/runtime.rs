@@ -159,8 +159,9 @@ async fn open_tree(
         };
         return Err(StorageError::corrupt(META_PID, reason).into());
     }
+    let free_list = crate::freelist::read(bm.io(), FILE_IDS.data, &meta).await?;
     bm.set_next_pid(meta.next_pid);
-    bm.set_free_pages(meta.free_pages);
+    bm.restore_free_list(free_list);
     Ok(BTree::open(bm, meta.root))
 }
 
