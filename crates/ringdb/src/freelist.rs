@@ -92,7 +92,10 @@ pub fn decode(p: &[u8], pid: PageId) -> Result<ChainPage, StorageError> {
     page::verify(p, pid)?;
     let found = p[page::OFF_TYPE];
     if found != PageType::FreeList as u8 {
-        return Err(StorageError::corrupt(pid, Corruption::NotFreeListPage { found }));
+        return Err(StorageError::corrupt(
+            pid,
+            Corruption::NotFreeListPage { found },
+        ));
     }
     let b = &p[page::HEADER_SIZE..];
     let rd_u64 = |at: usize| u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"));
@@ -134,7 +137,10 @@ pub async fn read(io: &Io, file: FileId, meta: &Meta) -> Result<FreeList, Storag
     while pid != 0 {
         if list.chain.len() as u64 >= meta.next_pid || !passed.insert(pid) {
             let pages = meta.next_pid;
-            return Err(StorageError::corrupt(pid, Corruption::FreeListCycle { pages }));
+            return Err(StorageError::corrupt(
+                pid,
+                Corruption::FreeListCycle { pages },
+            ));
         }
         if !meta.may_be_free(pid) {
             let reason = Corruption::FreePageOutOfRange { free_page: pid };
@@ -211,7 +217,12 @@ pub fn build(ids: &[PageId], chain: &[PageId], page_size: usize) -> FreeListImag
         .map(|(i, &pid)| {
             let next = chain.get(i + 1).copied().unwrap_or(0);
             let mut image = AlignedBuf::new(page_size);
-            encode(image.as_mut_slice(), pid, next, chunks.next().unwrap_or(&[]));
+            encode(
+                image.as_mut_slice(),
+                pid,
+                next,
+                chunks.next().unwrap_or(&[]),
+            );
             (pid, image)
         })
         .collect();
@@ -223,11 +234,7 @@ pub fn build(ids: &[PageId], chain: &[PageId], page_size: usize) -> FreeListImag
 }
 
 /// Writes the chain's pages of `image` in place in `file` (a flush without a log).
-pub async fn write_chain(
-    io: &Io,
-    file: FileId,
-    image: &FreeListImage,
-) -> Result<(), StorageError> {
+pub async fn write_chain(io: &Io, file: FileId, image: &FreeListImage) -> Result<(), StorageError> {
     for (pid, bytes) in &image.pages {
         let len = bytes.len();
         let mut buf = AlignedBuf::new(len);

@@ -80,7 +80,10 @@ impl BufferManager {
     /// completed keeps its chain held. Call `next_pid` after this: the cut may grow the data.
     pub fn cut_free_list(&self) -> FreeListCut {
         let page_size = self.inner.cfg.page_size;
-        let (in_meta, per_page) = (Meta::free_capacity(page_size), freelist::ids_per_page(page_size));
+        let (in_meta, per_page) = (
+            Meta::free_capacity(page_size),
+            freelist::ids_per_page(page_size),
+        );
         let capacity = self.inner.cfg.capacity_pages;
         let mut st = self.inner.state.borrow_mut();
         let st = &mut *st;
@@ -98,7 +101,10 @@ impl BufferManager {
                 st.next_pid - 1
             } else {
                 listed -= 1;
-                st.chain.held.pop().expect("more listed than reusable means some held")
+                st.chain
+                    .held
+                    .pop()
+                    .expect("more listed than reusable means some held")
             };
             chain.push(pid);
         }
