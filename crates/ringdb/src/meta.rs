@@ -231,3 +231,60 @@ fn read_free_ids(
         None => Ok(free_pages),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn meta(free_pages: Vec<PageId>, free_list_head: PageId) -> Meta {
+        Meta {
+            page_size: 4096,
+            root: TreeRoot { root: 1, height: 2 },
+            next_pid: 100,
+            free_pages,
+            free_list_head,
+            logged: true,
+            epoch: 3,
+            redo_lsn: 64,
+            wal_bytes: 1 << 20,
+        }
+    }
+
+    fn page_of(m: &Meta) -> Vec<u8> {
+        let mut p = vec![0u8; 4096];
+        page::init(&mut p, page::PageType::Meta);
+        m.write_to(&mut p);
+        p
+    }
+
+    #[test]
+    fn a_meta_page_round_trips_with_its_chain_head() {
+        let m = meta(vec![5, 6, 7], 9);
+        assert_eq!(Meta::read_from(&page_of(&m)).unwrap(), m);
+    }
+
+    #[test]
+    fn a_ringdbm2_meta_page_is_read_with_its_ids_at_64_and_no_chain() {
+        let m = meta(vec![5, 6, 7], 0);
+        let mut p = page_of(&m);
+        let b = &mut p[page::HEADER_SIZE..];
+        b[OFF_MAGIC..OFF_MAGIC + 8].copy_from_slice(b"RINGDBM2");
+        b.copy_within(OFF_FREE_IDS..OFF_FREE_IDS + 24, OFF_FREE_IDS_V2);
+        assert_eq!(Meta::read_from(&p).unwrap(), m);
+    }
+
+    #[test]
+    fn a_chain_head_out_of_range_is_refused() {
+        for head in [META_PID, 1, 100] {
+            let p = page_of(&meta(vec![], head));
+            match Meta::read_from(&p) {
+                Err(OpenError::Storage(StorageError::Corrupt {
+                    reason: Corruption::FreePageOutOfRange { free_page },
+                    ..
+                })) if head != META_PID => assert_eq!(free_page, head),
+                Ok(m) if head == META_PID => assert_eq!(m.free_list_head, 0),
+                other => panic!("head {head}: {other:?}"),
+            }
+        }
+    }
+}
