@@ -66,7 +66,8 @@ struct AutoReport {
 #[derive(Serialize)]
 #[serde(rename_all = "kebab-case")]
 enum Choice {
-    Runs(EffectiveIo),
+    /// Boxed: an `EffectiveIo` is large next to an error's text.
+    Runs(Box<EffectiveIo>),
     Fails(String),
 }
 
@@ -85,7 +86,7 @@ impl AutoReport {
         let choose = |config: &IoConfig, buffers: Option<&[libc::iovec]>| match open_engine_resolved(
             config, &fds, buffers,
         ) {
-            Ok((_engine, effective)) => Choice::Runs(effective),
+            Ok((_engine, effective)) => Choice::Runs(Box::new(effective)),
             Err(error) => Choice::Fails(error.to_string()),
         };
         let report = AutoReport {
