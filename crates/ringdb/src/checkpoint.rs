@@ -3,16 +3,18 @@
 //! With a log, the data file changes only here, so it always holds one complete checkpoint:
 //!
 //! 1. **Cut** (synchronous, so no task runs in between): bring the catalog page up to date
-//!    with every table's root (`catalog.rs`), copy every dirty page, sealed; note the default
+//!    with every table's root (`catalog.rs`), copy every dirty page, sealed; cut the free list
+//!    (its ids and the images of its chain's pages, `buffer/free_list.rs`); note the default
 //!    tree's root, the allocator and the log's redo LSN (the first batch not wholly in the
 //!    tree) and end.
 //! 2. The log is made durable up to that end (the write-ahead rule: no page reaches the disk
 //!    before the log that explains it).
-//! 3. The copies and the new meta page (and the catalog page when it was not resident) go to
-//!    the **double-write file** with one write, which is made durable. Its header names the
-//!    checkpoint's epoch and carries a CRC32C of it all.
-//! 4. The same pages, the catalog page and the meta page are written in place and the data
-//!    file is made durable.
+//! 3. The copies, the catalog page when it was not resident (`catalog.rs`), the free-list
+//!    chain's pages (see `freelist.rs`) and the new meta page go to the **double-write file**
+//!    with one write, which is made durable. Its header names the checkpoint's epoch and
+//!    carries a CRC32C of it all.
+//! 4. The same pages (the catalog and chain pages among them) and last the meta page are
+//!    written in place and the data file is made durable.
 //! 5. The pages are marked clean (those not changed since), and the log before the redo LSN
 //!    may be reused.
 //!
@@ -22,7 +24,7 @@
 //! page): recovery writes the whole double-write file in place again. So a torn page is always
 //! repaired, and the data file never mixes two checkpoints.
 
-use crate::buffer::{BufferManager, DirtyPage, PageId};
+use crate::buffer::{BufferManager, DirtyPage, FreeListCut, PageId};
 use crate::catalog::{Catalog, CatalogRecord};
 use crate::error::{CheckpointFailure, CheckpointPart, StorageError};
 use crate::meta::{Meta, META_PID};
@@ -69,6 +71,8 @@ struct Cut {
     /// The checkpoint's epoch (the last one's + 1).
     epoch: u64,
     pages: Vec<DirtyPage>,
+    /// The free list the meta page records, with its chain's pages.
+    free_list: FreeListCut,
     meta_image: AlignedBuf,
     /// The catalog page, when it changed and was not resident (else it is among `pages`).
     catalog_image: Option<(PageId, AlignedBuf)>,
@@ -136,15 +140,17 @@ impl Checkpointer {
         let _running = Running { ckpt: self };
         let t0 = std::time::Instant::now();
         // 1. The cut: nothing else runs until the first await.
-        let mut cut = self.cut(tables);
+        let cut = self.cut(tables);
         // 2. The write-ahead rule.
         self.wal.wait_durable(cut.end).await?;
         self.assert_write_ahead(&cut.pages);
+        let images = page_images(&cut.pages, cut.catalog_image.as_ref(), &cut.free_list);
         // 3. The double-write file.
-        self.write_double_write(&cut).await.map_err(failed)?;
+        self.write_double_write(cut.epoch, &cut.meta_image, &images)
+            .await
+            .map_err(failed)?;
         // 4. In place. From here a failure leaves the data file to recovery.
-        let extra = cut.catalog_image.take();
-        if let Err(e) = self.write_in_place(&cut.pages, extra, cut.meta_image).await {
+        if let Err(e) = self.write_in_place(&images, cut.meta_image).await {
             let first = Arc::new(e);
             *self.failed.borrow_mut() = Some(first.clone());
             return Err(StorageError::CheckpointFailed { source: first });
@@ -152,12 +158,13 @@ impl Checkpointer {
         // 5. Done.
         self.bm.mark_clean(&cut.pages);
         tables.stored(cut.catalog);
+        self.bm.free_list_written(cut.free_list.number);
         self.wal.checkpointed(cut.redo);
         assert_eq!(self.epoch.get() + 1, cut.epoch, "two checkpoints at once");
         self.epoch.set(cut.epoch);
         let mut s = self.stats.get();
         s.checkpoints += 1;
-        s.pages_written += cut.pages.len() as u64;
+        s.pages_written += images.len() as u64;
         s.micros += t0.elapsed().as_micros() as u64;
         self.stats.set(s);
         tracing::debug!(
@@ -189,8 +196,8 @@ impl Checkpointer {
     }
 
     /// The cut (synchronous: no task runs in between): the log's redo LSN and end, the
-    /// catalog page brought up to date, sealed copies of the dirty pages, and the meta page
-    /// of the next epoch.
+    /// catalog page brought up to date, sealed copies of the dirty pages, the free list's cut
+    /// (its chain's pages), and the meta page of the next epoch.
     fn cut(&self, tables: &Catalog) -> Cut {
         let (redo, end) = self.wal.cut();
         let last = self.last_redo.get();
@@ -204,11 +211,14 @@ impl Checkpointer {
         let (catalog_image, catalog) = tables.cut();
         let pages = self.bm.snapshot_dirty();
         let epoch = self.epoch.get() + 1;
+        // Before `next_pid`: the cut may grow the data for the chain.
+        let free_list = self.bm.cut_free_list();
         let meta = Meta {
             page_size: self.bm.page_size() as u32,
             root: tables.default_tree().root(),
             next_pid: self.bm.next_pid(),
-            free_pages: self.bm.free_pages(),
+            free_pages: free_list.image.in_meta.clone(),
+            free_list_head: free_list.image.head,
             logged: true,
             epoch,
             redo_lsn: redo,
@@ -221,6 +231,7 @@ impl Checkpointer {
             end,
             epoch,
             pages,
+            free_list,
             meta_image,
             catalog_image,
             catalog,
@@ -240,16 +251,19 @@ impl Checkpointer {
         }
     }
 
-    /// Writes the cut's pages and meta page to the double-write file with one write and
-    /// makes it durable.
-    async fn write_double_write(&self, cut: &Cut) -> Result<(), CheckpointFailure> {
-        let mut images: Vec<(PageId, &[u8])> = Vec::with_capacity(cut.pages.len() + 1);
-        images.push((META_PID, cut.meta_image.as_slice()));
-        if let Some((pid, image)) = &cut.catalog_image {
-            images.push((*pid, image.as_slice()));
-        }
-        images.extend(cut.pages.iter().map(|p| (p.pid, p.image.as_slice())));
-        let dw = encode_dw(cut.epoch, self.bm.page_size(), &images);
+    /// Writes the cut's pages (`images`: the dirty pages, the catalog page when the cut made
+    /// an image of it, the chain's pages) and meta page to the double-write file of `epoch`
+    /// with one write and makes it durable.
+    async fn write_double_write(
+        &self,
+        epoch: u64,
+        meta_image: &AlignedBuf,
+        images: &[(PageId, &[u8])],
+    ) -> Result<(), CheckpointFailure> {
+        let mut all: Vec<(PageId, &[u8])> = Vec::with_capacity(images.len() + 1);
+        all.push((META_PID, meta_image.as_slice()));
+        all.extend_from_slice(images);
+        let dw = encode_dw(epoch, self.bm.page_size(), &all);
         let dw_len = dw.len();
         let r = crate::chunked::write_all(&self.io, self.files.dw, 0, dw).await;
         check_len(r, dw_len, CheckpointPart::DoubleWriteFile)?;
@@ -262,21 +276,19 @@ impl Checkpointer {
             })
     }
 
-    /// Writes the cut's pages, then the catalog page `catalog_image` (when the cut made one)
-    /// and last the meta page in place, and makes the data file durable.
+    /// Writes `images` in place (the dirty pages, the catalog page when the cut made an image
+    /// of it, the chain's pages), then the meta page, and makes the data file durable.
     async fn write_in_place(
         &self,
-        pages: &[DirtyPage],
-        catalog_image: Option<(PageId, AlignedBuf)>,
+        images: &[(PageId, &[u8])],
         meta_image: AlignedBuf,
     ) -> Result<(), CheckpointFailure> {
         let ps = self.bm.page_size() as u64;
         let data = self.files.data;
-        for chunk in pages.chunks(WRITE_BATCH) {
-            let writes = join_all(chunk.iter().map(|p| {
+        for chunk in images.chunks(WRITE_BATCH) {
+            let writes = join_all(chunk.iter().map(|&(pid, image)| {
                 let mut buf = AlignedBuf::new(ps as usize);
-                buf.as_mut_slice().copy_from_slice(p.image.as_slice());
-                let pid = p.pid;
+                buf.as_mut_slice().copy_from_slice(image);
                 async move {
                     let (r, _) = self.io.write(data, pid * ps, buf).await;
                     (pid, r)
@@ -286,14 +298,46 @@ impl Checkpointer {
                 check_len(r, ps as usize, CheckpointPart::Page { page: pid })?;
             }
         }
-        if let Some((pid, image)) = catalog_image {
-            let (r, _) = self.io.write(data, pid * ps, image).await;
-            check_len(r, ps as usize, CheckpointPart::Page { page: pid })?;
-        }
         let (r, _) = self.io.write(data, 0, meta_image).await;
         check_len(r, ps as usize, CheckpointPart::MetaPage)?;
         sync_data_file(&self.io, data).await
     }
+}
+
+/// The pages a checkpoint writes besides the meta page: the dirty pages of its cut, the
+/// catalog page when the cut made an image of it (it was not resident), and the free-list
+/// chain's pages. No page twice: the catalog image exists only when the page is not in the
+/// pool (so not among the dirty pages), and the chain's pages are free (neither dirty nor the
+/// catalog page).
+fn page_images<'a>(
+    pages: &'a [DirtyPage],
+    catalog_image: Option<&'a (PageId, AlignedBuf)>,
+    free_list: &'a FreeListCut,
+) -> Vec<(PageId, &'a [u8])> {
+    let dirty = pages.iter().map(|p| (p.pid, p.image.as_slice()));
+    let catalog = catalog_image.into_iter();
+    let chain = free_list.image.pages.iter();
+    let images: Vec<(PageId, &[u8])> = dirty
+        .chain(catalog.map(|(pid, image)| (*pid, image.as_slice())))
+        .chain(chain.map(|(pid, image)| (*pid, image.as_slice())))
+        .collect();
+    assert_distinct(&images);
+    images
+}
+
+/// No page among a checkpoint's images twice, and none is the meta page (written last, on its
+/// own): the double-write file would hold two images of one page.
+fn assert_distinct(images: &[(PageId, &[u8])]) {
+    let mut pids: Vec<PageId> = images.iter().map(|&(pid, _)| pid).collect();
+    pids.sort_unstable();
+    if let Some(w) = pids.windows(2).find(|w| w[0] == w[1]) {
+        panic!("page {} twice among a checkpoint's images", w[0]);
+    }
+    assert_ne!(
+        pids.first(),
+        Some(&META_PID),
+        "the meta page among the images"
+    );
 }
 
 /// A checkpoint's failure as the storage error its caller sees.

@@ -87,6 +87,8 @@ pub mod catalog;
 #[doc(hidden)]
 pub mod checkpoint;
 #[doc(hidden)]
+pub mod freelist;
+#[doc(hidden)]
 pub mod meta;
 #[doc(hidden)]
 pub mod node;

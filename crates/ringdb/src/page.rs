@@ -6,7 +6,8 @@
 //! offset size field        meaning
 //!      0    4 checksum     CRC32C of the whole page, computed with this field read as zero
 //!      4    1 magic        FORMAT_MAGIC: a ringdb page of this format version (never 0)
-//!      5    1 page_type    PageType: 1 free, 2 meta, 3 leaf, 4 inner, 5 catalog (0: never initialised)
+//!      5    1 page_type    PageType: 1 free, 2 meta, 3 leaf, 4 inner, 5 catalog, 6 free list
+//!                          (0: never initialised)
 //!      6    2 level        B+tree level: 0 for leaves, >= 1 for inner nodes (height above leaves)
 //!      8    8 page_id      the page's own number, set by `seal`: catches misdirected writes/reads
 //!     16    8 lsn          LSN of the last log record applied to this page (redo is idempotent)
@@ -73,6 +74,8 @@ pub enum PageType {
     Inner = 4,
     /// The table catalog: every named table's id and tree root (see `catalog.rs`).
     Catalog = 5,
+    /// A page of the free-list chain (see `freelist.rs`).
+    FreeList = 6,
 }
 
 impl PageType {
@@ -83,6 +86,7 @@ impl PageType {
             3 => Some(PageType::Leaf),
             4 => Some(PageType::Inner),
             5 => Some(PageType::Catalog),
+            6 => Some(PageType::FreeList),
             _ => None,
         }
     }

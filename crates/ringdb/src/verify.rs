@@ -23,7 +23,8 @@
 //! - the catalog page (when there is one) loads, is a catalog page and its record decodes;
 //! - the free list holds no duplicates, no meta page and nothing past the end;
 //! - every page id in `1..next_pid` is reachable or free: the others are leaks, listed in
-//!   [`VerifyReport::unreachable`].
+//!   [`VerifyReport::unreachable`]. The free pages include those that hold the free-list
+//!   chain on disk (`freelist.rs`): free, but not reusable until the next meta write.
 //!
 //! The walk reads the tree as it is between its loads: run it when nothing else changes the
 //! tree (after recovery, before serving), as `ringdb check` does.
@@ -57,6 +58,8 @@ pub struct VerifyReport {
     pub pages_checked: u64,
     /// Entries on the free list.
     pub free_pages: u64,
+    /// Of `free_pages`, those holding the free-list chain (see `freelist.rs`).
+    pub free_list_pages: u64,
     /// Page ids in `1..next_pid` neither reachable from the root nor free (leaks), ascending.
     /// Pages below a page that could not be read are among them.
     pub unreachable: Vec<u64>,
@@ -174,7 +177,9 @@ fn show(key: &[u8]) -> String {
 /// list.
 pub async fn verify_btree(tree: &BTree) -> VerifyReport {
     let bm = tree.buffer();
-    verify_tree(bm, tree.root(), &bm.free_pages()).await
+    let mut report = verify_tree(bm, tree.root(), &bm.free_pages()).await;
+    report.free_list_pages = bm.free_list_pages() as u64;
+    report
 }
 
 /// Verifies every table of `tables` as they stand: [`verify_tables`] over their roots, the
@@ -182,7 +187,9 @@ pub async fn verify_btree(tree: &BTree) -> VerifyReport {
 pub async fn verify_catalog(tables: &Catalog) -> VerifyReport {
     let bm = tables.default_tree().buffer();
     let roots: Vec<TreeRoot> = tables.trees().iter().map(|(_, t)| t.root()).collect();
-    verify_tables(bm, &roots, tables.page(), &bm.free_pages()).await
+    let mut report = verify_tables(bm, &roots, tables.page(), &bm.free_pages()).await;
+    report.free_list_pages = bm.free_list_pages() as u64;
+    report
 }
 
 /// Walks the whole tree from `root` through `bm` and checks everything listed in the module

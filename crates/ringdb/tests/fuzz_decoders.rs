@@ -340,6 +340,7 @@ fn meta_plan() -> impl Strategy<Value = (usize, Meta)> {
                     root: TreeRoot { root, height },
                     next_pid,
                     free_pages,
+                    free_list_head: 0,
                     logged,
                     epoch,
                     redo_lsn: redo,

@@ -235,6 +235,7 @@ pub fn seeds() -> Vec<(&'static str, String, Vec<u8>)> {
             root: TreeRoot { root: 1, height: 1 },
             next_pid: 9,
             free_pages: vec![2, 3],
+            free_list_head: 0,
             logged: true,
             epoch: 4,
             redo_lsn: 64,

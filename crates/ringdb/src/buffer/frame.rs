@@ -173,6 +173,8 @@ pub(super) struct State {
     /// The same ids, for lookups: a page freed while some task still meant to load it must
     /// not come back into the pool (its stale image would shadow its next tenant).
     pub(super) freed: HashSet<PageId>,
+    /// Free pages holding the free-list chain: in `freed`, not in `free_pages`.
+    pub(super) chain: super::free_list::HeldChain,
 }
 
 impl State {
@@ -241,6 +243,7 @@ impl Inner {
                 next_pid,
                 free_pages: Vec::new(),
                 freed: HashSet::new(),
+                chain: Default::default(),
             }),
             pins: (0..n).map(|_| Cell::new(0u32)).collect(),
             borrows: (0..n).map(|_| Cell::new(0i32)).collect(),

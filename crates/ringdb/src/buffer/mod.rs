@@ -36,12 +36,14 @@
 //!   batch;
 //! - `evict.rs`: free frames and eviction rounds;
 //! - `dirty.rs`: a checkpoint's cut and the flush of every dirty page;
+//! - `free_list.rs`: free pages, and the free-list chain's pages held between meta writes;
 //! - `guard.rs`: [`PageGuard`] and [`Reservation`].
 
 mod config;
 mod dirty;
 mod evict;
 mod frame;
+mod free_list;
 mod guard;
 mod load;
 mod prefetch;
@@ -49,6 +51,7 @@ mod wait;
 
 pub use config::{PoolConfig, PoolStats, MIN_FRAMES};
 pub use dirty::DirtyPage;
+pub use free_list::FreeListCut;
 pub use guard::{PageGuard, Reservation};
 
 use crate::error::{OpenError, StorageError, WriteError};
@@ -123,18 +126,6 @@ impl BufferManager {
     /// Sets the first page id never allocated (from the meta page on open).
     pub fn set_next_pid(&self, next: PageId) {
         self.inner.state.borrow_mut().next_pid = next;
-    }
-
-    /// Freed page ids, reusable by `alloc_page`.
-    pub fn free_pages(&self) -> Vec<PageId> {
-        self.inner.state.borrow().free_pages.clone()
-    }
-
-    /// Restores the free-page list (from the meta page on open).
-    pub fn set_free_pages(&self, pages: Vec<PageId>) {
-        let mut st = self.inner.state.borrow_mut();
-        st.freed = pages.iter().copied().collect();
-        st.free_pages = pages;
     }
 
     /// Frames free right now.
@@ -269,6 +260,7 @@ impl BufferManager {
         );
         let reserved = res.and_then(|r| r.bufs.pop());
         let Some(mut buf) = reserved.or_else(|| st.free_bufs.pop()) else {
+            st.freed.insert(pid);
             st.free_pages.push(pid);
             return Err(WriteError::NoFreeFrame);
         };

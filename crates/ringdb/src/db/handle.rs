@@ -8,6 +8,7 @@
 //! reopened (recovery decides from the log).
 
 use super::batch::WriteBatch;
+use super::layout::FILE_IDS;
 use crate::catalog::{Catalog, TableId};
 use crate::checkpoint::Checkpointer;
 use crate::error::{ReadError, StorageError, WaitFor, WriteError};
@@ -271,30 +272,41 @@ impl DbHandle {
             self.check_failed()?;
             return Ok(d.ckpt.run(&self.tables).await?);
         }
-        self.write_meta_page().await?;
+        let cut = self.write_meta_page().await?;
         self.tables.store().await?;
-        Ok(self.tree.buffer().flush_all(sync).await?)
+        let bm = self.tree.buffer();
+        bm.flush_all(sync).await?;
+        bm.free_list_written(cut);
+        Ok(())
     }
 
-    /// Writes the tree's root and the allocator into the meta page (in the pool: the flush
-    /// writes it back with the other dirty pages). Without a log only.
-    async fn write_meta_page(&self) -> Result<(), StorageError> {
+    /// Writes the default tree's root, the catalog page's id, the allocator and the free list
+    /// into the meta page (in the pool: the flush writes it back with the other dirty pages),
+    /// after writing the free list's chain pages in place (so a meta page that names them
+    /// never reaches the disk before them). Without a log only. Returns the free list's cut
+    /// number.
+    async fn write_meta_page(&self) -> Result<u64, StorageError> {
         let bm = self.tree.buffer();
+        // Before `next_pid`: the cut may grow the data for the chain.
+        let cut = bm.cut_free_list();
+        let meta = Meta {
+            page_size: bm.page_size() as u32,
+            root: self.tree.root(),
+            next_pid: bm.next_pid(),
+            free_pages: cut.image.in_meta.clone(),
+            free_list_head: cut.image.head,
+            logged: false,
+            epoch: 0,
+            redo_lsn: 0,
+            wal_bytes: 0,
+            // With the cut: the catalog page is allocated (never free) at this point.
+            catalog: self.tables.page(),
+        };
+        crate::freelist::write_chain(bm.io(), FILE_IDS.data, &cut.image).await?;
         for _ in 0..META_LOAD_ROUNDS_MAX {
             if let Some(g) = bm.try_fix(META_PID) {
-                let meta = Meta {
-                    page_size: bm.page_size() as u32,
-                    root: self.tree.root(),
-                    next_pid: bm.next_pid(),
-                    free_pages: bm.free_pages(),
-                    logged: false,
-                    epoch: 0,
-                    redo_lsn: 0,
-                    wal_bytes: 0,
-                    catalog: self.tables.page(),
-                };
                 g.write(|p| meta.write_to(p));
-                return Ok(());
+                return Ok(cut.number);
             }
             drop(bm.load(META_PID).await?);
         }

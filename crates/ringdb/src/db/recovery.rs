@@ -8,7 +8,8 @@
 //! 2. finishes an interrupted checkpoint: an intact double-write image at least as new as the
 //!    meta page is written in place again (its pages may be torn or missing there);
 //! 3. reads the meta page: the tree's root, the allocator, the checkpoint's epoch and the redo
-//!    LSN (the first batch that may not be wholly in the data file);
+//!    LSN (the first batch that may not be wholly in the data file), and the whole free list
+//!    (the ids it holds and the free-list chain it names, `freelist.rs`);
 //! 4. reads the log from the redo LSN to its end (the first record that is not intact), after
 //!    making it durable, so that a second crash cannot take back what this recovery builds on;
 //! 5. opens every table: the default tree from the meta page, the others from the catalog
@@ -26,6 +27,7 @@ use crate::buffer::{BufferManager, PageId, PoolConfig};
 use crate::catalog::{Catalog, TableId};
 use crate::checkpoint::{self, CheckpointFiles, Checkpointer};
 use crate::error::{Corruption, OpenError, StorageError, WriteError};
+use crate::freelist::{self, FreeList};
 use crate::keylock::KeyLocks;
 use crate::meta::{Meta, META_PID, NO_CATALOG};
 use crate::page;
@@ -69,7 +71,7 @@ pub(super) async fn open_logged(
         .map_or((1, 0, 0), |m| (m.next_pid, m.epoch, m.redo_lsn));
     // Pages the data file holds (the double-write file may just have extended it).
     let data_pages = (len_bytes.data / opts.page_size as u64).max(restored.double_write_end);
-    check_data_pages(meta.as_ref(), data_pages)?;
+    let free_list = read_free_list(&recovery.io, meta.as_ref(), data_pages).await?;
     let bm = BufferManager::new(recovery.io.clone(), FILE_IDS.data, cfg, next_pid)?;
     let (records, end) = recovery
         .read_durable_log(wal_bytes, len_bytes.log, redo)
@@ -78,7 +80,7 @@ pub(super) async fn open_logged(
         end >= redo,
         "the log ends at {end}, before its redo LSN {redo}"
     );
-    let tree = Rc::new(open_tree(&bm, meta.as_ref()).await?);
+    let tree = Rc::new(open_tree(&bm, meta.as_ref(), free_list).await?);
     let catalog = meta.as_ref().map_or(NO_CATALOG, |m| m.catalog);
     let tables = Rc::new(Catalog::open(tree, catalog).await?);
     let log = LogStart {
@@ -291,13 +293,27 @@ impl Recovery<'_> {
     }
 }
 
-/// Pages past the data file's end (`data_pages`) must be free ones (allocated and freed
+/// The whole free list `meta` describes (its chain read from the data file), after checking
+/// that pages past the data file's end (`data_pages`) are free ones (allocated and freed
 /// between two checkpoints); any other is missing (a truncated file).
-fn check_data_pages(meta: Option<&Meta>, data_pages: u64) -> Result<(), StorageError> {
+async fn read_free_list(
+    io: &Io,
+    meta: Option<&Meta>,
+    data_pages: u64,
+) -> Result<FreeList, StorageError> {
     let Some(m) = meta else {
-        return Ok(());
+        return Ok(FreeList::default());
     };
-    let free: std::collections::HashSet<u64> = m.free_pages.iter().copied().collect();
+    let list = freelist::read(io, FILE_IDS.data, m).await?;
+    check_data_pages(m, &list, data_pages)?;
+    Ok(list)
+}
+
+/// Pages past the data file's end (`data_pages`) must be free ones (allocated and freed
+/// between two checkpoints: not chain pages, which a checkpoint writes); any other is missing
+/// (a truncated file).
+fn check_data_pages(m: &Meta, list: &FreeList, data_pages: u64) -> Result<(), StorageError> {
+    let free: std::collections::HashSet<u64> = list.free.iter().copied().collect();
     if let Some(missing) = (data_pages..m.next_pid).find(|p| !free.contains(p)) {
         let reason = Corruption::Truncated {
             counted_pages: m.next_pid,
@@ -308,11 +324,15 @@ fn check_data_pages(meta: Option<&Meta>, data_pages: u64) -> Result<(), StorageE
     Ok(())
 }
 
-/// The tree the meta page describes, or a new empty one.
-async fn open_tree(bm: &BufferManager, meta: Option<&Meta>) -> Result<BTree, WriteError> {
+/// The tree the meta page describes (with its free list), or a new empty one.
+async fn open_tree(
+    bm: &BufferManager,
+    meta: Option<&Meta>,
+    free_list: FreeList,
+) -> Result<BTree, WriteError> {
     match meta {
         Some(m) => {
-            bm.set_free_pages(m.free_pages.clone());
+            bm.restore_free_list(free_list);
             Ok(BTree::open(bm.clone(), m.root))
         }
         None => BTree::create(bm.clone()).await,

@@ -12,12 +12,14 @@ use super::{recovery, Db, Options};
 use crate::buffer::{BufferManager, PageId, PoolConfig};
 use crate::catalog::Catalog;
 use crate::error::{Corruption, OpenError, StorageError, TargetKind, WriteError};
+use crate::freelist::FreeList;
 use crate::meta::{Meta, META_PID, NO_CATALOG};
 use crate::page;
 use crate::tree::BTree;
 use crate::wal::Durability;
 use ringdb_io::{Engine, FixedBufferPool};
 use ringdb_io::{Io, Runtime};
+use std::collections::HashSet;
 use std::path::Path;
 use std::rc::Rc;
 
@@ -153,16 +155,38 @@ async fn open_tree(
             path: file_path.to_path_buf(),
         });
     }
-    if meta.next_pid > pages_on_disk {
+    let free_list = if meta.next_pid > pages_on_disk && is_block_device {
+        FreeList::default()
+    } else {
+        crate::freelist::read(bm.io(), FILE_IDS.data, &meta).await?
+    };
+    check_beyond_target(&meta, &free_list, pages_on_disk, is_block_device)?;
+    bm.set_next_pid(meta.next_pid);
+    bm.restore_free_list(free_list);
+    Ok((BTree::open(bm, meta.root), meta.catalog))
+}
+
+/// Refuses a meta page that counts pages the target does not hold: on a device, any; in a
+/// file, any but free ones (allocated and freed between two flushes, never written).
+fn check_beyond_target(
+    meta: &Meta,
+    free_list: &FreeList,
+    pages_on_disk: u64,
+    is_block_device: bool,
+) -> Result<(), StorageError> {
+    if meta.next_pid <= pages_on_disk {
+        return Ok(());
+    }
+    let free: HashSet<PageId> = free_list.free.iter().copied().collect();
+    // `any` stops at the first page that is not free: at most `free.len() + 1` steps.
+    if is_block_device || (pages_on_disk..meta.next_pid).any(|p| !free.contains(&p)) {
         let reason = Corruption::BeyondTarget {
             counted_pages: meta.next_pid,
             target_pages: pages_on_disk,
         };
-        return Err(StorageError::corrupt(META_PID, reason).into());
+        return Err(StorageError::corrupt(META_PID, reason));
     }
-    bm.set_next_pid(meta.next_pid);
-    bm.set_free_pages(meta.free_pages);
-    Ok((BTree::open(bm, meta.root), meta.catalog))
+    Ok(())
 }
 
 /// Formats a new database without a log: a blank meta page (written at the first flush) and

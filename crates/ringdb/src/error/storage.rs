@@ -168,6 +168,27 @@ pub enum Corruption {
         /// The free page's id.
         free_page: u64,
     },
+    /// A page on the free-list chain is not a free-list page.
+    #[error("a page on the free-list chain has page type {found}, not a free-list page")]
+    #[non_exhaustive]
+    NotFreeListPage {
+        /// The page type byte found.
+        found: u8,
+    },
+    /// The free-list chain comes back to a page it passed, or is longer than the file.
+    #[error("the free-list chain loops or runs past {pages} pages (the data's size)")]
+    #[non_exhaustive]
+    FreeListCycle {
+        /// Pages allocated: no chain can be longer.
+        pages: u64,
+    },
+    /// A page id is listed free twice (in the meta page, on the chain, or as a chain page).
+    #[error("page {free_page} is on the free list twice")]
+    #[non_exhaustive]
+    FreePageTwice {
+        /// The page listed twice.
+        free_page: u64,
+    },
     /// The meta page of a database with a log cannot be read and has no copy.
     #[error(
         "the meta page is unreadable (torn or corrupted) and the double-write file holds no copy \
