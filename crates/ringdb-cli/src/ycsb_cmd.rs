@@ -26,6 +26,9 @@ pub struct YcsbArgs {
     /// With clients: keys per multi-get (1: one get per call).
     #[arg(long, default_value_t = 1)]
     pub(crate) multi_get: usize,
+    /// With clients: microseconds a blocking call spins for its reply before it parks.
+    #[arg(long)]
+    pub(crate) spin_us: Option<u64>,
     /// a | b | c | d | e | f | update-only
     #[arg(long, default_value = "a")]
     pub(crate) workload: String,
