@@ -14,6 +14,7 @@ fn put_get_dump_check_and_flipped_bits() {
     let db = dir.to_str().unwrap();
     let out = ringdb(&[
         "put-many", "--db", db, "--count", "20000", "--batch", "4", "--fresh", "--pool", "1M",
+        "--shards", "2",
     ]);
     assert!(
         out.status.success(),
@@ -34,17 +35,29 @@ fn put_get_dump_check_and_flipped_bits() {
         "{}",
         String::from_utf8_lossy(&out.stdout)
     );
-    assert!(String::from_utf8_lossy(&out.stdout).contains("20000 keys"));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let keys: u64 = text
+        .lines()
+        .filter_map(|l| {
+            l.strip_prefix("check shard ")?
+                .split_once(": ")?
+                .1
+                .split_once(" keys")
+        })
+        .map(|(n, _)| n.parse::<u64>().unwrap())
+        .sum();
+    assert_eq!(keys, 20000, "{text}");
+    assert_eq!(text.matches("check shard ").count(), 2, "{text}");
 
     // Flip one bit in every tenth page but the meta page. (The last checkpoint's double-write
     // copy is written in place again on open and would repair the pages it holds; after the
     // `check` above it holds only the meta page.)
-    flip_a_bit_in_every_tenth_page(&dir.join("data.ringdb"));
+    flip_a_bit_in_every_tenth_page(&dir.join("shard-000").join("data.ringdb"));
     let out = ringdb(&["check", "--db", db]);
     let text = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(1), "{text}");
     assert!(
-        text.contains("checksum") && text.contains("page 11"),
+        text.contains("checksum") && text.contains("shard 0: page 11"),
         "{text}"
     );
     // `get` reports the damage instead of returning it: every key either reads back its own

@@ -13,7 +13,7 @@
 
 use super::{MicroOpts, MicroResult};
 use crate::error::Result;
-use ringdb::{LocalDb, DbHandle, Direction, Durability, Options};
+use ringdb::{DbHandle, Direction, Durability, LocalDb, Options};
 use ringdb_io::{Batching, EngineKind, IoConfig};
 use serde_json::json;
 use std::ops::Bound;
@@ -112,7 +112,13 @@ fn load(dir: &Path, plan: Plan) -> Result<Duration> {
 }
 
 /// One scan of `plan.scan_keys` keys from `start`, of the kind with read-ahead `pages`.
-fn one_scan(db: &mut LocalDb, h: &DbHandle, plan: Plan, start: u64, pages: usize) -> Result<Totals> {
+fn one_scan(
+    db: &mut LocalDb,
+    h: &DbHandle,
+    plan: Plan,
+    start: u64,
+    pages: usize,
+) -> Result<Totals> {
     h.tree().set_read_ahead(pages);
     let (pool0, tree0) = (h.tree().buffer().stats(), h.tree().stats());
     let t = Instant::now();

@@ -110,10 +110,10 @@ impl DbBuilder {
         if let Some(shards) = self.shards {
             manifest::check_count(shards)?;
         }
-        let paths = if self.is_directory() {
+        let (paths, created) = if self.is_directory() {
             manifest::resolve(&self.path, self.shards, default_count)?
         } else {
-            self.single_target()?
+            (self.single_target()?, manifest::Created::default())
         };
         let db_id = super::next_db_id();
         let shard_count = paths.len();
@@ -128,12 +128,20 @@ impl DbBuilder {
             })
             .collect();
         let spare_cpu = shard_count < cpus.len();
-        let spin = self
-            .spin
-            .unwrap_or(if spare_cpu { SPIN_SPARE_CPU } else { Duration::ZERO });
-        let db = Db::start(&self.path, starts, spin)?;
-        db.start_coordinator(&self.path, self.options.durability)?;
-        Ok(db)
+        let spin = self.spin.unwrap_or(if spare_cpu {
+            SPIN_SPARE_CPU
+        } else {
+            Duration::ZERO
+        });
+        let opened = Db::start(&self.path, starts, spin).and_then(|db| {
+            db.start_coordinator(&self.path, self.options.durability)?;
+            Ok(db)
+        });
+        if opened.is_err() {
+            // A new database whose shards could not open: leave nothing behind.
+            created.undo();
+        }
+        opened
     }
 
     /// Whether the path is (or will be) a directory: one that exists, or a new path without

@@ -46,34 +46,64 @@ pub fn shard_dir(dir: &Path, index: usize) -> PathBuf {
     dir.join(format!("shard-{index:03}"))
 }
 
+/// What a new database's layout created, to undo when its shards then fail to open (so that
+/// a refused open leaves nothing behind).
+#[derive(Debug, Default)]
+pub struct Created {
+    /// The database directory itself.
+    pub directory: Option<PathBuf>,
+    /// The manifest and the shard directories, in an existing directory.
+    pub paths: Vec<PathBuf>,
+}
+
+impl Created {
+    /// Removes what was created (best effort: it is all new and empty of user data).
+    pub fn undo(self) {
+        if let Some(directory) = self.directory {
+            let _ = std::fs::remove_dir_all(directory);
+            return;
+        }
+        for path in self.paths {
+            let _ = std::fs::remove_dir_all(&path).or_else(|_| std::fs::remove_file(&path));
+        }
+    }
+}
+
 /// Where the shards of the database in `dir` live: its shard directories (or `dir` itself for
 /// a database of the single-shard layout), after checking the manifest against `requested`
 /// (`None`: whatever the database has, or `default_count` for a new one). Creates the
-/// manifest of a new database.
+/// manifest of a new database, and says what it created.
 pub fn resolve(
     dir: &Path,
     requested: Option<usize>,
     default_count: usize,
-) -> Result<Vec<PathBuf>, OpenError> {
+) -> Result<(Vec<PathBuf>, Created), OpenError> {
     let manifest_path = dir.join(MANIFEST_FILE);
     if let Some(manifest) = read(&manifest_path)? {
         check(dir, &manifest, requested)?;
-        return Ok((0..manifest.shards).map(|i| shard_dir(dir, i)).collect());
+        let paths = (0..manifest.shards).map(|i| shard_dir(dir, i)).collect();
+        return Ok((paths, Created::default()));
     }
     if dir.join(DATA_FILE).exists() {
         // The single-shard layout: one database in the directory itself.
         check(dir, &single(), requested)?;
-        return Ok(vec![dir.to_path_buf()]);
+        return Ok((vec![dir.to_path_buf()], Created::default()));
     }
     let shards = requested.unwrap_or(default_count);
     check_count(shards)?;
+    let new_directory = !dir.exists();
     std::fs::create_dir_all(dir).map_err(|source| file_error(dir, source))?;
     let manifest = Manifest {
         shards,
         hash: SHARD_HASH.to_string(),
     };
     write(&manifest_path, &manifest)?;
-    Ok((0..shards).map(|i| shard_dir(dir, i)).collect())
+    let paths: Vec<PathBuf> = (0..shards).map(|i| shard_dir(dir, i)).collect();
+    let created = Created {
+        directory: new_directory.then(|| dir.to_path_buf()),
+        paths: paths.iter().cloned().chain([manifest_path]).collect(),
+    };
+    Ok((paths, created))
 }
 
 /// The manifest a single-shard layout stands for.
