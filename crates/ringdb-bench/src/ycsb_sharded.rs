@@ -96,6 +96,14 @@ impl Counted {
         }
     }
 
+    /// Counts one operation that took `ns`.
+    fn record(&mut self, owned: bool, found: bool, ns: u64) {
+        self.hops += u64::from(!owned);
+        self.misses += u64::from(!found);
+        self.hist.record_ns(ns);
+        self.ops += 1;
+    }
+
     fn add(&mut self, other: &Counted) {
         self.ops += other.ops;
         self.hops += other.hops;
@@ -240,12 +248,9 @@ async fn run_task(
         } else {
             hop(&shard, op, version, spec.value_size, &mut value).await?
         };
-        let mut counted = tally.borrow_mut();
-        counted.hops += u64::from(!owned);
-        counted.misses += u64::from(!found);
-        counted.hist.record_ns(ticks_to_ns(rdtsc() - started));
-        counted.ops += 1;
-        drop(counted);
+        tally
+            .borrow_mut()
+            .record(owned, found, ticks_to_ns(rdtsc() - started));
         // A transaction boundary: let the shard's other tasks run.
         ringdb_io::yield_now().await;
     }
