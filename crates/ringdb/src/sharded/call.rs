@@ -61,6 +61,15 @@ impl Db {
             .ok_or_else(|| self.shared.inboxes[shard].lost())
     }
 
+    /// Waits (blocking) for one reply from every shard, `replies[i]` from shard `i`.
+    pub(super) fn wait_all<T>(&self, replies: Vec<ReplyReceiver<T>>) -> Result<Vec<T>, ShardError> {
+        replies
+            .into_iter()
+            .enumerate()
+            .map(|(shard, reply)| self.wait(shard, reply))
+            .collect()
+    }
+
     /// Runs `request` on `shard` and blocks for its output (not on a shard's thread).
     pub(super) fn call<T, F, Fut>(&self, shard: usize, request: F) -> Result<T, ShardError>
     where

@@ -176,10 +176,7 @@ impl Db {
         let replies = (0..self.shard_count())
             .map(|shard| self.submit_local(shard, flush_shard))
             .collect::<Result<Vec<_>, _>>()?;
-        for (shard, reply) in replies.into_iter().enumerate() {
-            self.wait(shard, reply)??;
-        }
-        Ok(())
+        self.wait_all(replies)?.into_iter().collect()
     }
 
     /// Closes the database for every handle: each shard finishes its work, flushes and stops.

@@ -88,11 +88,7 @@ impl Db {
         let replies = (0..self.shard_count())
             .map(|shard| self.spawn_on(shard, task.clone()))
             .collect::<Result<Vec<_>, _>>()?;
-        replies
-            .into_iter()
-            .enumerate()
-            .map(|(shard, reply)| self.wait(shard, reply))
-            .collect()
+        self.wait_all(replies)
     }
 
     /// Starts `task` on `shard`; its output comes through the receiver.

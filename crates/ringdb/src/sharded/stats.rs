@@ -40,11 +40,7 @@ impl Db {
                 })
             })
             .collect::<Result<Vec<_>, _>>()?;
-        let shards = replies
-            .into_iter()
-            .enumerate()
-            .map(|(shard, reply)| self.wait(shard, reply))
-            .collect::<Result<Vec<_>, _>>()?;
+        let shards = self.wait_all(replies)?;
         Ok(ShardedStats { shards })
     }
 
@@ -55,10 +51,6 @@ impl Db {
         let replies = (0..self.shard_count())
             .map(|shard| self.submit(shard, |handle| async move { handle.verify().await }))
             .collect::<Result<Vec<_>, _>>()?;
-        Ok(replies
-            .into_iter()
-            .enumerate()
-            .map(|(shard, reply)| self.wait(shard, reply))
-            .collect::<Result<Vec<_>, _>>()?)
+        Ok(self.wait_all(replies)?)
     }
 }
