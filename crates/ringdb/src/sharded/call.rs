@@ -27,14 +27,30 @@ impl Db {
         Fut: Future<Output = T> + 'static,
         T: Send + 'static,
     {
-        assert!(shard < self.shard_count(), "shard {shard} out of range");
         let (tx, rx) = reply::channel();
+        self.submit_to(shard, request, move |value| tx.send(value))?;
+        Ok(rx)
+    }
+
+    /// Sends `request` to `shard`; its output goes to `deliver` (on the shard's thread). A
+    /// request that never runs drops `deliver` unsent.
+    pub(super) fn submit_to<T, F, Fut, D>(
+        &self,
+        shard: usize,
+        request: F,
+        deliver: D,
+    ) -> Result<(), ShardError>
+    where
+        F: FnOnce(DbHandle) -> Fut + Send + 'static,
+        Fut: Future<Output = T> + 'static,
+        D: FnOnce(T) + Send + 'static,
+    {
+        assert!(shard < self.shard_count(), "shard {shard} out of range");
         let job: Job = Box::new(move |local: &ShardLocal| {
             let future = request(local.handle.clone());
-            drop(local.io.spawn(async move { tx.send(future.await) }));
+            drop(local.io.spawn(async move { deliver(future.await) }));
         });
-        self.shared.inboxes[shard].push(job)?;
-        Ok(rx)
+        self.shared.inboxes[shard].push(job)
     }
 
     /// Sends a job that runs on `shard` with its [`ShardLocal`] (its runtime, to spawn tasks).

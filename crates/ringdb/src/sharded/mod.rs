@@ -35,6 +35,7 @@ mod builder;
 mod call;
 mod context;
 mod cross;
+mod gather;
 mod inbox;
 mod iter;
 mod manifest;

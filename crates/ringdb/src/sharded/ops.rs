@@ -6,7 +6,7 @@
 //! single-thread database; one that spans shards goes through the cross-shard commit
 //! (`cross.rs`).
 
-use super::Db;
+use super::{gather, Db};
 use crate::db::{DbHandle, WriteBatch};
 use crate::error::{ReadError, WriteError};
 use crate::wal::Op;
@@ -40,21 +40,27 @@ impl Db {
     }
 
     /// The values of `keys`, in their order: one request per shard involved, all shards at
-    /// once.
+    /// once, and one wake-up of the caller when the last shard's part arrives.
     pub fn multi_get<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<Vec<Option<Vec<u8>>>, ReadError> {
         self.check_blocking_allowed()?;
-        let groups = self.group_keys(keys);
-        let mut replies = Vec::with_capacity(groups.len());
-        for (shard, (positions, shard_keys)) in groups.into_iter().enumerate() {
-            if shard_keys.is_empty() {
-                continue;
-            }
-            let reply = self.submit(shard, move |h| get_all(h, shard_keys))?;
-            replies.push((shard, positions, reply));
+        let groups: Vec<_> = (self.group_keys(keys).into_iter().enumerate())
+            .filter(|(_, (_, shard_keys))| !shard_keys.is_empty())
+            .collect();
+        let (senders, receiver) = gather::gather(groups.len());
+        let mut positions = Vec::with_capacity(groups.len());
+        for ((shard, (shard_positions, shard_keys)), sender) in groups.into_iter().zip(senders) {
+            self.submit_to(
+                shard,
+                move |h| get_all(h, shard_keys),
+                move |got| sender.send(got),
+            )?;
+            positions.push((shard, shard_positions));
         }
         let mut values = vec![None; keys.len()];
-        for (shard, positions, reply) in replies {
-            for (position, value) in positions.into_iter().zip(self.wait(shard, reply)??) {
+        let parts = receiver.wait(self.shared.spin);
+        for ((shard, shard_positions), part) in positions.into_iter().zip(parts) {
+            let got = part.ok_or_else(|| self.shared.inboxes[shard].lost())??;
+            for (position, value) in shard_positions.into_iter().zip(got) {
                 values[position] = value;
             }
         }
