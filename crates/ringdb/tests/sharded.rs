@@ -277,6 +277,41 @@ fn an_iterator_keeps_the_database_open_after_every_handle_is_dropped() {
     let _ = std::fs::remove_dir_all(&d);
 }
 
+/// The last handle can go away on a shard's thread (a task kept a `Db` clone): the close it
+/// starts there must not wait for that very thread.
+#[test]
+fn the_last_handle_dropped_on_a_shard_closes_without_deadlock() {
+    let d = dir("last-on-shard");
+    let db = open(&d, 2, Durability::Fdatasync);
+    db.insert(b"kept", b"v").unwrap();
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    let (dropped_tx, dropped_rx) = std::sync::mpsc::channel::<()>();
+    db.run_on(0, move |shard| async move {
+        let shard = std::rc::Rc::new(shard);
+        let kept = shard.clone();
+        drop(shard.spawn(async move {
+            // Bounded: wait (yielding) until the test dropped its handle, at most 5 s.
+            let until = std::time::Instant::now() + std::time::Duration::from_secs(5);
+            while dropped_rx.try_recv().is_err() && std::time::Instant::now() < until {
+                ringdb_io::yield_now().await;
+            }
+            drop(kept); // the last `Db` clone: its close runs here, on shard 0's thread
+            done_tx.send(()).unwrap();
+        }));
+    })
+    .unwrap();
+    drop(db);
+    dropped_tx.send(()).unwrap();
+    done_rx
+        .recv_timeout(std::time::Duration::from_secs(10))
+        .expect("the close on the shard's thread returned");
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let db = open(&d, 2, Durability::Fdatasync);
+    assert_eq!(db.get(b"kept").unwrap().as_deref(), Some(&b"v"[..]));
+    db.close().unwrap();
+    let _ = std::fs::remove_dir_all(&d);
+}
+
 #[derive(Clone, Debug)]
 enum Step {
     Put(u16, u8),

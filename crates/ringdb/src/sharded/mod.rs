@@ -202,8 +202,15 @@ impl Shared {
         if self.closed.swap(true, Ordering::AcqRel) {
             return Err(ShardError::Closed.into());
         }
-        let mut first_failure = Ok(());
         let waits: Vec<_> = self.inboxes.iter().map(|inbox| close_one(inbox)).collect();
+        if context::current_shard_index().is_some() {
+            // The last handle went away on a shard's thread (a task kept it): waiting for the
+            // shards here would wait for this very thread. Each shard still flushes and stops
+            // on its close job; a failure is only logged there.
+            self.inboxes.iter().for_each(|inbox| inbox.mark_closing());
+            return Ok(());
+        }
+        let mut first_failure = Ok(());
         for (inbox, reply) in self.inboxes.iter().zip(waits) {
             let outcome = match reply {
                 Some(reply) => reply
@@ -216,12 +223,9 @@ impl Shared {
                 first_failure = outcome;
             }
         }
-        let on_a_shard = context::current_shard_index().is_some();
         let threads = std::mem::take(&mut *self.threads.lock().unwrap_or_else(|p| p.into_inner()));
-        if !on_a_shard {
-            for thread in threads {
-                let _ = thread.join();
-            }
+        for thread in threads {
+            let _ = thread.join();
         }
         first_failure
     }

@@ -189,6 +189,9 @@ fn finish(
     match served {
         Ok(Ok(())) => {
             let closed = db.close();
+            if let Err(e) = &closed {
+                tracing::error!("closing a shard's database failed: {e}");
+            }
             inbox.stop("the database was closed");
             if let Some(reply) = close_reply {
                 reply.send(closed);
