@@ -174,6 +174,7 @@ impl Db {
 
     /// Makes everything written so far durable on every shard (and checkpoints it).
     pub fn flush(&self) -> Result<(), WriteError> {
+        self.check_blocking_allowed()?;
         let replies = (0..self.shard_count())
             .map(|shard| self.submit_local(shard, flush_shard))
             .collect::<Result<Vec<_>, _>>()?;
