@@ -99,7 +99,12 @@ pub struct RunSpec {
     pub label: String,
 }
 
-fn bar(len: u64, template: &str, label: &str, on: bool) -> Option<indicatif::ProgressBar> {
+pub(crate) fn bar(
+    len: u64,
+    template: &str,
+    label: &str,
+    on: bool,
+) -> Option<indicatif::ProgressBar> {
     if !on {
         return None;
     }

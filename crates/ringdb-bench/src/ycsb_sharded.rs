@@ -113,43 +113,58 @@ impl Counted {
 }
 
 /// Loads keys `0..records` (scattered order), each shard inserting its own with `tasks`
-/// tasks.
-pub fn load(db: &Db, records: u64, value_size: usize, tasks: usize) -> Result<ShardedReport> {
-    let progress = Arc::new(AtomicU64::new(0));
-    let shared = progress.clone();
+/// tasks; a progress bar on stderr when `progress`.
+pub fn load(
+    db: &Db,
+    records: u64,
+    value_size: usize,
+    tasks: usize,
+    progress: bool,
+) -> Result<ShardedReport> {
+    let inserted = Arc::new(AtomicU64::new(0));
+    let shared = inserted.clone();
     let measure = Measure::start(db)?;
+    let template = "{spinner} {msg} [{bar:30}] {pos}/{len} records ({per_sec}, eta {eta})";
+    let bar = ProgressBar::start(records, template, "load", progress, move || {
+        inserted.load(Ordering::Relaxed)
+    });
     let counted = db.run_on_each(move |shard: Shard| {
-        let progress = shared.clone();
-        async move { load_shard(shard, records, value_size, tasks, progress).await }
-    })?;
+        let inserted = shared.clone();
+        async move { load_shard(shard, records, value_size, tasks, inserted).await }
+    });
+    bar.finish();
     measure.finish(
         db,
-        counted.into_iter().collect::<std::result::Result<_, _>>()?,
+        counted?
+            .into_iter()
+            .collect::<std::result::Result<_, _>>()?,
         0,
     )
 }
 
-/// One shard's part of the load: its keys, by `tasks` tasks.
+/// One shard's part of the load: its keys, by `tasks` tasks counting into one tally (see
+/// `run_shard`).
 async fn load_shard(
     shard: Shard,
     records: u64,
     value_size: usize,
     tasks: usize,
-    progress: Arc<AtomicU64>,
+    inserted: Arc<AtomicU64>,
 ) -> std::result::Result<Counted, ringdb::DbError> {
     let next = Rc::new(std::cell::Cell::new(0u64));
     let shard = Rc::new(shard);
+    let tally = Rc::new(RefCell::new(Counted::new()));
     let handles: Vec<_> = (0..tasks.max(1))
         .map(|task| {
-            let (next, shard, progress) = (next.clone(), shard.clone(), progress.clone());
+            let (next, shard, tally) = (next.clone(), shard.clone(), tally.clone());
+            let inserted = inserted.clone();
             shard.clone().spawn(async move {
-                let mut counted = Counted::new();
                 let mut value = Vec::with_capacity(value_size);
                 // Each round takes the next index; ends at `records`.
                 loop {
                     let i = next.get();
                     if i >= records {
-                        return Ok(counted);
+                        return Ok::<(), ringdb::DbError>(());
                     }
                     next.set(i + 1);
                     let key = scattered(i, records);
@@ -159,31 +174,77 @@ async fn load_shard(
                     let started = rdtsc();
                     ycsb::value_for(key, task as u64, value_size, &mut value);
                     shard.local().insert(&key_bytes(key), &value).await?;
-                    counted.hist.record_ns(ticks_to_ns(rdtsc() - started));
-                    counted.ops += 1;
-                    progress.fetch_add(1, Ordering::Relaxed);
+                    let ns = ticks_to_ns(rdtsc() - started);
+                    tally.borrow_mut().record(true, true, ns);
+                    inserted.fetch_add(1, Ordering::Relaxed);
                 }
             })
         })
         .collect();
-    gather(handles).await
-}
-
-/// Awaits every task's count and sums them (the first error wins).
-async fn gather(
-    handles: Vec<ringdb_io::JoinHandle<std::result::Result<Counted, ringdb::DbError>>>,
-) -> std::result::Result<Counted, ringdb::DbError> {
-    let mut total = Counted::new();
     for handle in handles {
-        total.add(&handle.await?);
+        handle.await?;
     }
-    Ok(total)
+    let counted = std::mem::replace(&mut *tally.borrow_mut(), Counted::new());
+    Ok(counted)
 }
 
-/// Runs the workload for `spec.duration`: tasks on the shards, or client threads.
-pub fn run(db: &Db, spec: &ShardedSpec) -> Result<ShardedReport> {
+/// A progress bar on stderr fed by a counter the shards' tasks (or the clock) advance, drawn
+/// by a thread of its own while the calling thread blocks on the shards.
+struct ProgressBar {
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl ProgressBar {
+    /// Polls `position` five times a second up to `len` (nothing when not `on`).
+    fn start(
+        len: u64,
+        template: &str,
+        label: &str,
+        on: bool,
+        position: impl Fn() -> u64 + Send + 'static,
+    ) -> ProgressBar {
+        let stop = Arc::new(AtomicBool::new(false));
+        let thread = ycsb::bar(len, template, label, on).map(|bar| {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                // Ends when the phase does (`finish`).
+                while !stop.load(Ordering::Relaxed) {
+                    bar.set_position(position().min(len));
+                    std::thread::sleep(Duration::from_millis(200));
+                }
+                bar.finish_and_clear();
+            })
+        });
+        ProgressBar { stop, thread }
+    }
+
+    fn finish(mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// Runs the workload for `spec.duration`: tasks on the shards, or client threads; a progress
+/// bar on stderr when `progress`.
+pub fn run(db: &Db, spec: &ShardedSpec, progress: bool) -> Result<ShardedReport> {
     let measure = Measure::start(db)?;
-    let counted = if spec.clients == 0 {
+    let started = Instant::now();
+    let template = "{spinner} {msg} [{bar:30}] {elapsed}/{duration}";
+    let total_ms = spec.duration.as_millis() as u64;
+    let bar = ProgressBar::start(total_ms, template, "run", progress, move || {
+        started.elapsed().as_millis() as u64
+    });
+    let counted = run_phase(db, spec);
+    bar.finish();
+    measure.finish(db, counted?, spec.clients)
+}
+
+/// The run's counts: per shard (tasks on the shards) or per client thread.
+fn run_phase(db: &Db, spec: &ShardedSpec) -> Result<Vec<Counted>> {
+    Ok(if spec.clients == 0 {
         let spec = *spec;
         let per_shard =
             db.run_on_each(move |shard: Shard| async move { run_shard(shard, spec).await })?;
@@ -192,8 +253,7 @@ pub fn run(db: &Db, spec: &ShardedSpec) -> Result<ShardedReport> {
             .collect::<std::result::Result<Vec<_>, _>>()?
     } else {
         run_clients(db, spec)?
-    };
-    measure.finish(db, counted, spec.clients)
+    })
 }
 
 /// One shard's tasks, counting into one shared tally (one histogram per shard: a histogram

@@ -6,6 +6,7 @@ use super::ycsb_cmd::{CmdResult, Settings, YcsbArgs};
 use ringdb::Db;
 use ringdb_bench::ycsb_sharded::{self, ShardedReport, ShardedSpec};
 use serde_json::json;
+use std::io::IsTerminal;
 
 /// Runs the sharded benchmark: opens (and loads when new or asked), runs, reports.
 pub fn run(a: &YcsbArgs, settings: &Settings, shards: Option<usize>) -> CmdResult {
@@ -18,6 +19,7 @@ pub fn run(a: &YcsbArgs, settings: &Settings, shards: Option<usize>) -> CmdResul
         builder = builder.spin(std::time::Duration::from_micros(spin_us));
     }
     let db = builder.open()?;
+    let progress = std::io::stderr().is_terminal();
     let load_report = if load {
         eprintln!(
             "ycsb: loading {} records on {} shards",
@@ -29,6 +31,7 @@ pub fn run(a: &YcsbArgs, settings: &Settings, shards: Option<usize>) -> CmdResul
             a.records,
             a.value_size,
             a.tasks.min(64),
+            progress,
         )?)
     } else {
         None
@@ -56,7 +59,7 @@ pub fn run(a: &YcsbArgs, settings: &Settings, shards: Option<usize>) -> CmdResul
         },
         settings.runtime
     );
-    let r = ycsb_sharded::run(&db, &spec)?;
+    let r = ycsb_sharded::run(&db, &spec, progress)?;
     let wake_us = (a.clients > 0).then(|| ycsb_sharded::wake_up_cost_us(2000));
     db.close()?;
     report(a, load_report.as_ref(), &r, wake_us)
