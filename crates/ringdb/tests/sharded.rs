@@ -211,14 +211,17 @@ fn the_blocking_api_on_a_shard_thread_is_refused_and_tasks_use_the_async_one() {
     db.insert(&other_shard_key, b"2").unwrap();
     let shard = db.shard_of(b"a");
     let other = other_shard_key.clone();
-    let (refused, local, remote) = db
+    let (refused, local, remote, both) = db
         .run_on(shard, move |s| async move {
             let refused = s.db().get(b"a");
             let local = s.db().get_async(b"a").await.unwrap();
             let remote = s.db().get_async(&other).await.unwrap();
-            (refused.map_err(|e| e.to_string()), local, remote)
+            let keys = [b"a".to_vec(), other.clone(), b"missing".to_vec()];
+            let both = s.db().multi_get_async(&keys).await.unwrap();
+            (refused.map_err(|e| e.to_string()), local, remote, both)
         })
         .unwrap();
+    assert_eq!(both, vec![Some(b"1".to_vec()), Some(b"2".to_vec()), None]);
     assert!(
         refused.unwrap_err().contains("shard"),
         "a blocking call on a shard is refused"

@@ -10,6 +10,7 @@ use super::{gather, Db};
 use crate::db::{DbHandle, WriteBatch};
 use crate::error::{ReadError, WriteError};
 use crate::wal::Op;
+use futures_util::future::join_all;
 
 impl Db {
     /// The value of `key`, if present.
@@ -111,15 +112,20 @@ impl Db {
         &self,
         keys: &[K],
     ) -> Result<Vec<Option<Vec<u8>>>, ReadError> {
-        let mut values = vec![None; keys.len()];
-        for (shard, (positions, shard_keys)) in self.group_keys(keys).into_iter().enumerate() {
-            if shard_keys.is_empty() {
-                continue;
+        let mut positions = Vec::new();
+        let mut parts = Vec::new();
+        for (shard, (shard_positions, shard_keys)) in self.group_keys(keys).into_iter().enumerate()
+        {
+            if !shard_keys.is_empty() {
+                positions.push(shard_positions);
+                parts.push(self.call_async(shard, move |h| get_all(h, shard_keys)));
             }
-            let got = self
-                .call_async(shard, move |h| get_all(h, shard_keys))
-                .await??;
-            for (position, value) in positions.into_iter().zip(got) {
+        }
+        // Every shard at once: the other shards' requests go out before this one's own part
+        // runs in place.
+        let mut values = vec![None; keys.len()];
+        for (shard_positions, got) in positions.into_iter().zip(join_all(parts).await) {
+            for (position, value) in shard_positions.into_iter().zip(got??) {
                 values[position] = value;
             }
         }
@@ -157,8 +163,5 @@ impl Db {
 /// faults).
 async fn get_all(h: DbHandle, keys: Vec<Vec<u8>>) -> Result<Vec<Option<Vec<u8>>>, ReadError> {
     let gets = keys.iter().map(|key| h.get(key));
-    futures_util::future::join_all(gets)
-        .await
-        .into_iter()
-        .collect()
+    join_all(gets).await.into_iter().collect()
 }
