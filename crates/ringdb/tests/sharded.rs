@@ -315,6 +315,40 @@ fn the_last_handle_dropped_on_a_shard_closes_without_deadlock() {
     let _ = std::fs::remove_dir_all(&d);
 }
 
+#[test]
+fn a_closed_database_refuses_every_handle_and_a_file_holds_one_shard() {
+    let d = dir("closed");
+    let db = open(&d, 2, Durability::Off);
+    let other = db.clone();
+    db.close().unwrap();
+    assert!(matches!(
+        other.get(b"k"),
+        Err(ReadError::Shard(ShardError::Closed))
+    ));
+    assert!(matches!(
+        other.insert(b"k", b"v"),
+        Err(ringdb::WriteError::Shard(ShardError::Closed))
+    ));
+    drop(other);
+    let file = d.join("one-file.db");
+    let refused = Db::builder(&file)
+        .options(options(Durability::Off, 64))
+        .shards(2)
+        .open();
+    assert!(
+        matches!(
+            refused,
+            Err(OpenError::Shards(ShardSetupError::NeedsDirectory {
+                requested: 2,
+                ..
+            }))
+        ),
+        "{:?}",
+        refused.err()
+    );
+    let _ = std::fs::remove_dir_all(&d);
+}
+
 #[derive(Clone, Debug)]
 enum Step {
     Put(u16, u8),
