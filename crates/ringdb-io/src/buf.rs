@@ -5,6 +5,7 @@
 //! completion is reaped.
 
 use crate::error::Setting;
+use crate::mapped::{MappedRegion, HUGE_PAGE_BYTES};
 use std::alloc::{self, Layout};
 use std::ptr::NonNull;
 
@@ -81,7 +82,7 @@ impl Drop for AlignedBuf {
 /// `count` equal buffers in one aligned allocation, laid out so they can be registered with
 /// `IORING_REGISTER_BUFFERS`. Buffer `i` is registered under [`FixedBufferPool::fixed_index`].
 pub struct FixedBufferPool {
-    mem: AlignedBuf,
+    mem: PoolMemory,
     buf_len: usize,
     count: usize,
     /// Consecutive buffers that share one registration entry (1 unless count > 16384).
@@ -127,7 +128,7 @@ impl FixedBufferPool {
                 max: (usize::MAX / buf_len) as u64,
             })?;
         Ok(FixedBufferPool {
-            mem: AlignedBuf::new(total),
+            mem: PoolMemory::new(total),
             buf_len,
             count,
             per_entry,
@@ -153,7 +154,7 @@ impl FixedBufferPool {
     pub fn ptr(&self, i: usize) -> *mut u8 {
         assert!(i < self.count, "buffer {i} out of {}", self.count);
         // SAFETY: i < count, so the offset stays inside the allocation.
-        unsafe { self.mem.as_ptr().add(i * self.buf_len) as *mut u8 }
+        unsafe { self.mem.as_ptr().add(i * self.buf_len) }
     }
 
     /// Index of the registration entry that covers buffer `i`.
@@ -176,15 +177,51 @@ impl FixedBufferPool {
             .collect()
     }
 
+    /// Whether the pool's memory is advised to be backed by transparent huge pages (pools
+    /// of at least one huge page, where the kernel allows it).
+    pub fn huge_pages(&self) -> bool {
+        matches!(&self.mem, PoolMemory::Mapped(r) if r.huge_advised())
+    }
+
     /// Read access to buffer `i`. The caller must not have I/O in flight on it.
     pub fn slice(&self, i: usize) -> &[u8] {
-        &self.mem.as_slice()[i * self.buf_len..(i + 1) * self.buf_len]
+        let ptr = self.ptr(i);
+        // SAFETY: `ptr(i)` checked i < count: the buffer's bytes lie inside the pool's
+        // memory, initialised (zeroed at allocation), and `&self` rules out `slice_mut`.
+        unsafe { std::slice::from_raw_parts(ptr, self.buf_len) }
     }
 
     /// Write access to buffer `i`. The caller must not have I/O in flight on it.
     pub fn slice_mut(&mut self, i: usize) -> &mut [u8] {
-        let len = self.buf_len;
-        &mut self.mem.as_mut_slice()[i * len..(i + 1) * len]
+        let ptr = self.ptr(i);
+        // SAFETY: as in `slice`; `&mut self` makes this the only live view.
+        unsafe { std::slice::from_raw_parts_mut(ptr, self.buf_len) }
+    }
+}
+
+/// The pool's memory: its own huge-page mapping when it is at least a huge page (see
+/// `mapped.rs`), else (or when the mapping fails) an aligned heap allocation.
+enum PoolMemory {
+    Heap(AlignedBuf),
+    Mapped(MappedRegion),
+}
+
+impl PoolMemory {
+    fn new(len: usize) -> PoolMemory {
+        if len >= HUGE_PAGE_BYTES {
+            if let Some(region) = MappedRegion::new(len) {
+                assert!(region.len() >= len, "a region smaller than asked for");
+                return PoolMemory::Mapped(region);
+            }
+        }
+        PoolMemory::Heap(AlignedBuf::new(len))
+    }
+
+    fn as_ptr(&self) -> *mut u8 {
+        match self {
+            PoolMemory::Heap(b) => b.as_ptr() as *mut u8,
+            PoolMemory::Mapped(r) => r.as_ptr(),
+        }
     }
 }
 

@@ -74,6 +74,7 @@ mod engine;
 mod error;
 mod executor;
 pub mod limits;
+mod mapped;
 mod ring;
 pub mod sysfs;
 mod target;

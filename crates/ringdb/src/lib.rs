@@ -75,6 +75,7 @@ pub struct ReadmeDoctests;
 mod chunked;
 mod db;
 mod error;
+mod key_order;
 mod keylock;
 mod sharded;
 

@@ -10,14 +10,22 @@
 //! ```
 //!
 //! The header is [`crate::page`]'s; the node uses its `level`, `count`, `data_start`, `frag`
-//! and `link` fields. Each slot is [`SLOT_SIZE`] = 6 bytes, little-endian:
+//! and `link` fields. Each slot is [`SLOT_SIZE`] = 14 bytes, little-endian:
 //!
 //! ```text
 //! offset size field
 //!      0    2 offset     where the record starts in the page (0 for a record of 0 bytes)
 //!      2    2 key_len
 //!      4    2 value_len
+//!      6    8 key_head   the key's first 8 bytes as a big-endian integer, zero-padded
 //! ```
+//!
+//! The key head makes a binary search read the slot array only: heads compare as integers in
+//! the keys' order (see `key_order.rs`), so a search step touches the record's bytes only when
+//! two heads are equal. Without it every step read a key from wherever its record lies in the
+//! page (a cache miss each in a pool larger than the CPU's caches) through a `memcmp` call.
+//! The head is derived from the key whenever a slot is written, and [`Node::check`] verifies it
+//! against the key.
 //!
 //! A record is the key's bytes immediately followed by the value's. Slots are sorted by key
 //! (memcmp order, i.e. `<[u8] as Ord>`; keys are unique); records are not: they are placed
@@ -62,12 +70,15 @@
 //! corrupted may panic. Pages read from disk pass [`crate::page::verify`] first; for pages of
 //! unknown state (`ringdb check`) run [`check`], which validates everything and never panics.
 
+use crate::key_order::{key_head, KeyProbe};
 use crate::page::{self, PageError, PageType, HEADER_SIZE};
 use std::cmp::Ordering;
 use thiserror::Error;
 
-/// Bytes per slot: offset, key length, value length (u16 each).
-pub const SLOT_SIZE: usize = 6;
+/// Bytes per slot: offset, key length, value length (u16 each) and the key's head (u64).
+pub const SLOT_SIZE: usize = 14;
+/// Where a slot's key head lies within the slot.
+const SLOT_HEAD: usize = 6;
 /// Bytes of a child page id (an inner record's value).
 pub const CHILD_SIZE: usize = 8;
 /// Records of the largest size ([`max_record_size`]) that always fit one node: 4 so that a
@@ -78,7 +89,7 @@ pub const MIN_RECORDS_PER_NODE: usize = 4;
 pub const MAX_LEVEL: u16 = 64;
 
 /// The largest `key.len() + value.len()` a tree over `page_size`-byte pages may store
-/// (998 bytes for 4 KiB pages, 230 for 1 KiB, 16358 for 64 KiB).
+/// (990 bytes for 4 KiB pages, 222 for 1 KiB, 16350 for 64 KiB).
 ///
 /// A leaf record costs `key + value + SLOT_SIZE` bytes; a separator record in an inner node
 /// costs `separator + CHILD_SIZE + SLOT_SIZE`, and a separator is at most as long as a key.
@@ -133,6 +144,8 @@ pub enum NodeError {
     },
     #[error("page {page}, slot {slot}: an inner node's value is a {CHILD_SIZE}-byte child id, this one has {len} bytes")]
     BadChild { page: u64, slot: usize, len: usize },
+    #[error("page {page}, slot {slot}: the key head in the slot does not match the key")]
+    BadKeyHead { page: u64, slot: usize },
     #[error("page {page}: the records of slots {a} and {b} overlap")]
     Overlap { page: u64, a: usize, b: usize },
     #[error("page {page}, slot {slot}: key is not greater than the previous slot's")]
@@ -398,10 +411,15 @@ impl<B: AsRef<[u8]>> Node<B> {
 
     /// Binary search: `Ok(slot)` holding `key`, or `Err(slot)` where it would be inserted.
     pub fn search(&self, key: &[u8]) -> Result<usize, usize> {
+        let probe = KeyProbe::new(key);
         let (mut lo, mut hi) = (0, self.count());
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
-            match self.key(mid).cmp(key) {
+            let at = slot_pos(mid);
+            let p = self.page();
+            let head = page::get_u64(p, at + SLOT_HEAD);
+            let key_len = page::get_u16(p, at + 2) as usize;
+            match probe.order_of_head(head, key_len, || self.key(mid)) {
                 Ordering::Less => lo = mid + 1,
                 Ordering::Greater => hi = mid,
                 Ordering::Equal => return Ok(mid),
@@ -582,6 +600,21 @@ impl<B: AsRef<[u8]>> Node<B> {
                 area,
             });
         }
+        self.check_heads()
+    }
+
+    /// Every slot's key head matches its key (records are in bounds: `check` saw to it).
+    fn check_heads(&self) -> Result<(), NodeError> {
+        let p = self.page();
+        for i in 0..self.count() {
+            let stored = page::get_u64(p, slot_pos(i) + SLOT_HEAD);
+            if stored != key_head(self.key(i)) {
+                return Err(NodeError::BadKeyHead {
+                    page: id_of(p),
+                    slot: i,
+                });
+            }
+        }
         Ok(())
     }
 
@@ -615,12 +648,15 @@ impl<B: AsRef<[u8]> + AsMut<[u8]>> Node<B> {
         page::put_u32(self.page_mut(), page::OFF_FRAG, v as u32);
     }
 
+    /// Writes slot `i` for a record already in place (its head is taken from its key).
     fn write_slot(&mut self, i: usize, s: Slot) {
         let at = slot_pos(i);
         let p = self.page_mut();
+        let head = key_head(&p[s.offset..s.offset + s.key_len]);
         page::put_u16(p, at, s.offset as u16);
         page::put_u16(p, at + 2, s.key_len as u16);
         page::put_u16(p, at + 4, s.value_len as u16);
+        page::put_u64(p, at + SLOT_HEAD, head);
     }
 
     /// Takes `len` bytes from the low end of the record area (the caller made sure they are
@@ -988,9 +1024,9 @@ mod tests {
 
     #[test]
     fn limits() {
-        assert_eq!(max_record_size(4096), 998);
-        assert_eq!(max_record_size(1024), 230);
-        assert_eq!(max_record_size(65536), 16358);
+        assert_eq!(max_record_size(4096), 990);
+        assert_eq!(max_record_size(1024), 222);
+        assert_eq!(max_record_size(65536), 16350);
         for size in [1024, 4096, 65536] {
             // MIN_RECORDS_PER_NODE of the largest inner records fit.
             let inner = record_cost(max_record_size(size), CHILD_SIZE);
@@ -1148,14 +1184,15 @@ mod tests {
     fn leaf_split_uses_shortest_separator() {
         let mut p = leaf(1024);
         let mut n = NodeMut::new(&mut p);
-        for i in 0..20u8 {
+        // 18 records of 15 + 20 bytes and a slot each nearly fill a 1 KiB leaf.
+        for i in 0..18u8 {
             let k = [b"prefix-".as_slice(), &[b'a' + i], b"-suffix"].concat();
             n.insert(&k, &[i; 20]).unwrap();
         }
         let mut r = vec![0u8; 1024];
         let sep = n.split_into(&mut r);
         let (l, rn) = (NodeRef::new(&p).unwrap(), NodeRef::new(&r).unwrap());
-        assert_eq!(l.count() + rn.count(), 20);
+        assert_eq!(l.count() + rn.count(), 18);
         assert_eq!(
             sep,
             [b"prefix-".as_slice(), &[b'a' + l.count() as u8]].concat()

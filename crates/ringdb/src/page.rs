@@ -39,8 +39,9 @@ pub const HEADER_SIZE: usize = 48;
 pub const MIN_PAGE_SIZE: usize = 1024;
 /// The largest page size supported: in-page offsets must fit the slots' `u16`.
 pub const MAX_PAGE_SIZE: usize = 65536;
-/// Format byte at offset 4; change it when the on-page format changes.
-pub const FORMAT_MAGIC: u8 = 0xB1;
+/// Format byte at offset 4; change it when the on-page format changes (0xB2: node slots carry
+/// a key head, `node.rs`; 0xB1 files are refused as another format version).
+pub const FORMAT_MAGIC: u8 = 0xB2;
 
 // Field offsets (see the layout above).
 pub(crate) const OFF_CHECKSUM: usize = 0;

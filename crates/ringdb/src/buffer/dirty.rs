@@ -37,7 +37,7 @@ impl BufferManager {
                 s.pid
             );
             assert_eq!(
-                inner.borrows[slot].get(),
+                inner.cells[slot].borrows.get(),
                 0,
                 "page {} borrowed at a cut",
                 s.pid
@@ -49,7 +49,7 @@ impl BufferManager {
                 pid: s.pid,
                 image,
                 slot,
-                version: inner.versions[slot].get(),
+                version: inner.cells[slot].version.get(),
             });
         }
         assert_eq!(out.len(), inner.dirty.get(), "dirty page count drifted");
@@ -62,7 +62,9 @@ impl BufferManager {
         let inner = &self.inner;
         let mut st = inner.state.borrow_mut();
         for p in pages {
-            if st.table.get(&p.pid) != Some(&p.slot) || inner.versions[p.slot].get() != p.version {
+            if st.table.get(&p.pid) != Some(&p.slot)
+                || inner.cells[p.slot].version.get() != p.version
+            {
                 continue;
             }
             let s = st.slot_mut(p.slot);
@@ -107,7 +109,8 @@ impl BufferManager {
         while *cursor < st.slots.len() && batch.len() < inner.cfg.evict_batch {
             let slot = *cursor;
             *cursor += 1;
-            if inner.pins[slot].get() != 0 {
+            let cells = &inner.cells[slot];
+            if cells.pins.get() != 0 {
                 continue;
             }
             if let Some(s) = st.slots[slot].as_mut() {
@@ -115,7 +118,7 @@ impl BufferManager {
                     s.dirty = false;
                     inner.dirty.set(inner.dirty.get() - 1);
                     let pid = s.pid;
-                    batch.push((slot, pid, s.start_write()));
+                    batch.push((slot, pid, s.start_write(cells)));
                 }
             }
         }
@@ -130,7 +133,7 @@ impl BufferManager {
         for (slot, pid, r, buf) in self.write_pages(batch).await {
             let mut st = inner.state.borrow_mut();
             let s = st.slot_mut(slot);
-            s.finish_write(buf);
+            s.finish_write(buf, &inner.cells[slot]);
             if let Err(e) = check_write(r, inner.cfg.page_size, pid) {
                 s.dirty = true;
                 inner.dirty.set(inner.dirty.get() + 1);

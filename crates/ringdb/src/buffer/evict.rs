@@ -119,7 +119,8 @@ impl BufferManager {
             }
             let slot = st.hand;
             st.hand = (st.hand + 1) % n;
-            if inner.pins[slot].get() != 0 {
+            let cells = &inner.cells[slot];
+            if cells.pins.get() != 0 {
                 continue;
             }
             let Some(s) = st.slots[slot].as_mut() else {
@@ -128,14 +129,14 @@ impl BufferManager {
             if !s.is_resident() || (s.dirty && !inner.cfg.steal) {
                 continue;
             }
-            if s.referenced {
-                s.referenced = false;
+            if cells.referenced.get() {
+                cells.referenced.set(false);
                 continue;
             }
             victims += 1;
             if s.dirty {
                 let pid = s.pid;
-                dirty.push((slot, pid, s.start_write()));
+                dirty.push((slot, pid, s.start_write(cells)));
             } else {
                 let buf = inner.release_slot(&mut st, slot).expect("resident frame");
                 inner.free_frame(&mut st, buf);
@@ -175,8 +176,9 @@ impl BufferManager {
         let (mut freed, mut first_err) = (0u64, None);
         for (slot, pid, r, buf) in self.write_pages(dirty).await {
             let mut st = inner.state.borrow_mut();
-            assert_eq!(inner.pins[slot].get(), 0, "page {pid} pinned in its write");
-            st.slot_mut(slot).finish_write(buf);
+            let cells = &inner.cells[slot];
+            assert_eq!(cells.pins.get(), 0, "page {pid} pinned in its write");
+            st.slot_mut(slot).finish_write(buf, cells);
             match check_write(r, inner.cfg.page_size, pid) {
                 Ok(()) => {
                     let b = inner.release_slot(&mut st, slot).expect("frame is back");

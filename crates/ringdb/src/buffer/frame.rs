@@ -16,14 +16,16 @@
 //! the kernel until the completion arrives), and a pinned slot is never released. What one
 //! method asserts when it writes the state, the next asserts again when it reads it.
 
+use super::cells::SlotCells;
 use super::config::{PoolConfig, PoolStats};
 use super::{CheckpointHook, PageId};
 use crate::error::StorageError;
 use crate::page;
 use ringdb_io::FileId;
 use ringdb_io::{Io, PoolBuf};
+use rustc_hash::{FxHashMap, FxHashSet};
 use std::cell::{Cell, RefCell};
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::task::Waker;
 
 /// Rounds a wait for a frame or a page makes (each a wake-up, an eviction round or a load
@@ -49,30 +51,30 @@ pub(super) struct Slot {
     /// The frame; `None` while it is in an I/O.
     buf: Option<PoolBuf>,
     pub(super) dirty: bool,
-    /// The clock's second chance.
-    pub(super) referenced: bool,
 }
 
 impl Slot {
     /// A page about to be read into a frame.
-    pub(super) fn reading(pid: PageId) -> Slot {
+    pub(super) fn reading(pid: PageId, cells: &SlotCells) -> Slot {
+        assert!(cells.resident_frame().is_none(), "a free slot has a frame");
+        cells.referenced.set(true);
         Slot {
             pid,
             state: SlotState::Reading,
             buf: None,
             dirty: false,
-            referenced: true,
         }
     }
 
     /// A page just allocated in `buf`: resident, dirty (it exists nowhere else).
-    pub(super) fn allocated(pid: PageId, buf: PoolBuf) -> Slot {
+    pub(super) fn allocated(pid: PageId, mut buf: PoolBuf, cells: &SlotCells) -> Slot {
+        cells.referenced.set(true);
+        cells.publish(buf.as_mut_slice().as_mut_ptr());
         Slot {
             pid,
             state: SlotState::Resident,
             buf: Some(buf),
             dirty: true,
-            referenced: true,
         }
     }
 
@@ -109,33 +111,36 @@ impl Slot {
     }
 
     /// Reading -> Resident: the read filled `buf`.
-    pub(super) fn finish_read(&mut self, buf: PoolBuf) {
+    pub(super) fn finish_read(&mut self, mut buf: PoolBuf, cells: &SlotCells) {
         self.transition(SlotState::Reading, SlotState::Resident);
         assert!(
             self.buf.is_none(),
             "page {} read into a slot with a frame",
             self.pid
         );
+        cells.publish(buf.as_mut_slice().as_mut_ptr());
         self.buf = Some(buf);
     }
 
     /// Resident -> Writing: seals the page (page id and checksum) and takes its frame out for
     /// the write. The caller has checked that nobody pins it.
-    pub(super) fn start_write(&mut self) -> PoolBuf {
+    pub(super) fn start_write(&mut self, cells: &SlotCells) -> PoolBuf {
         self.transition(SlotState::Resident, SlotState::Writing);
+        cells.withdraw();
         let mut buf = self.buf.take().expect("a resident page has its frame");
         page::seal(buf.as_mut_slice(), self.pid);
         buf
     }
 
     /// Writing -> Resident: the write is done (or failed) and the frame is back.
-    pub(super) fn finish_write(&mut self, buf: PoolBuf) {
+    pub(super) fn finish_write(&mut self, mut buf: PoolBuf, cells: &SlotCells) {
         self.transition(SlotState::Writing, SlotState::Resident);
         assert!(
             self.buf.is_none(),
             "page {} written from two frames",
             self.pid
         );
+        cells.publish(buf.as_mut_slice().as_mut_ptr());
         self.buf = Some(buf);
     }
 
@@ -164,7 +169,9 @@ impl Slot {
 pub(super) struct State {
     pub(super) slots: Vec<Option<Slot>>,
     pub(super) free_slots: Vec<usize>,
-    pub(super) table: HashMap<PageId, usize>,
+    /// Page id -> slot. Page ids are dense integers: a one-multiply hash (Fx) spreads them as
+    /// well as SipHash did, at a fraction of its cost per lookup.
+    pub(super) table: FxHashMap<PageId, usize>,
     pub(super) free_bufs: Vec<PoolBuf>,
     /// The clock's hand: the next slot the sweep looks at.
     pub(super) hand: usize,
@@ -172,7 +179,7 @@ pub(super) struct State {
     pub(super) free_pages: Vec<PageId>,
     /// The same ids, for lookups: a page freed while some task still meant to load it must
     /// not come back into the pool (its stale image would shadow its next tenant).
-    pub(super) freed: HashSet<PageId>,
+    pub(super) freed: FxHashSet<PageId>,
     /// Free pages holding the free-list chain: in `freed`, not in `free_pages`.
     pub(super) chain: super::free_list::HeldChain,
 }
@@ -191,12 +198,9 @@ pub(super) struct Inner {
     pub(super) file: FileId,
     pub(super) cfg: PoolConfig,
     pub(super) state: RefCell<State>,
-    /// Per slot, outside the RefCell so guards can use them while others borrow the state.
-    pub(super) pins: Box<[Cell<u32>]>,
-    /// Per slot: n > 0 readers, -1 one writer, 0 none (catches aliasing bugs at run time).
-    pub(super) borrows: Box<[Cell<i32>]>,
-    /// Per slot: bumped on every write access.
-    pub(super) versions: Box<[Cell<u64>]>,
+    /// Per slot, outside the RefCell so guards can use them while others borrow the state:
+    /// pins, borrows, version, reference bit and the resident frame (see `cells.rs`).
+    pub(super) cells: Box<[SlotCells]>,
     pub(super) io_waiters: RefCell<HashMap<PageId, Vec<Waker>>>,
     pub(super) frame_waiters: RefCell<Vec<Waker>>,
     pub(super) evicting: Cell<bool>,
@@ -237,17 +241,15 @@ impl Inner {
             state: RefCell::new(State {
                 slots: (0..n).map(|_| None).collect(),
                 free_slots: (0..n).rev().collect(),
-                table: HashMap::with_capacity(n),
+                table: FxHashMap::with_capacity_and_hasher(n, Default::default()),
                 free_bufs,
                 hand: 0,
                 next_pid,
                 free_pages: Vec::new(),
-                freed: HashSet::new(),
+                freed: FxHashSet::default(),
                 chain: Default::default(),
             }),
-            pins: (0..n).map(|_| Cell::new(0u32)).collect(),
-            borrows: (0..n).map(|_| Cell::new(0i32)).collect(),
-            versions: (0..n).map(|_| Cell::new(0u64)).collect(),
+            cells: (0..n).map(|_| SlotCells::new()).collect(),
             io_waiters: RefCell::new(HashMap::new()),
             frame_waiters: RefCell::new(Vec::new()),
             evicting: Cell::new(false),
@@ -299,13 +301,17 @@ impl Inner {
     /// is the kernel's until the write completes).
     pub(super) fn release_slot(&self, st: &mut State, slot: usize) -> Option<PoolBuf> {
         let s = st.slots[slot].take().expect("releasing a live slot");
-        assert_eq!(self.pins[slot].get(), 0, "releasing pinned page {}", s.pid);
+        let cells = &self.cells[slot];
+        assert_eq!(cells.pins.get(), 0, "releasing pinned page {}", s.pid);
         assert_ne!(
             s.state(),
             SlotState::Writing,
             "releasing page {} during its write",
             s.pid
         );
+        if s.state() == SlotState::Resident {
+            cells.withdraw();
+        }
         if s.dirty {
             self.dirty.set(self.dirty.get() - 1);
         }
@@ -344,6 +350,12 @@ impl Inner {
                 s.pid
             );
             s.assert_frame_matches_state();
+            assert_eq!(
+                self.cells[slot].resident_frame().is_some(),
+                s.state == SlotState::Resident,
+                "slot {slot}'s published frame disagrees with page {}'s state",
+                s.pid
+            );
         }
         let live = st.slots.iter().flatten().count();
         assert_eq!(live, st.table.len(), "live slots outside the table");

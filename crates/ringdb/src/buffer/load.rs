@@ -110,7 +110,7 @@ impl BufferManager {
             .pop()
             .expect("there are as many slots as frames");
         assert!(st.slots[slot].is_none(), "a free slot is live");
-        st.slots[slot] = Some(Slot::reading(pid));
+        st.slots[slot] = Some(Slot::reading(pid, &inner.cells[slot]));
         st.table.insert(pid, slot);
         Some((slot, buf))
     }
@@ -137,7 +137,7 @@ impl BufferManager {
         let mut st = inner.state.borrow_mut();
         let result = match checked {
             Ok(()) => {
-                st.slot_mut(slot).finish_read(buf);
+                st.slot_mut(slot).finish_read(buf, &inner.cells[slot]);
                 drop(st);
                 Ok(self.pin_resident(pid))
             }
@@ -157,9 +157,8 @@ impl BufferManager {
     pub(super) fn pin_resident(&self, pid: PageId) -> PageGuard {
         let mut st = self.inner.state.borrow_mut();
         let slot = *st.table.get(&pid).expect("resident page is in the table");
-        let s = st.slot_mut(slot);
-        s.referenced = true;
-        let ptr = s.frame_ptr();
+        let ptr = st.slot_mut(slot).frame_ptr();
+        self.inner.cells[slot].referenced.set(true);
         drop(st);
         PageGuard::pin(&self.inner, slot, pid, ptr)
     }

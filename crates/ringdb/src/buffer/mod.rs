@@ -39,6 +39,7 @@
 //! - `free_list.rs`: free pages, and the free-list chain's pages held between meta writes;
 //! - `guard.rs`: [`PageGuard`] and [`Reservation`].
 
+mod cells;
 mod config;
 mod dirty;
 mod evict;
@@ -159,23 +160,21 @@ impl BufferManager {
     /// Pins `pid` if it is resident; `None` if it is not (or is in I/O): the caller drops its
     /// pins, awaits [`load`](Self::load) and restarts. Never waits.
     pub fn try_fix(&self, pid: PageId) -> Option<PageGuard> {
-        let mut st = self.inner.state.borrow_mut();
-        let found = st.table.get(&pid).copied().and_then(|slot| {
-            let s = st.slot_mut(slot);
-            if !s.is_resident() {
-                return None;
-            }
-            s.referenced = true;
-            Some((slot, s.frame_ptr()))
+        let inner = &self.inner;
+        let slot = inner.state.borrow().table.get(&pid).copied();
+        let found = slot.and_then(|slot| {
+            let cells = &inner.cells[slot];
+            let ptr = cells.resident_frame()?;
+            cells.referenced.set(true);
+            Some((slot, ptr))
         });
-        drop(st);
         match found {
             Some((slot, ptr)) => {
-                self.inner.bump(|s| s.hits += 1);
-                Some(PageGuard::pin(&self.inner, slot, pid, ptr))
+                inner.bump(|s| s.hits += 1);
+                Some(PageGuard::pin(inner, slot, pid, ptr))
             }
             None => {
-                self.inner.bump(|s| s.misses += 1);
+                inner.bump(|s| s.misses += 1);
                 None
             }
         }
@@ -267,14 +266,14 @@ impl BufferManager {
         buf.as_mut_slice().fill(0);
         let slot = st.free_slots.pop().expect("as many slots as frames");
         assert!(st.slots[slot].is_none(), "a free slot is live");
-        st.slots[slot] = Some(Slot::allocated(pid, buf));
+        st.slots[slot] = Some(Slot::allocated(pid, buf, &inner.cells[slot]));
         st.table.insert(pid, slot);
         let ptr = st.slot_mut(slot).frame_ptr();
         drop(st);
         inner.dirty.set(inner.dirty.get() + 1);
-        let v = &inner.versions[slot];
+        let v = &inner.cells[slot].version;
         v.set(v.get() + 1);
-        assert_eq!(inner.pins[slot].get(), 0, "a free slot is pinned");
+        assert_eq!(inner.cells[slot].pins.get(), 0, "a free slot is pinned");
         Ok(PageGuard::pin(inner, slot, pid, ptr))
     }
 
