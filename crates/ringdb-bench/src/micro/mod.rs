@@ -18,6 +18,7 @@ mod handoff;
 mod iowq;
 mod nop_batch;
 mod point_cost;
+mod preempted;
 mod qd1;
 pub mod report;
 mod scale_out;

@@ -5,18 +5,20 @@
 //! and the poll that resumes the task, as every YCSB task does per operation), beside the
 //! **total** of the real `get`/`insert` through a `DbHandle` followed by that yield.
 //!
-//! Method: a database in a directory beside `--target` (`<target>.point-cost-db`), engine
+//! Method: a database in a file beside `--target` (`<target>.point-cost.ringdb`), engine
 //! `uring`, no log, 4 KiB pages; 200,000 records (20,000 with `--quick`) of 8-byte keys and
 //! 128-byte values loaded in scattered order into a pool that holds all of them twice over.
 //! The parts come from the tree's measurement hook (`BTree::trace_get`/`trace_update`: the
 //! tree's own steps with a time-stamp read between them), the executor from one task that
 //! yields per iteration against one that does not, on the database's runtime, and the total
-//! from timing a whole loop of real operations. Every measurement runs the same uniformly drawn
+//! from timing batches of 32 real operations. Every measurement runs the same uniformly drawn
 //! keys; rounds alternate the order of the measurements and each figure is the median over the
-//! rounds. The remainder (total minus the parts) is what the parts do not cover: the async
-//! wrapper and its restart loop, the handle's dispatch, freeing the value.
+//! rounds. The time-stamp counter measures wall time, so samples a preemption spans (far above
+//! the median) are dropped before the means are taken (`preempted`). The remainder (total
+//! minus the parts) is what the parts do not cover: the async wrapper and its restart loop,
+//! the handle's dispatch, freeing the value.
 
-use super::{MicroOpts, MicroResult, Plot, Series};
+use super::{preempted, MicroOpts, MicroResult, Plot, Series};
 use crate::error::{BenchError, Result};
 use crate::ycsb;
 use ringdb::tree::{timestamp, PointTrace};
@@ -112,10 +114,11 @@ fn options(plan: Plan) -> Options {
     }
 }
 
-/// Where the database lives: a directory beside the target.
-fn db_dir(target: &Path) -> PathBuf {
+/// Where the database lives: a data file beside the target (a path with an extension is a
+/// file to `LocalDb::open`; without a log it is the only file).
+fn db_file(target: &Path) -> PathBuf {
     let mut name = target.as_os_str().to_owned();
-    name.push(".point-cost-db");
+    name.push(".point-cost.ringdb");
     PathBuf::from(name)
 }
 
@@ -132,11 +135,15 @@ fn keys(records: u64, n: usize) -> Vec<[u8; 8]> {
         .collect()
 }
 
-/// Sums the traced steps of `kind` over `keys`; a page that is not resident is an error (the
-/// pool holds everything, so it means the data did not stay in memory).
+/// Operations per timed batch for the total and the executor (a time stamp per batch).
+const BATCH_OPS: usize = 32;
+
+/// The traced steps of `kind` over `keys`, cycles per operation, without the operations a
+/// preemption spans ([`super::preempted`]); a page that is not resident is an error (the pool
+/// holds everything, so it means the data did not stay in memory).
 fn traced(h: &DbHandle, kind: Kind, keys: &[[u8; 8]], value: &[u8]) -> Result<[f64; 3]> {
     let tree = h.tree();
-    let mut sum = PointTrace::default();
+    let mut traces = Vec::with_capacity(keys.len());
     for key in keys {
         let trace = match kind {
             Kind::Read => tree.trace_get(key).map_err(ringdb::DbError::from)?,
@@ -155,74 +162,101 @@ fn traced(h: &DbHandle, kind: Kind, keys: &[[u8; 8]], value: &[u8]) -> Result<[f
                 what: "a traced point operation missed a loaded key",
             });
         }
-        sum.descent_cycles += t.descent_cycles;
-        sum.search_cycles += t.search_cycles;
-        sum.copy_cycles += t.copy_cycles;
+        traces.push(t);
     }
-    let n = keys.len().max(1) as f64;
+    let totals: Vec<u64> = traces.iter().map(PointTrace::total_cycles).collect();
+    let limit = preempted::cutoff(&totals);
+    let kept: Vec<&PointTrace> = traces
+        .iter()
+        .filter(|t| t.total_cycles() <= limit)
+        .collect();
+    let n = kept.len().max(1) as f64;
+    let mean = |part: fn(&PointTrace) -> u64| kept.iter().map(|t| part(t)).sum::<u64>() as f64 / n;
     Ok([
-        sum.descent_cycles as f64 / n,
-        sum.search_cycles as f64 / n,
-        sum.copy_cycles as f64 / n,
+        mean(|t| t.descent_cycles),
+        mean(|t| t.search_cycles),
+        mean(|t| t.copy_cycles),
     ])
 }
 
 /// Cycles per operation of the real `kind` through the handle, each followed by a yield (as
-/// a YCSB task does), in one task on the database's runtime.
+/// a YCSB task does), in one task on the database's runtime; timed per batch of
+/// [`BATCH_OPS`], without the batches a preemption spans.
 fn total(db: &mut LocalDb, kind: Kind, keys: &[[u8; 8]], value: &[u8]) -> Result<f64> {
     let h = db.handle();
-    let ticks = db.runtime().block_on(async {
-        let start = timestamp();
-        for key in keys {
-            match kind {
-                Kind::Read => {
-                    let value = h.get(key).await.map_err(ringdb::DbError::from)?;
-                    if value.is_none() {
-                        return Err(BenchError::Internal {
-                            what: "a read through the handle missed a loaded key",
-                        });
-                    }
-                }
-                Kind::Update => {
-                    h.insert(key, value).await.map_err(ringdb::DbError::from)?;
-                }
+    let batches = db.runtime().block_on(async {
+        let mut batches = Vec::with_capacity(keys.len() / BATCH_OPS + 1);
+        for chunk in keys.chunks_exact(BATCH_OPS) {
+            let start = timestamp();
+            for key in chunk {
+                one_op(&h, kind, key, value).await?;
+                ringdb_io::yield_now().await;
             }
-            ringdb_io::yield_now().await;
+            batches.push(timestamp().saturating_sub(start));
         }
-        Ok(timestamp().saturating_sub(start))
+        Ok::<_, BenchError>(batches)
     })??;
-    Ok(ticks as f64 / keys.len().max(1) as f64)
+    Ok(preempted::mean(&batches).0 / BATCH_OPS as f64)
+}
+
+/// The real `kind` for `key` through the handle.
+async fn one_op(h: &DbHandle, kind: Kind, key: &[u8], value: &[u8]) -> Result<()> {
+    match kind {
+        Kind::Read => {
+            let found = h.get(key).await.map_err(ringdb::DbError::from)?;
+            if found.is_none() {
+                return Err(BenchError::Internal {
+                    what: "a read through the handle missed a loaded key",
+                });
+            }
+        }
+        Kind::Update => {
+            h.insert(key, value).await.map_err(ringdb::DbError::from)?;
+        }
+    }
+    Ok(())
 }
 
 /// Cycles of one task switch: a task that yields `n` times against one that loops `n` times
-/// without yielding, on the same runtime.
+/// without yielding, on the same runtime, timed per batch of [`BATCH_OPS`].
 fn executor_cycles(db: &mut LocalDb, n: usize) -> Result<f64> {
+    let batches = (n / BATCH_OPS).max(1);
     let yielding = db.runtime().block_on(async move {
-        let start = timestamp();
-        for i in 0..n {
-            std::hint::black_box(i);
-            ringdb_io::yield_now().await;
+        let mut samples = Vec::with_capacity(batches);
+        for _ in 0..batches {
+            let start = timestamp();
+            for i in 0..BATCH_OPS {
+                std::hint::black_box(i);
+                ringdb_io::yield_now().await;
+            }
+            samples.push(timestamp().saturating_sub(start));
         }
-        timestamp().saturating_sub(start)
+        samples
     })?;
-    let plain = db.runtime().block_on(async move {
+    let mut plain = Vec::with_capacity(batches);
+    for _ in 0..batches {
         let start = timestamp();
-        for i in 0..n {
+        for i in 0..BATCH_OPS {
             std::hint::black_box(i);
         }
-        timestamp().saturating_sub(start)
-    })?;
-    Ok(yielding.saturating_sub(plain) as f64 / n.max(1) as f64)
+        plain.push(timestamp().saturating_sub(start));
+    }
+    let switch = preempted::mean(&yielding).0 - preempted::mean(&plain).0;
+    Ok(switch.max(0.0) / BATCH_OPS as f64)
 }
 
-/// Cycles of one time-stamp read (each traced step includes one).
+/// Cycles of one time-stamp read (each traced step includes one), per batch of 100.
 fn timestamp_cycles() -> f64 {
-    let n = 10_000u64;
-    let start = timestamp();
-    for _ in 0..n {
-        std::hint::black_box(timestamp());
-    }
-    timestamp().saturating_sub(start) as f64 / n as f64
+    let samples: Vec<u64> = (0..1000)
+        .map(|_| {
+            let start = timestamp();
+            for _ in 0..100 {
+                std::hint::black_box(timestamp());
+            }
+            timestamp().saturating_sub(start)
+        })
+        .collect();
+    preempted::mean(&samples).0 / 100.0
 }
 
 /// The median of `values` (0 for none).
@@ -271,9 +305,9 @@ pub(crate) fn breakdown(db: &mut LocalDb, plan: Plan, kind: Kind) -> Result<Brea
     })
 }
 
-/// Opens a fresh database in `dir` and loads `plan.records` records into it.
-pub(crate) fn open_loaded(dir: &Path, plan: Plan, progress: bool) -> Result<LocalDb> {
-    let mut db = LocalDb::open(dir, options(plan))?;
+/// Opens a fresh database in `file` and loads `plan.records` records into it.
+pub(crate) fn open_loaded(file: &Path, plan: Plan, progress: bool) -> Result<LocalDb> {
+    let mut db = LocalDb::open(file, options(plan))?;
     ycsb::load(&mut db, plan.records, VALUE_BYTES, 64, progress)?;
     Ok(db)
 }
@@ -281,9 +315,9 @@ pub(crate) fn open_loaded(dir: &Path, plan: Plan, progress: bool) -> Result<Loca
 /// Runs the benchmark: load, measure reads and updates, report.
 pub fn run(opts: &MicroOpts) -> Result<MicroResult> {
     let plan = Plan::new(opts.quick);
-    let dir = db_dir(&opts.target);
-    let measured = measure(&dir, plan, opts.progress);
-    let _ = std::fs::remove_dir_all(&dir);
+    let file = db_file(&opts.target);
+    let measured = measure(&file, plan, opts.progress);
+    let _ = std::fs::remove_file(&file);
     let (read, update, pool_reads, pages) = measured?;
     let mut r = MicroResult::new(
         "point-cost",
@@ -300,8 +334,8 @@ pub fn run(opts: &MicroOpts) -> Result<MicroResult> {
 
 /// Loads, then measures both kinds. Returns them, the pool's page reads during the
 /// measurements (0 when everything stayed resident) and the data's pages.
-fn measure(dir: &Path, plan: Plan, progress: bool) -> Result<(Breakdown, Breakdown, u64, u64)> {
-    let mut db = open_loaded(dir, plan, progress)?;
+fn measure(file: &Path, plan: Plan, progress: bool) -> Result<(Breakdown, Breakdown, u64, u64)> {
+    let mut db = open_loaded(file, plan, progress)?;
     let reads_before = db.stats().pool.reads;
     let read = breakdown(&mut db, plan, Kind::Read)?;
     let update = breakdown(&mut db, plan, Kind::Update)?;
@@ -353,7 +387,7 @@ fn notes(r: &mut MicroResult, plan: Plan, pool_reads: u64, pages: u64) {
         plan.rounds
     ));
     r.notes.push(format!(
-        "cycles are TSC ticks; each traced part includes one time-stamp read (~{:.0} cycles here); total = the real get/insert through the DbHandle plus one yield, timed over the whole loop",
+        "cycles are TSC ticks; each traced part includes one time-stamp read (~{:.0} cycles here); total = the real get/insert through the DbHandle plus one yield, timed per batch of 32; samples a preemption spans are dropped (mean of the rest)",
         timestamp_cycles()
     ));
     r.notes.push(format!(
@@ -367,14 +401,16 @@ mod tests {
 
     #[test]
     fn the_parts_are_measured_and_add_up_to_about_the_total() {
-        let dir =
-            std::env::temp_dir().join(format!("ringdb-point-cost-test-{}", std::process::id()));
+        let file = std::env::temp_dir().join(format!(
+            "ringdb-point-cost-test-{}.ringdb",
+            std::process::id()
+        ));
         let plan = Plan {
             records: 5_000,
             ops: 5_000,
             rounds: 3,
         };
-        let mut db = open_loaded(&dir, plan, false).expect("load");
+        let mut db = open_loaded(&file, plan, false).expect("load");
         for kind in [Kind::Read, Kind::Update] {
             let b = breakdown(&mut db, plan, kind).expect("measure");
             for (part, cycles) in [
@@ -394,6 +430,6 @@ mod tests {
             );
         }
         db.close().expect("close");
-        let _ = std::fs::remove_dir_all(&dir);
+        let _ = std::fs::remove_file(&file);
     }
 }
