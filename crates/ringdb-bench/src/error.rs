@@ -219,6 +219,28 @@ pub enum BenchError {
         pool_pages: usize,
     },
 
+    /// `ringdb ycsb`'s model: the run of its mix with every page meant to be resident still
+    /// read pages from storage.
+    #[error("the cost model's in-memory run still read {reads_per_op:.3} pages per operation (its keys span {range_pages} pages of a pool of {pool_pages})")]
+    CalibrationFaulted {
+        /// Page reads per operation measured.
+        reads_per_op: f64,
+        /// Pages the calibration's keys span.
+        range_pages: u64,
+        /// The pool, in pages.
+        pool_pages: usize,
+    },
+
+    /// `ringdb ycsb`'s model: the run wrote pages, and the cost of a write could not be
+    /// measured without overwriting the database (a block device has no room beside it).
+    #[error("the run wrote {writes_per_op:.3} pages per operation, and the cycles of a page write cannot be measured on {} without overwriting the database", path.display())]
+    NoScratchForWrites {
+        /// The database's device.
+        path: PathBuf,
+        /// Page writes per operation the run made.
+        writes_per_op: f64,
+    },
+
     /// A benchmark's own bookkeeping broke an invariant (a bug, not a setting).
     #[error("internal error: {what}")]
     Internal {

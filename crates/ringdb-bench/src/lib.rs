@@ -5,6 +5,7 @@
 //! - [`micro`]: the paper's microbenchmarks (`ringdb micro <name>`).
 //! - [`pattern`]: deterministic block contents for fills and bit-exact verification.
 //! - [`ycsb`]: runs YCSB-style operations on a ringdb `LocalDb` with many tasks.
+//! - [`ycsb_model`]: the cost model beside a YCSB run (`c_tx` + reads and writes x their costs).
 
 //! - [`ladder`]: the paper's Fig. 5 ladder with its cost model (`ringdb ladder`).
 //! - [`units`]: parsing of sizes (`4k`, `2G`) and durations (`10s`).
@@ -17,6 +18,7 @@ pub mod pattern;
 pub mod rawio;
 pub mod units;
 pub mod ycsb;
+pub mod ycsb_model;
 pub mod ycsb_sharded;
 
 pub use error::{BenchError, Result};

@@ -14,6 +14,7 @@ mod micro_cmd;
 mod net_cmd;
 mod probe_cmd;
 mod ycsb_cmd;
+mod ycsb_model;
 mod ycsb_shards;
 
 use clap::{Parser, Subcommand};

@@ -77,6 +77,13 @@ pub struct YcsbArgs {
     /// Also write the JSON report here.
     #[arg(long)]
     pub(crate) output: Option<PathBuf>,
+    /// Skip the cost model's calibration before the run (and its prediction beside it).
+    #[arg(long)]
+    pub(crate) no_model: bool,
+    /// Length of each of the model's three calibration measurements (the mix in memory, page
+    /// reads, page writes).
+    #[arg(long, default_value = "500ms")]
+    pub(crate) model_time: String,
 }
 
 pub(crate) type CmdResult<T = ()> = Result<T, Box<dyn std::error::Error>>;
@@ -87,10 +94,13 @@ pub fn run(a: YcsbArgs) -> CmdResult {
         return crate::ycsb_shards::run(&a, &settings, a.shards);
     }
     let load = a.load || !holds_a_database(&a.db);
-    let mut db = LocalDb::open(&a.db, settings.db_options(&a, load)?)?;
+    let options = settings.db_options(&a, load)?;
+    let io = options.io.clone();
+    let mut db = LocalDb::open(&a.db, options)?;
     warn_fallbacks(&db.stats().io);
     let progress = std::io::stderr().is_terminal();
     let load_report = load_or_check(&mut db, &a, load, progress)?;
+    let model = crate::ycsb_model::calibrate(&mut db, &a, &settings, io)?;
     eprintln!(
         "ycsb: workload {:?} ({:?}), {} tasks, {:?}",
         settings.workload, settings.distribution, a.tasks, settings.runtime
@@ -110,6 +120,7 @@ pub fn run(a: YcsbArgs) -> CmdResult {
     let stats = db.stats();
     let durability = durability_summary(&before, &stats, &r, !a.no_group_commit);
     db.close()?;
+    let (model_lines, model_json) = crate::ycsb_model::beside(&model, &r, &a);
     let report = json!({
         "workload": settings.workload,
         "distribution": settings.distribution,
@@ -120,6 +131,7 @@ pub fn run(a: YcsbArgs) -> CmdResult {
         "engine_in_effect": stats.io,
         "load": load_report,
         "run": r,
+        "model": model_json,
         "height": stats.height,
         "pages": stats.pages,
         "durability": durability,
@@ -129,6 +141,7 @@ pub fn run(a: YcsbArgs) -> CmdResult {
         println!("{text}");
     } else {
         print_table(load_report.as_ref(), &r, &stats, durability.as_ref());
+        model_lines.iter().for_each(|line| println!("{line}"));
     }
     if let Some(p) = &a.output {
         std::fs::write(p, text + "\n").map_err(|e| format!("writing {}: {e}", p.display()))?;

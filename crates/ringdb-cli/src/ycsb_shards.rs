@@ -81,12 +81,17 @@ fn report(
         "load": load,
         "run": r,
         "wake_up_us": wake_us,
+        // The model prices one shard's run; per-shard calibration is not built.
+        "model": if a.no_model { serde_json::Value::Null } else { json!({ "not_computed": "shards" }) },
     });
     let text = serde_json::to_string_pretty(&report)?;
     if a.json {
         println!("{text}");
     } else {
         print_table(load, r, wake_us);
+        if !a.no_model {
+            println!("model: not computed for shards");
+        }
     }
     if let Some(p) = &a.output {
         std::fs::write(p, text + "\n").map_err(|e| format!("writing {}: {e}", p.display()))?;

@@ -258,6 +258,20 @@ impl Probe<'_> {
     }
 }
 
+/// Cycles per I/O (the whole process counted) of a raw random-`rw` run of `io`, `opts.calibrate`
+/// long, over the first `size` bytes of `target` in pages of `opts.page_size`: what the ladder
+/// measures per submission mode, for any engine and switches (`ringdb ycsb`'s model prices its
+/// own run's with it). A regular file shorter than `size` is filled first.
+pub(crate) fn io_cycles(
+    opts: &LadderOpts,
+    size: u64,
+    target: &Path,
+    rw: RwMode,
+    io: IoConfig,
+) -> Result<f64> {
+    Ok(Probe::new(opts, size).run(target, rw, io)?.cycles_per_io)
+}
+
 /// Average time for `n` page writes at random offsets, submitted together, to all complete,
 /// divided by `n` (microseconds per write).
 fn batch_write_time(opts: &LadderOpts, size: u64, n: usize) -> Result<f64> {
@@ -323,7 +337,7 @@ fn incompressible_page(i: usize, page_size: usize) -> ringdb_io::AlignedBuf {
 }
 
 /// Cycles to seal (checksum) one page.
-fn checksum_cycles(page_size: usize) -> f64 {
+pub(crate) fn checksum_cycles(page_size: usize) -> f64 {
     let mut page = vec![0u8; page_size];
     ringdb::node::NodeMut::init_leaf(&mut page);
     let n = 2000u64;

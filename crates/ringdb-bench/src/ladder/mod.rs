@@ -24,8 +24,8 @@
 //! - `workload`: the database options and the update stream every phase shares;
 //! - `table`: the report as text.
 
-mod calibrate;
-mod model;
+pub(crate) mod calibrate;
+pub(crate) mod model;
 mod steps;
 mod table;
 mod target;

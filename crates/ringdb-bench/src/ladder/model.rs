@@ -6,7 +6,7 @@ use super::Calibration;
 
 /// Which formula prices a step's transaction.
 #[derive(Clone, Copy)]
-pub(super) enum Model {
+pub(crate) enum Model {
     /// Every fault waits for its read and for the write of its victim.
     Sync,
     /// Faults wait for their reads; victims are written in batches.
@@ -22,7 +22,7 @@ pub(super) enum Model {
 
 /// The model's prediction for a step with `r` reads and `w` writes per transaction:
 /// (tx/s, cycles per tx, the bounding term).
-pub(super) fn predict(model: Model, c: &Calibration, r: f64, w: f64) -> (f64, f64, &'static str) {
+pub(crate) fn predict(model: Model, c: &Calibration, r: f64, w: f64) -> (f64, f64, &'static str) {
     let f = c.tsc_ghz * 1e9;
     match model {
         Model::Sync => {

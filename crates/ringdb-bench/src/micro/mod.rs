@@ -1,5 +1,6 @@
 //! The paper's microbenchmarks (Secs. 2.1, 2.2, 3.6 with Fig. 9's durable writes; seeds/003),
-//! and issue 12's hand-off to a shard thread (`handoff`): each isolates one mechanism
+//! issue 12's hand-off to a shard thread (`handoff`) and issue 15's breakdown of the in-memory
+//! point cost (`point-cost`): each isolates one mechanism
 //! and returns a [`MicroResult`]: a table for people, JSON for machines, an SVG plot.
 //!
 //! Every benchmark takes the same [`MicroOpts`]; `ringdb micro <name>` runs one.
@@ -16,6 +17,8 @@ mod fixed_buffers;
 mod handoff;
 mod iowq;
 mod nop_batch;
+mod point_cost;
+mod preempted;
 mod qd1;
 pub mod report;
 mod scale_out;
@@ -131,6 +134,7 @@ pub const NAMES: &[&str] = &[
     "durable",
     "handoff",
     "scan",
+    "point-cost",
 ];
 
 /// The microbenchmarks that take `--bs` and `--ios`.
@@ -149,6 +153,7 @@ pub fn run(name: &str, opts: &MicroOpts) -> Result<MicroResult> {
         "durable" => durable::run(opts),
         "handoff" => handoff::run(opts),
         "scan" => scan_read_ahead::run(opts),
+        "point-cost" => point_cost::run(opts),
         _ => Err(BenchError::Unknown {
             setting: BenchSetting::Microbenchmark,
             value: name.to_string(),

@@ -55,8 +55,10 @@ mod remove;
 mod scan;
 mod scan_leaf;
 mod scan_walk;
+mod trace;
 
 pub use scan::{Direction, READ_AHEAD_PAGES};
+pub use trace::{timestamp, PointTrace};
 
 /// What the tree counts.
 #[derive(Clone, Copy, Debug, Default, Serialize)]

@@ -1,0 +1,274 @@
+//! Measures the model's costs on the run's own database and target, after the load and before
+//! the run: the mix with every page resident (`c_tx`), raw reads and writes of the run's engine
+//! and switches (`c_read`, `c_write`, through the ladder's calibration), and a page checksum.
+
+use super::{ModelCosts, TxSource};
+use crate::error::{BenchError, Result};
+use crate::ladder::calibrate::{checksum_cycles, io_cycles};
+use crate::ladder::LadderOpts;
+use crate::rawio::RwMode;
+use crate::ycsb::{self, Distribution, Op, OpGenerator, PhaseReport, RunSpec, Workload};
+use ringdb::LocalDb;
+use ringdb_io::{EffectiveIo, IoConfig, Switches};
+use ringdb_lab::counters::tsc_hz;
+use std::ops::Bound;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// Keys the calibration's inserts create start here, far above any loaded key, so the run's
+/// own inserts still create new keys.
+pub const CALIBRATION_INSERT_BASE: u64 = 1 << 62;
+/// The data "fits" when its pages take at most this share of the pool.
+const FIT_SHARE: f64 = 0.9;
+/// Share of the pool the hot key range's pages fill when the data does not fit.
+const HOT_RANGE_SHARE: f64 = 0.5;
+/// Most page reads per operation a run "in memory" may make.
+const MAX_READS_PER_OP: f64 = 0.01;
+/// Bytes of the scratch file the writes are measured on.
+const SCRATCH_BYTES: u64 = 64 << 20;
+/// Pairs per range call while warming the hot range.
+const WARM_CHUNK: usize = 4096;
+/// Mixed into the run's seed: the calibration draws other keys than the run.
+const CALIBRATION_SEED: u64 = 0xC0FF_EE00_D15E_A5E5;
+
+/// What the calibration needs to know about the run.
+#[derive(Clone, Debug)]
+pub struct ModelSpec {
+    /// The run's workload.
+    pub workload: Workload,
+    /// The run's key distribution.
+    pub distribution: Distribution,
+    /// Records loaded (keys `0..records`).
+    pub records: u64,
+    /// Bytes per value.
+    pub value_size: usize,
+    /// The run's concurrent tasks.
+    pub tasks: usize,
+    /// The run's seed (the calibration draws from another).
+    pub seed: u64,
+    /// Length of each measurement: the mix in memory, raw reads, raw writes.
+    pub measure: Duration,
+    /// The database's data file or device ([`data_file`]): where reads are measured.
+    pub data: PathBuf,
+    /// The run's I/O configuration as asked (the engine `auto` resolved to is read from the
+    /// database).
+    pub io: IoConfig,
+}
+
+/// The data file of the database at `db` (a directory's data file, else `db` itself).
+pub fn data_file(db: &Path) -> PathBuf {
+    if db.is_dir() {
+        db.join(ringdb::DATA_FILE)
+    } else {
+        db.to_path_buf()
+    }
+}
+
+/// Where writes are measured beside `data` (a scratch file, removed afterwards); `None` on a
+/// block device, which has no room beside the database.
+pub fn scratch_file(data: &Path) -> Option<PathBuf> {
+    use std::os::unix::fs::FileTypeExt;
+    let block = std::fs::metadata(data).is_ok_and(|m| m.file_type().is_block_device());
+    (!block).then(|| data.with_extension("model-scratch"))
+}
+
+/// Measures the model's costs on `db` (loaded) for the run `spec` describes; `progress` gets a
+/// line per step.
+pub fn calibrate(
+    db: &mut LocalDb,
+    spec: &ModelSpec,
+    progress: &dyn Fn(&str),
+) -> Result<ModelCosts> {
+    let start = Instant::now();
+    progress("c_tx: the run's mix with every page resident");
+    let (c_tx, c_tx_source, c_tx_reads_per_op) = tx_cycles(db, spec)?;
+    let page_size = db.handle().tree().buffer().page_size();
+    let io = effective_config(&spec.io, &db.stats().io);
+    let opts = LadderOpts {
+        page_size,
+        tasks: spec.tasks,
+        calibrate: spec.measure,
+        cpu: spec.io.cpu,
+        ..LadderOpts::new(&spec.data)
+    };
+    progress("c_read: raw page reads of the run's engine over the data");
+    let read_bytes = readable_bytes(&spec.data, db.stats().pages, page_size);
+    let c_read = io_cycles(&opts, read_bytes, &spec.data, RwMode::RandRead, io.clone())?;
+    progress("c_write: raw page writes of the run's engine beside the data");
+    let (c_write, write_target) = write_cycles(&opts, &spec.data, io)?;
+    Ok(ModelCosts {
+        tsc_ghz: tsc_hz() / 1e9,
+        c_tx,
+        c_tx_source,
+        c_tx_reads_per_op,
+        c_restart: c_tx,
+        c_checksum: checksum_cycles(page_size),
+        c_read,
+        c_write,
+        write_target,
+        secs: start.elapsed().as_secs_f64(),
+    })
+}
+
+/// `c_tx`: cycles per operation of the run's mix with every page resident (all the data, or a
+/// hot range filling about half the pool), checked to read ~0 pages.
+fn tx_cycles(db: &mut LocalDb, spec: &ModelSpec) -> Result<(f64, TxSource, f64)> {
+    let pool_pages = db.handle().tree().buffer().config().frames;
+    let data_pages = db.stats().pages.max(1);
+    let records = spec.records.max(1);
+    let (first_key, keys, source) = if data_pages as f64 <= FIT_SHARE * pool_pages as f64 {
+        (0, records, TxSource::InMemory)
+    } else {
+        let share = HOT_RANGE_SHARE * pool_pages as f64 / data_pages as f64;
+        let keys = ((records as f64 * share) as u64).clamp(1, records);
+        let first_key = (records - keys) / 2;
+        let pages = (keys as u128 * data_pages as u128 / records as u128) as u64;
+        let source = TxSource::HotRange {
+            first_key,
+            keys,
+            pages,
+            pool_pages,
+        };
+        (first_key, keys, source)
+    };
+    warm(db, first_key, keys)?;
+    let r = run_mix(db, spec, first_key, keys)?;
+    if r.reads_per_op > MAX_READS_PER_OP {
+        return Err(BenchError::CalibrationFaulted {
+            reads_per_op: r.reads_per_op,
+            range_pages: (keys as u128 * data_pages as u128 / records as u128) as u64,
+            pool_pages,
+        });
+    }
+    Ok((r.cycles_per_op, source, r.reads_per_op))
+}
+
+/// Reads every leaf of keys `first..first + keys` into the pool (range scans, with the scan's
+/// read-ahead).
+fn warm(db: &mut LocalDb, first: u64, keys: u64) -> Result<()> {
+    let h = db.handle();
+    let end = ycsb::key_bytes(first.saturating_add(keys));
+    let chunks = keys / WARM_CHUNK as u64 + 2;
+    db.runtime()
+        .block_on(async {
+            let mut from = ycsb::key_bytes(first).to_vec();
+            let mut start = Bound::Included(from.as_slice());
+            // Each chunk moves past WARM_CHUNK keys of the range: the range ends within `chunks`.
+            for _ in 0..chunks {
+                let pairs = h.range(start, Bound::Excluded(&end), WARM_CHUNK).await?;
+                let Some((last, _)) = pairs.last() else {
+                    break;
+                };
+                from.clone_from(last);
+                start = Bound::Excluded(from.as_slice());
+                if pairs.len() < WARM_CHUNK {
+                    break;
+                }
+            }
+            Ok::<_, ringdb::ReadError>(())
+        })?
+        .map_err(ringdb::DbError::from)?;
+    Ok(())
+}
+
+/// A short run of the run's mix over keys `first..first + keys` (inserts above
+/// [`CALIBRATION_INSERT_BASE`]).
+fn run_mix(db: &mut LocalDb, spec: &ModelSpec, first: u64, keys: u64) -> Result<PhaseReport> {
+    let records = spec.records;
+    let mut gen = OpGenerator::new(
+        spec.workload,
+        spec.distribution,
+        records,
+        spec.seed ^ CALIBRATION_SEED,
+    )
+    .with_tasks(spec.tasks);
+    let run = RunSpec {
+        tasks: spec.tasks,
+        duration: spec.measure,
+        value_size: spec.value_size,
+        max_ops: None,
+        progress: false,
+        label: "model: c_tx".into(),
+    };
+    ycsb::run(db, &run, move |_| {
+        Some(map_op(gen.next_op(), records, first, keys))
+    })
+}
+
+/// `op` with its key moved into the calibration's keys: a loaded key into
+/// `first..first + keys`, a new one (`>= records`) above [`CALIBRATION_INSERT_BASE`].
+pub(crate) fn map_op(op: Op, records: u64, first: u64, keys: u64) -> Op {
+    let key = |k: u64| {
+        if k >= records {
+            CALIBRATION_INSERT_BASE + (k - records)
+        } else {
+            first + k % keys.max(1)
+        }
+    };
+    match op {
+        Op::Read(k) => Op::Read(key(k)),
+        Op::Update(k) => Op::Update(key(k)),
+        Op::Insert(k) => Op::Insert(key(k)),
+        Op::Scan(k, n) => Op::Scan(key(k), n),
+        Op::ReadModifyWrite(k) => Op::ReadModifyWrite(key(k)),
+    }
+}
+
+/// The run's configuration with the engine and switches that actually run (what `auto`
+/// resolved to).
+fn effective_config(asked: &IoConfig, effective: &EffectiveIo) -> IoConfig {
+    let switches = effective.switches.unwrap_or_else(|| Switches::of(asked));
+    IoConfig {
+        engine: effective.engine,
+        setup: switches.setup,
+        fixed_buffers: switches.fixed_buffers,
+        ..asked.clone()
+    }
+}
+
+/// Bytes of `data` the reads spread over: the database's pages, no more than the file holds
+/// (so the data file is never extended), in whole pages.
+fn readable_bytes(data: &Path, pages: u64, page_size: usize) -> u64 {
+    let ps = page_size as u64;
+    let want = pages.saturating_mul(ps);
+    let len = std::fs::metadata(data)
+        .ok()
+        .filter(|m| m.is_file())
+        .map_or(want, |m| m.len());
+    (want.min(len) / ps).max(1) * ps
+}
+
+/// Cycles per page write on a scratch file beside `data` (removed after), with the file it
+/// used; `(None, None)` on a block device.
+fn write_cycles(
+    opts: &LadderOpts,
+    data: &Path,
+    io: IoConfig,
+) -> Result<(Option<f64>, Option<PathBuf>)> {
+    let Some(scratch) = scratch_file(data) else {
+        return Ok((None, None));
+    };
+    let cycles = io_cycles(opts, SCRATCH_BYTES, &scratch, RwMode::RandWrite, io);
+    let _ = std::fs::remove_file(&scratch);
+    Ok((Some(cycles?), Some(scratch)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn calibration_keys_stay_in_the_range_and_inserts_above_the_loaded_keys() {
+        assert_eq!(map_op(Op::Read(5), 100, 0, 100), Op::Read(5));
+        assert_eq!(map_op(Op::Read(95), 100, 40, 20), Op::Read(55));
+        assert_eq!(map_op(Op::Scan(3, 7), 100, 40, 20), Op::Scan(43, 7));
+        assert_eq!(
+            map_op(Op::Insert(102), 100, 40, 20),
+            Op::Insert(CALIBRATION_INSERT_BASE + 2)
+        );
+        assert_eq!(
+            map_op(Op::Read(101), 100, 0, 100),
+            Op::Read(CALIBRATION_INSERT_BASE + 1)
+        );
+    }
+}

@@ -1,0 +1,227 @@
+//! `ringdb ycsb`'s cost model (issue 15 item 2): the run's cycles per operation beside what the
+//! ladder's model predicts for the same run, so the CPU nobody has accounted for stays visible.
+//!
+//! The prediction is the ladder's engine formula for an asynchronous engine (see
+//! [`crate::ladder`]), computed by the ladder's own `model::predict`:
+//! `c_tx + r * (c_restart + c_checksum + c_read) + w * (c_checksum + c_write)`, with `r` and
+//! `w` the run's measured page reads and writes per operation and `c_restart = c_tx` as in the
+//! ladder (a fault restarts the traversal from the root). The costs are measured after the load
+//! and before the run, on the same database and target ([`calibrate()`]):
+//! - `c_tx`: cycles per operation of the run's own mix with every page resident. When the data
+//!   fits the pool that is a short run over all of it; when it does not, the keys are drawn
+//!   from a contiguous range whose pages fill about half the pool (warmed first, then checked
+//!   to read ~0 pages per operation), so the tree, the records and the cache footprint are the
+//!   run's ([`TxSource`] says which);
+//! - `c_read` and `c_write`: cycles per page read and write of the run's engine and switches
+//!   (engine, batching, registered buffers, queue depth), from raw I/O runs: reads over the
+//!   database's own data, writes over a scratch file beside it (never over the data);
+//! - `c_checksum`: one CRC32C seal of a page.
+//!
+//! The calibration runs the mix on the database, so its updates change values and its inserts
+//! add keys (far above the loaded ones, at [`CALIBRATION_INSERT_BASE`]) before the run.
+
+mod calibrate;
+
+pub use calibrate::{calibrate, data_file, scratch_file, ModelSpec, CALIBRATION_INSERT_BASE};
+
+use crate::error::{BenchError, Result};
+use crate::ladder::model::{predict as ladder_predict, Model};
+use crate::ladder::Calibration;
+use crate::ycsb::PhaseReport;
+use serde::Serialize;
+use std::path::PathBuf;
+
+/// Where `c_tx` was measured.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum TxSource {
+    /// The data fits the pool: a run of the mix over all of it.
+    InMemory,
+    /// The data does not fit: the mix over a contiguous key range that fills about half the
+    /// pool.
+    HotRange {
+        /// The range's first key.
+        first_key: u64,
+        /// Keys in the range.
+        keys: u64,
+        /// Pages the range spans (estimated from the data's pages per record).
+        pages: u64,
+        /// The pool, in pages.
+        pool_pages: usize,
+    },
+}
+
+impl TxSource {
+    /// A few words for the table.
+    pub fn describe(&self) -> String {
+        match self {
+            TxSource::InMemory => "in memory, all data".into(),
+            TxSource::HotRange { keys, pages, .. } => {
+                format!("in memory, hot range of {keys} keys / {pages} pages")
+            }
+        }
+    }
+}
+
+/// The costs the prediction uses, measured on the run's database and target.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ModelCosts {
+    /// The TSC's rate, GHz: every cycle count here is in TSC cycles.
+    pub tsc_ghz: f64,
+    /// Cycles per operation of the run's mix with every page resident.
+    pub c_tx: f64,
+    /// Where `c_tx` was measured.
+    pub c_tx_source: TxSource,
+    /// Page reads per operation of the `c_tx` run (~0: the check that it was in memory).
+    pub c_tx_reads_per_op: f64,
+    /// A fault's restarted traversal: one more in-memory operation, as in the ladder.
+    pub c_restart: f64,
+    /// Cycles to checksum one page (every read is verified, every write sealed).
+    pub c_checksum: f64,
+    /// Cycles per page read of the run's engine and switches.
+    pub c_read: f64,
+    /// Cycles per page write of the run's engine and switches; `None` where it could not be
+    /// measured without overwriting the data (a block device).
+    pub c_write: Option<f64>,
+    /// Where the writes were measured (a scratch file beside the data).
+    pub write_target: Option<PathBuf>,
+    /// Seconds the calibration took.
+    pub secs: f64,
+}
+
+/// The model beside the run: its terms, the prediction, the measurement and their ratio.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ModelPrediction {
+    /// The costs used.
+    pub costs: ModelCosts,
+    /// Page reads per operation the run made (`r`).
+    pub reads_per_op: f64,
+    /// Page writes per operation the run made (`w`).
+    pub writes_per_op: f64,
+    /// Cycles per page read, all in: `c_restart + c_checksum + c_read`.
+    pub cycles_per_read: f64,
+    /// Cycles per page write, all in: `c_checksum + c_write` (0 when the run wrote nothing).
+    pub cycles_per_write: f64,
+    /// `r * cycles_per_read`.
+    pub read_term_cycles: f64,
+    /// `w * cycles_per_write`.
+    pub write_term_cycles: f64,
+    /// `c_tx + read_term_cycles + write_term_cycles`.
+    pub predicted_cycles_per_op: f64,
+    /// What the run measured (the whole process's CPU time per operation).
+    pub measured_cycles_per_op: f64,
+    /// `measured / predicted`: 1.0 when the model accounts for every cycle.
+    pub measured_over_predicted: f64,
+}
+
+/// The prediction for a run that made `reads_per_op` page reads and `writes_per_op` page writes
+/// per operation, by the ladder's asynchronous-engine formula. `write_path` names the target in
+/// the error when the run wrote and the write cost is unknown.
+pub fn predict(
+    costs: &ModelCosts,
+    reads_per_op: f64,
+    writes_per_op: f64,
+    write_path: &std::path::Path,
+) -> Result<(f64, f64, f64)> {
+    let c_write = match costs.c_write {
+        Some(c) => c,
+        None if writes_per_op > 0.0 => {
+            return Err(BenchError::NoScratchForWrites {
+                path: write_path.to_path_buf(),
+                writes_per_op,
+            })
+        }
+        None => 0.0,
+    };
+    let ladder = Calibration {
+        tsc_ghz: costs.tsc_ghz,
+        c_tx: costs.c_tx,
+        c_restart: costs.c_restart,
+        c_checksum: costs.c_checksum,
+        c_read_batch: costs.c_read,
+        c_write_batch: c_write,
+        ..Calibration::default()
+    };
+    let engine = Model::Async {
+        c_read: |c| c.c_read_batch,
+        c_write: |c| c.c_write_batch,
+    };
+    let (_, predicted, _) = ladder_predict(engine, &ladder, reads_per_op, writes_per_op);
+    let per_read = costs.c_restart + costs.c_checksum + costs.c_read;
+    let per_write = costs.c_checksum + c_write;
+    Ok((predicted, per_read, per_write))
+}
+
+/// The model beside `run`'s measurement.
+pub fn compare(
+    costs: &ModelCosts,
+    run: &PhaseReport,
+    write_path: &std::path::Path,
+) -> Result<ModelPrediction> {
+    let (r, w) = (run.reads_per_op, run.writes_per_op);
+    let (predicted, per_read, per_write) = predict(costs, r, w, write_path)?;
+    Ok(ModelPrediction {
+        costs: costs.clone(),
+        reads_per_op: r,
+        writes_per_op: w,
+        cycles_per_read: per_read,
+        cycles_per_write: if w > 0.0 { per_write } else { 0.0 },
+        read_term_cycles: r * per_read,
+        write_term_cycles: w * per_write,
+        predicted_cycles_per_op: predicted,
+        measured_cycles_per_op: run.cycles_per_op,
+        measured_over_predicted: run.cycles_per_op / predicted.max(1e-9),
+    })
+}
+
+impl ModelPrediction {
+    /// The table's line: `model: 9,870 cycles/op predicted (c_tx 4,100 + 0.85 reads x 6,800 +
+    /// 0.00 writes x 5,000), measured 15,400: 1.56x`.
+    pub fn line(&self) -> String {
+        format!(
+            "model: {} cycles/op predicted (c_tx {} + {:.2} reads x {} + {:.2} writes x {}), measured {}: {:.2}x",
+            thousands(self.predicted_cycles_per_op),
+            thousands(self.costs.c_tx),
+            self.reads_per_op,
+            thousands(self.cycles_per_read),
+            self.writes_per_op,
+            thousands(self.cycles_per_write),
+            thousands(self.measured_cycles_per_op),
+            self.measured_over_predicted
+        )
+    }
+
+    /// The second line: where the costs came from.
+    pub fn costs_line(&self) -> String {
+        let c = &self.costs;
+        format!(
+            "       c_tx {} ({}, {:.3} reads/op), per read: c_restart {} + c_checksum {} + c_read {}; per write: c_write {}",
+            thousands(c.c_tx),
+            c.c_tx_source.describe(),
+            c.c_tx_reads_per_op,
+            thousands(c.c_restart),
+            thousands(c.c_checksum),
+            thousands(c.c_read),
+            c.c_write.map_or("not measured".into(), thousands)
+        )
+    }
+}
+
+/// `x` rounded, with a comma every three digits.
+pub fn thousands(x: f64) -> String {
+    let digits = format!("{:.0}", x.abs());
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3 + 1);
+    for (i, ch) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(ch);
+    }
+    if x < 0.0 && digits != "0" {
+        out.insert(0, '-');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests;

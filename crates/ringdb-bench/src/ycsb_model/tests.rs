@@ -1,0 +1,132 @@
+//! The model's arithmetic with known inputs, and the report's fields.
+
+use super::*;
+use std::path::Path;
+
+fn costs(c_write: Option<f64>) -> ModelCosts {
+    ModelCosts {
+        tsc_ghz: 2.0,
+        c_tx: 4100.0,
+        c_tx_source: TxSource::InMemory,
+        c_tx_reads_per_op: 0.0,
+        c_restart: 4100.0,
+        c_checksum: 300.0,
+        c_read: 2400.0,
+        c_write,
+        write_target: None,
+        secs: 1.0,
+    }
+}
+
+fn run(reads_per_op: f64, writes_per_op: f64, cycles_per_op: f64) -> PhaseReport {
+    PhaseReport {
+        ops: 1000,
+        secs: 1.0,
+        ops_per_s: 1000.0,
+        per_second: vec![1000],
+        lat_us: Default::default(),
+        reads_per_op,
+        writes_per_op,
+        restarts_per_op: reads_per_op,
+        enters_per_op: 0.1,
+        cycles_per_op,
+        cpu_pct: 100.0,
+        misses: 0,
+        iowq_workers: 0,
+    }
+}
+
+#[test]
+fn the_prediction_is_the_ladders_engine_formula() {
+    let (predicted, per_read, per_write) =
+        predict(&costs(Some(3000.0)), 0.85, 0.1, Path::new("/x")).unwrap();
+    // c_restart + c_checksum + c_read = 4100 + 300 + 2400; c_checksum + c_write = 300 + 3000.
+    assert_eq!(per_read, 6800.0);
+    assert_eq!(per_write, 3300.0);
+    // 4100 + 0.85 x 6800 + 0.1 x 3300 = 4100 + 5780 + 330.
+    assert!((predicted - 10_210.0).abs() < 1e-6, "{predicted}");
+    // In memory the prediction is c_tx alone.
+    let (in_memory, _, _) = predict(&costs(Some(3000.0)), 0.0, 0.0, Path::new("/x")).unwrap();
+    assert_eq!(in_memory, 4100.0);
+}
+
+#[test]
+fn the_comparison_relates_measured_to_predicted() {
+    let p = compare(
+        &costs(Some(3000.0)),
+        &run(0.85, 0.1, 15_315.0),
+        Path::new("/x"),
+    )
+    .unwrap();
+    assert!((p.read_term_cycles - 5780.0).abs() < 1e-6);
+    assert!((p.write_term_cycles - 330.0).abs() < 1e-6);
+    assert!((p.measured_over_predicted - 1.5).abs() < 1e-9);
+    assert_eq!(
+        p.line(),
+        "model: 10,210 cycles/op predicted (c_tx 4,100 + 0.85 reads x 6,800 + 0.10 writes x \
+         3,300), measured 15,315: 1.50x"
+    );
+}
+
+#[test]
+fn writes_without_a_write_cost_are_refused_not_guessed() {
+    let e = compare(&costs(None), &run(0.5, 0.2, 9000.0), Path::new("/dev/vdb")).unwrap_err();
+    assert!(
+        matches!(e, BenchError::NoScratchForWrites { writes_per_op, .. } if writes_per_op == 0.2)
+    );
+    // A read-only run needs no write cost.
+    let p = compare(&costs(None), &run(0.5, 0.0, 9000.0), Path::new("/dev/vdb")).unwrap();
+    assert_eq!(p.write_term_cycles, 0.0);
+}
+
+#[test]
+fn the_report_has_the_terms_the_prediction_and_the_ratio() {
+    let p = compare(
+        &costs(Some(3000.0)),
+        &run(0.85, 0.1, 15_315.0),
+        Path::new("/x"),
+    )
+    .unwrap();
+    let v = serde_json::to_value(&p).unwrap();
+    for field in [
+        "reads_per_op",
+        "writes_per_op",
+        "cycles_per_read",
+        "cycles_per_write",
+        "read_term_cycles",
+        "write_term_cycles",
+        "predicted_cycles_per_op",
+        "measured_cycles_per_op",
+        "measured_over_predicted",
+    ] {
+        assert!(v[field].is_number(), "{field} in {v}");
+    }
+    for field in [
+        "c_tx",
+        "c_restart",
+        "c_checksum",
+        "c_read",
+        "c_write",
+        "tsc_ghz",
+    ] {
+        assert!(v["costs"][field].is_number(), "costs.{field} in {v}");
+    }
+    assert_eq!(v["costs"]["c_tx_source"]["kind"], "in_memory");
+    let hot = TxSource::HotRange {
+        first_key: 10,
+        keys: 100,
+        pages: 5,
+        pool_pages: 10,
+    };
+    assert_eq!(serde_json::to_value(&hot).unwrap()["kind"], "hot_range");
+}
+
+#[test]
+fn thousands_groups_digits() {
+    assert_eq!(thousands(0.4), "0");
+    assert_eq!(thousands(999.0), "999");
+    assert_eq!(thousands(1000.0), "1,000");
+    assert_eq!(thousands(9870.2), "9,870");
+    assert_eq!(thousands(1_234_567.0), "1,234,567");
+    assert_eq!(thousands(-1500.0), "-1,500");
+}

@@ -1,0 +1,141 @@
+//! `ringdb ycsb` prints the cost model beside its run: the JSON report carries the model's
+//! terms, its prediction and the ratio, in memory (all data resident) and out of memory (a hot
+//! key range), and `--no-model` skips it. Nothing here asserts timings; `ringdb micro
+//! point-cost` reports every part of the breakdown.
+
+mod common;
+
+use common::{ringdb, tmp};
+use serde_json::Value;
+
+fn number(v: &Value, path: &[&str]) -> f64 {
+    let mut x = v;
+    for p in path {
+        x = &x[*p];
+    }
+    x.as_f64()
+        .unwrap_or_else(|| panic!("{} is not a number in {v}", path.join(".")))
+}
+
+/// Runs a short `ringdb ycsb` on a fresh database and returns its JSON report.
+fn ycsb(name: &str, extra: &[&str]) -> Value {
+    let db = tmp(name);
+    let db_arg = db.to_str().expect("utf-8 path");
+    let mut args = vec![
+        "ycsb",
+        "--db",
+        db_arg,
+        "--load",
+        "--tasks",
+        "8",
+        "--runtime",
+        "400ms",
+        "--model-time",
+        "150ms",
+        "--distribution",
+        "uniform",
+        "--json",
+    ];
+    args.extend_from_slice(extra);
+    let out = ringdb(&args);
+    let err = String::from_utf8_lossy(&out.stderr);
+    let _ = std::fs::remove_dir_all(&db);
+    assert!(out.status.success(), "stderr: {err}");
+    serde_json::from_slice(&out.stdout).expect("JSON on stdout")
+}
+
+fn check_prediction(v: &Value) {
+    let m = &v["model"];
+    for term in ["c_tx", "c_restart", "c_checksum", "c_read", "c_write"] {
+        assert!(number(m, &["costs", term]) > 0.0, "{term}: {m}");
+    }
+    let predicted = number(m, &["predicted_cycles_per_op"]);
+    let read_term = number(m, &["read_term_cycles"]);
+    let write_term = number(m, &["write_term_cycles"]);
+    let c_tx = number(m, &["costs", "c_tx"]);
+    assert!(
+        (predicted - (c_tx + read_term + write_term)).abs() <= 1e-6 * predicted,
+        "{m}"
+    );
+    let measured = number(m, &["measured_cycles_per_op"]);
+    assert_eq!(measured, number(v, &["run", "cycles_per_op"]));
+    let ratio = number(m, &["measured_over_predicted"]);
+    assert!((ratio - measured / predicted).abs() < 1e-9, "{m}");
+    assert!(number(m, &["costs", "c_tx_reads_per_op"]) <= 0.01, "{m}");
+}
+
+#[test]
+fn in_memory_the_model_is_c_tx_over_all_the_data() {
+    let v = ycsb(
+        "model-in-memory",
+        &["--workload", "c", "--records", "5000", "--pool", "16M"],
+    );
+    check_prediction(&v);
+    assert_eq!(
+        v["model"]["costs"]["c_tx_source"]["kind"], "in_memory",
+        "{v}"
+    );
+    assert_eq!(number(&v, &["model", "reads_per_op"]), 0.0);
+}
+
+#[test]
+fn out_of_memory_the_model_prices_reads_and_writes_from_a_hot_range() {
+    let v = ycsb(
+        "model-out-of-memory",
+        &["--workload", "a", "--records", "40000", "--pool", "2M"],
+    );
+    check_prediction(&v);
+    assert_eq!(
+        v["model"]["costs"]["c_tx_source"]["kind"], "hot_range",
+        "{v}"
+    );
+    assert!(number(&v, &["model", "reads_per_op"]) > 0.0, "{v}");
+}
+
+#[test]
+fn no_model_skips_the_calibration() {
+    let v = ycsb(
+        "model-off",
+        &["--workload", "c", "--records", "2000", "--no-model"],
+    );
+    assert!(v["model"].is_null(), "{v}");
+    assert!(number(&v, &["run", "cycles_per_op"]) > 0.0);
+}
+
+#[test]
+fn point_cost_reports_every_part() {
+    let target = tmp("point-cost");
+    let out = ringdb(&[
+        "micro",
+        "point-cost",
+        "--quick",
+        "--target",
+        target.to_str().expect("utf-8 path"),
+        "--json",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "stderr: {err}");
+    let v: Value = serde_json::from_slice(&out.stdout).expect("JSON on stdout");
+    let columns: Vec<&str> = v["columns"]
+        .as_array()
+        .expect("columns")
+        .iter()
+        .map(|c| c.as_str().expect("column name"))
+        .collect();
+    let rows = v["rows"].as_array().expect("rows");
+    assert_eq!(rows.len(), 2, "{v}");
+    for (row, op) in rows.iter().zip(["read", "update"]) {
+        assert_eq!(row[0], op);
+        for part in [
+            "descent",
+            "leaf_search",
+            "copy",
+            "executor",
+            "parts",
+            "total",
+        ] {
+            let i = columns.iter().position(|c| *c == part).expect(part);
+            assert!(row[i].as_f64().is_some_and(|x| x > 0.0), "{part}: {row}");
+        }
+    }
+}
