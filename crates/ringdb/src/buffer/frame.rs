@@ -18,6 +18,7 @@
 
 use super::cells::SlotCells;
 use super::config::{PoolConfig, PoolStats};
+use super::page_table::PageTable;
 use super::{CheckpointHook, PageId};
 use crate::error::StorageError;
 use crate::page;
@@ -25,7 +26,7 @@ use ringdb_io::FileId;
 use ringdb_io::{Io, PoolBuf};
 use rustc_hash::{FxHashMap, FxHashSet};
 use std::cell::{Cell, RefCell};
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::task::Waker;
 
 /// Rounds a wait for a frame or a page makes (each a wake-up, an eviction round or a load
@@ -169,9 +170,8 @@ impl Slot {
 pub(super) struct State {
     pub(super) slots: Vec<Option<Slot>>,
     pub(super) free_slots: Vec<usize>,
-    /// Page id -> slot. Page ids are dense integers: a one-multiply hash (Fx) spreads them as
-    /// well as SipHash did, at a fraction of its cost per lookup.
-    pub(super) table: FxHashMap<PageId, usize>,
+    /// Page id -> slot (see `page_table.rs`).
+    pub(super) table: PageTable,
     pub(super) free_bufs: Vec<PoolBuf>,
     /// The clock's hand: the next slot the sweep looks at.
     pub(super) hand: usize,
@@ -201,7 +201,7 @@ pub(super) struct Inner {
     /// Per slot, outside the RefCell so guards can use them while others borrow the state:
     /// pins, borrows, version, reference bit and the resident frame (see `cells.rs`).
     pub(super) cells: Box<[SlotCells]>,
-    pub(super) io_waiters: RefCell<HashMap<PageId, Vec<Waker>>>,
+    pub(super) io_waiters: RefCell<FxHashMap<PageId, Vec<Waker>>>,
     pub(super) frame_waiters: RefCell<Vec<Waker>>,
     pub(super) evicting: Cell<bool>,
     /// Page reads in flight, their limit, and the tasks waiting for a permit.
@@ -241,7 +241,7 @@ impl Inner {
             state: RefCell::new(State {
                 slots: (0..n).map(|_| None).collect(),
                 free_slots: (0..n).rev().collect(),
-                table: FxHashMap::with_capacity_and_hasher(n, Default::default()),
+                table: PageTable::with_max_len(n),
                 free_bufs,
                 hand: 0,
                 next_pid,
@@ -250,7 +250,7 @@ impl Inner {
                 chain: Default::default(),
             }),
             cells: (0..n).map(|_| SlotCells::new()).collect(),
-            io_waiters: RefCell::new(HashMap::new()),
+            io_waiters: RefCell::new(FxHashMap::default()),
             frame_waiters: RefCell::new(Vec::new()),
             evicting: Cell::new(false),
             loads: Cell::new(0),
@@ -340,7 +340,7 @@ impl Inner {
             self.cfg.frames,
             "slots lost or counted twice"
         );
-        for (&pid, &slot) in &st.table {
+        for (pid, slot) in st.table.iter() {
             let s = st.slots[slot]
                 .as_ref()
                 .expect("the table points at a live slot");

@@ -47,6 +47,7 @@ mod frame;
 mod free_list;
 mod guard;
 mod load;
+mod page_table;
 mod prefetch;
 mod wait;
 
