@@ -316,22 +316,30 @@ fn print_table(
 
 /// The engine's memory by part in one line: now, and the peak where it moves.
 fn memory_line(m: &ringdb::MemoryStats) -> String {
-    let mib = |b: u64| b as f64 / (1 << 20) as f64;
     let part = |name: &str, p: ringdb::PartBytes| {
         format!(
-            "{name} {:.1} (peak {:.1})",
-            mib(p.current_bytes),
-            mib(p.peak_bytes)
+            "{name} {} (peak {})",
+            bytes_text(p.current_bytes),
+            bytes_text(p.peak_bytes)
         )
     };
     format!(
-        "memory MiB: pool frames {:.1}, {}, {}, {}, {}",
-        mib(m.pool_frames.current_bytes),
+        "memory: pool frames {}, {}, {}, {}, {}",
+        bytes_text(m.pool_frames.current_bytes),
         part("log buffer", m.log_buffer),
         part("checkpoint staging", m.checkpoint_staging),
         part("key locks", m.key_locks),
         part("other", m.other)
     )
+}
+
+/// `bytes` in KiB below a MiB, else in MiB.
+fn bytes_text(bytes: u64) -> String {
+    if bytes < 1 << 20 {
+        format!("{:.1} KiB", bytes as f64 / 1024.0)
+    } else {
+        format!("{:.1} MiB", bytes as f64 / (1 << 20) as f64)
+    }
 }
 
 /// One warning line per thing the `auto` engine did without (the library logs the same through
