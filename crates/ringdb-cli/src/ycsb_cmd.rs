@@ -135,6 +135,7 @@ pub fn run(a: YcsbArgs) -> CmdResult {
         "height": stats.height,
         "pages": stats.pages,
         "durability": durability,
+        "memory": stats.memory,
     });
     let text = serde_json::to_string_pretty(&report)?;
     if a.json {
@@ -271,7 +272,13 @@ fn durability_summary(
         "commits_per_durability_point": if syncs > 0 { commits as f64 / syncs as f64 } else { 0.0 },
         "log_bytes": w1.bytes - w0.bytes,
         "checkpoints": c1.checkpoints - c0.checkpoints,
+        "checkpoints_per_s": (c1.checkpoints - c0.checkpoints) as f64 / r.secs,
         "checkpoint_pages": c1.pages_written - c0.pages_written,
+        "checkpoint_pages_per_commit": if commits > 0 {
+            (c1.pages_written - c0.pages_written) as f64 / commits as f64
+        } else {
+            0.0
+        },
     }))
 }
 
@@ -311,6 +318,40 @@ fn print_table(
             d["mode"], d["commits_per_s"].as_f64().unwrap_or(0.0),
             d["commits_per_durability_point"].as_f64().unwrap_or(0.0), d["checkpoints"]
         );
+        println!(
+            "      checkpoints/s {:.2}  checkpoint pages written/update {:.3}",
+            d["checkpoints_per_s"].as_f64().unwrap_or(0.0),
+            d["checkpoint_pages_per_commit"].as_f64().unwrap_or(0.0)
+        );
+    }
+    println!("      {}", memory_line(&stats.memory));
+}
+
+/// The engine's memory by part in one line: now, and the peak where it moves.
+fn memory_line(m: &ringdb::MemoryStats) -> String {
+    let part = |name: &str, p: ringdb::PartBytes| {
+        format!(
+            "{name} {} (peak {})",
+            bytes_text(p.current_bytes),
+            bytes_text(p.peak_bytes)
+        )
+    };
+    format!(
+        "memory: pool frames {}, {}, {}, {}, {}",
+        bytes_text(m.pool_frames.current_bytes),
+        part("log buffer", m.log_buffer),
+        part("checkpoint staging", m.checkpoint_staging),
+        part("key locks", m.key_locks),
+        part("other", m.other)
+    )
+}
+
+/// `bytes` in KiB below a MiB, else in MiB.
+fn bytes_text(bytes: u64) -> String {
+    if bytes < 1 << 20 {
+        format!("{:.1} KiB", bytes as f64 / 1024.0)
+    } else {
+        format!("{:.1} MiB", bytes as f64 / (1 << 20) as f64)
     }
 }
 

@@ -75,6 +75,7 @@ mod error;
 mod executor;
 pub mod limits;
 mod mapped;
+mod path_kind;
 mod ring;
 pub mod sysfs;
 mod target;
@@ -96,5 +97,6 @@ pub use executor::{
     yield_now, Doorbell, DoorbellRung, Io, IoBuf, JoinHandle, PoolBuf, Runtime, RuntimeStats,
     SubmitTogether, YieldNow,
 };
+pub use path_kind::PathKind;
 pub use ring::{Ring, RingAddress, RingMessage, RingSetup, RingStats};
 pub use target::{check_iopoll, nvme_block_device_of_char, Target, TargetOptions};

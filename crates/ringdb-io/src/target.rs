@@ -3,6 +3,7 @@
 //! for each way it can go wrong.
 
 use crate::error::{IoError, Result, Switch};
+use crate::path_kind::PathKind;
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
@@ -137,33 +138,25 @@ struct TargetKind {
 }
 
 impl TargetKind {
-    /// What `path` is; refuses a missing path that may not be created, and a directory.
+    /// What `path` is, by `stat` ([`PathKind`]); refuses a missing path that may not be
+    /// created (creation was not asked for, its directory is missing, or it is a name among
+    /// device nodes, where a mistyped device must not become a file), and a directory.
     fn of(path: &Path, opts: TargetOptions) -> Result<TargetKind> {
-        let meta = std::fs::metadata(path);
-        let is_block_device = matches!(&meta, Ok(m) if m.file_type().is_block_device());
-        let is_char_device = matches!(&meta, Ok(m) if m.file_type().is_char_device());
-        // A missing path is created only as a regular file in an existing directory, never
-        // under /dev, where a typo in a device name must not turn into a file.
-        let creatable = opts.create
-            && !path.starts_with("/dev")
-            && path
-                .parent()
-                .is_none_or(|p| p.as_os_str().is_empty() || p.is_dir());
-        if meta.is_err() && !creatable {
+        let kind = PathKind::of(path);
+        let creatable = opts.create && kind == PathKind::Creatable;
+        if !kind.exists() && !creatable {
             return Err(IoError::NotFound {
                 path: path.to_path_buf(),
             });
         }
-        if let Ok(m) = &meta {
-            if m.is_dir() {
-                return Err(IoError::IsDirectory {
-                    path: path.to_path_buf(),
-                });
-            }
+        if kind == PathKind::Directory {
+            return Err(IoError::IsDirectory {
+                path: path.to_path_buf(),
+            });
         }
         Ok(TargetKind {
-            is_block_device,
-            is_char_device,
+            is_block_device: kind == PathKind::BlockDevice,
+            is_char_device: kind == PathKind::CharDevice,
         })
     }
 

@@ -26,7 +26,9 @@
 
 use crate::buffer::{BufferManager, DirtyPage, FreeListCut, PageId};
 use crate::catalog::{Catalog, CatalogRecord};
+use crate::chunked;
 use crate::error::{CheckpointFailure, CheckpointPart, StorageError};
+use crate::memory::{Meter, PartBytes};
 use crate::meta::{Meta, META_PID};
 use crate::page;
 use crate::wal::Wal;
@@ -95,6 +97,20 @@ pub struct Checkpointer {
     /// writes the double-write file again, so no further checkpoint may overwrite that file.
     failed: RefCell<Option<Arc<CheckpointFailure>>>,
     stats: Cell<CheckpointStats>,
+    /// What a checkpoint's copies and write buffers hold.
+    staging: Meter,
+}
+
+impl Cut {
+    /// Bytes of the pages the cut copied: the dirty pages, the catalog page's image, the
+    /// free-list chain's pages and the meta page.
+    fn copied_bytes(&self, page_size: usize) -> u64 {
+        let pages = self.pages.len()
+            + usize::from(self.catalog_image.is_some())
+            + self.free_list.image.pages.len()
+            + 1;
+        (pages * page_size) as u64
+    }
 }
 
 impl Checkpointer {
@@ -112,7 +128,13 @@ impl Checkpointer {
             waiters: RefCell::new(Vec::new()),
             failed: RefCell::new(None),
             stats: Cell::new(CheckpointStats::default()),
+            staging: Meter::default(),
         }
+    }
+
+    /// What checkpoints' copies and write buffers hold now, and the most they held.
+    pub fn memory(&self) -> PartBytes {
+        self.staging.read()
     }
 
     /// What checkpoints counted so far.
@@ -141,6 +163,7 @@ impl Checkpointer {
         let t0 = std::time::Instant::now();
         // 1. The cut: nothing else runs until the first await.
         let cut = self.cut(tables);
+        let _copies = self.staging.hold(cut.copied_bytes(self.bm.page_size()));
         // 2. The write-ahead rule.
         self.wal.wait_durable(cut.end).await?;
         self.assert_write_ahead(&cut.pages);
@@ -253,7 +276,9 @@ impl Checkpointer {
 
     /// Writes the cut's pages (`images`: the dirty pages, the catalog page when the cut made
     /// an image of it, the chain's pages) and meta page to the double-write file of `epoch`
-    /// with one write and makes it durable.
+    /// and makes it durable. The file is written in pieces of at most [`chunked::MAX_IO`]
+    /// bytes assembled from the images one piece at a time (its CRC computed over the images
+    /// first), so the checkpoint holds one piece beside its copies, not a second copy of them.
     async fn write_double_write(
         &self,
         epoch: u64,
@@ -263,10 +288,16 @@ impl Checkpointer {
         let mut all: Vec<(PageId, &[u8])> = Vec::with_capacity(images.len() + 1);
         all.push((META_PID, meta_image.as_slice()));
         all.extend_from_slice(images);
-        let dw = encode_dw(epoch, self.bm.page_size(), &all);
-        let dw_len = dw.len();
-        let r = crate::chunked::write_all(&self.io, self.files.dw, 0, dw).await;
-        check_len(r, dw_len, CheckpointPart::DoubleWriteFile)?;
+        let page_size = self.bm.page_size();
+        let header = encode_dw_header(epoch, page_size, &all);
+        let mut offset = 0u64;
+        for piece in DoubleWritePieces::new(&header, &all, page_size) {
+            let len = piece.len();
+            let _held = self.staging.hold(piece.capacity() as u64);
+            let r = crate::chunked::write_all(&self.io, self.files.dw, offset, piece).await;
+            check_len(r, len, CheckpointPart::DoubleWriteFile)?;
+            offset += len as u64;
+        }
         self.io
             .fsync(self.files.dw, true)
             .await
@@ -286,6 +317,7 @@ impl Checkpointer {
         let ps = self.bm.page_size() as u64;
         let data = self.files.data;
         for chunk in images.chunks(WRITE_BATCH) {
+            let _buffers = self.staging.hold(chunk.len() as u64 * ps);
             let writes = join_all(chunk.iter().map(|&(pid, image)| {
                 let mut buf = AlignedBuf::new(ps as usize);
                 buf.as_mut_slice().copy_from_slice(image);
@@ -388,25 +420,91 @@ fn header_pages(n: usize, page_size: usize) -> usize {
     (DW_FIXED + 8 * n).div_ceil(page_size)
 }
 
-/// The double-write file's contents: header (magic, epoch, count, page size, header pages,
-/// page ids) then the images, with a CRC32C over everything after the CRC field.
-fn encode_dw(epoch: u64, page_size: usize, images: &[(PageId, &[u8])]) -> Vec<u8> {
+/// The double-write file's header pages: magic, epoch, count, page size, header pages, page
+/// ids, and a CRC32C over everything after the CRC field: the rest of the header and then
+/// every image, in order (the images follow the header in the file).
+fn encode_dw_header(epoch: u64, page_size: usize, images: &[(PageId, &[u8])]) -> Vec<u8> {
     let n = images.len();
     let h = header_pages(n, page_size);
-    let mut out = vec![0u8; (h + n) * page_size];
+    let mut out = vec![0u8; h * page_size];
     out[8..16].copy_from_slice(&DW_MAGIC.to_le_bytes());
     out[16..24].copy_from_slice(&epoch.to_le_bytes());
     out[24..32].copy_from_slice(&(n as u64).to_le_bytes());
     out[32..36].copy_from_slice(&(page_size as u32).to_le_bytes());
     out[36..40].copy_from_slice(&(h as u32).to_le_bytes());
     for (i, (pid, img)) in images.iter().enumerate() {
+        assert_eq!(img.len(), page_size, "image of page {pid} is not one page");
         out[DW_FIXED + 8 * i..DW_FIXED + 8 * i + 8].copy_from_slice(&pid.to_le_bytes());
-        let at = (h + i) * page_size;
-        out[at..at + page_size].copy_from_slice(img);
     }
-    let crc = crc32c::crc32c(&out[4..]);
+    let crc = images
+        .iter()
+        .fold(crc32c::crc32c(&out[4..]), |crc, (_, img)| {
+            crc32c::crc32c_append(crc, img)
+        });
     out[0..4].copy_from_slice(&crc.to_le_bytes());
     out
+}
+
+/// The double-write file's bytes (`header` then the images) in pieces of at most
+/// [`chunked::MAX_IO`] bytes, each assembled when asked for: at most one piece exists at a
+/// time beside the images.
+struct DoubleWritePieces<'a> {
+    header: &'a [u8],
+    images: &'a [(PageId, &'a [u8])],
+    /// Header bytes already handed out.
+    header_done: usize,
+    /// Images already handed out.
+    images_done: usize,
+    page_size: usize,
+}
+
+impl<'a> DoubleWritePieces<'a> {
+    fn new(header: &'a [u8], images: &'a [(PageId, &'a [u8])], page_size: usize) -> Self {
+        assert!(
+            chunked::MAX_IO.is_multiple_of(page_size) || page_size > chunked::MAX_IO,
+            "double-write pieces must hold whole pages"
+        );
+        DoubleWritePieces {
+            header,
+            images,
+            header_done: 0,
+            images_done: 0,
+            page_size,
+        }
+    }
+}
+
+impl Iterator for DoubleWritePieces<'_> {
+    type Item = Vec<u8>;
+
+    fn next(&mut self) -> Option<Vec<u8>> {
+        let room = chunked::MAX_IO.max(self.page_size);
+        if self.header_done < self.header.len() {
+            let end = (self.header_done + room).min(self.header.len());
+            let piece = self.header[self.header_done..end].to_vec();
+            self.header_done = end;
+            return Some(piece);
+        }
+        if self.images_done == self.images.len() {
+            return None;
+        }
+        let count = (room / self.page_size).min(self.images.len() - self.images_done);
+        let mut piece = Vec::with_capacity(count * self.page_size);
+        for (_, img) in &self.images[self.images_done..self.images_done + count] {
+            piece.extend_from_slice(img);
+        }
+        self.images_done += count;
+        Some(piece)
+    }
+}
+
+/// The whole double-write file in one buffer (what the pieces add up to; for the tests).
+#[cfg(test)]
+fn encode_dw(epoch: u64, page_size: usize, images: &[(PageId, &[u8])]) -> Vec<u8> {
+    let header = encode_dw_header(epoch, page_size, images);
+    DoubleWritePieces::new(&header, images, page_size)
+        .flatten()
+        .collect()
 }
 
 /// An intact double-write file: its epoch and its (page id, image) pairs.

@@ -77,6 +77,7 @@ mod db;
 mod error;
 mod key_order;
 mod keylock;
+mod memory;
 mod sharded;
 
 // The engine's inner layers, public only for this crate's property tests, the benchmarks'
@@ -114,6 +115,7 @@ pub use error::{
     OpenError, ReadError, Result, ShardError, ShardSetupError, StorageError, TargetKind, WaitFor,
     WriteError,
 };
+pub use memory::{MemoryStats, PartBytes};
 pub use page::PageError;
 pub use sharded::{
     Db, DbBuilder, Range, Shard, ShardedStats, Table, BATCH_LOG_FILE, MANIFEST_FILE, SHARDS_MAX,

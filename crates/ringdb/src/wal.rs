@@ -39,6 +39,7 @@
 
 use crate::catalog::{self, TableId};
 use crate::error::{LogFailure, OpenError, StorageError, WaitFor};
+use crate::memory::{Meter, PartBytes};
 use ringdb_io::FileId;
 use ringdb_io::Io;
 use std::cell::{Cell, RefCell};
@@ -403,6 +404,8 @@ struct State {
     stats: WalStats,
     /// Per commit-and-wait: one sync per commit instead of group commit (for the comparison).
     no_group: bool,
+    /// Bytes (capacity) of the group being written now, besides the tail.
+    writing_bytes: usize,
 }
 
 impl State {
@@ -423,7 +426,24 @@ impl State {
             "the tail does not reach the log's end"
         );
     }
+
+    /// Bytes the log's buffers hold: the tail's capacity and the group being written.
+    fn buffer_bytes(&self) -> u64 {
+        (self.tail.capacity() + self.writing_bytes) as u64
+    }
+
+    /// Bytes of the log's bookkeeping: the batches in flight (an estimate of the ordered
+    /// map's entries) and the waiters' list.
+    fn bookkeeping_bytes(&self) -> u64 {
+        let in_flight = self.in_flight.len() * IN_FLIGHT_ENTRY_BYTES;
+        let waiters = self.durable_waiters.capacity() * std::mem::size_of::<Waker>();
+        (in_flight + waiters) as u64
+    }
 }
+
+/// Bytes one entry of the in-flight map takes, its share of a B-tree node included (an
+/// estimate: a node holds up to 11 entries of 12 bytes plus its header).
+const IN_FLIGHT_ENTRY_BYTES: usize = 24;
 
 struct Inner {
     io: Io,
@@ -437,6 +457,10 @@ struct Inner {
     syncer: Option<SyncThread>,
     /// Set while the group writer is between taking the tail and finishing it.
     group_seq: Cell<u64>,
+    /// What the tail and the group being written hold.
+    buffer_meter: Meter,
+    /// What the in-flight map and the waiters' list hold.
+    bookkeeping_meter: Meter,
 }
 
 /// The log of one database (one thread). Cheap to clone; not `Send`.
@@ -495,9 +519,12 @@ impl Wal {
                     in_flight: BTreeMap::new(),
                     stats: WalStats::default(),
                     no_group: false,
+                    writing_bytes: 0,
                 }),
                 syncer,
                 group_seq: Cell::new(0),
+                buffer_meter: Meter::default(),
+                bookkeeping_meter: Meter::default(),
             }),
         })
     }
@@ -520,6 +547,21 @@ impl Wal {
 
     pub fn stats(&self) -> WalStats {
         self.inner.st.borrow().stats
+    }
+
+    /// What the log's buffers hold (the tail and the group being written), and its
+    /// bookkeeping (the batches in flight, the waiters).
+    pub fn memory(&self) -> (PartBytes, PartBytes) {
+        (
+            self.inner.buffer_meter.read(),
+            self.inner.bookkeeping_meter.read(),
+        )
+    }
+
+    /// Measures the log's buffers and bookkeeping again (after they changed).
+    fn measure(&self, st: &State) {
+        self.inner.buffer_meter.set(st.buffer_bytes());
+        self.inner.bookkeeping_meter.set(st.bookkeeping_bytes());
     }
 
     /// One durability point per commit instead of one per group (for measuring group commit).
@@ -633,6 +675,7 @@ impl Wal {
         *st.in_flight.entry(start).or_insert(0) += 1;
         st.stats.records += 1;
         st.assert_lsn_order();
+        self.measure(&st);
         Ok((start, st.end))
     }
 
@@ -658,6 +701,7 @@ impl Wal {
         if *n == 0 {
             st.in_flight.remove(&start);
         }
+        self.measure(&st);
     }
 
     /// A checkpoint's cut: (redo LSN, end). Every record before the redo LSN is wholly in the
@@ -726,6 +770,8 @@ impl Wal {
             let rest = st.tail.split_off(take);
             let bytes = std::mem::replace(&mut st.tail, rest);
             st.written = from + bytes.len() as u64;
+            st.writing_bytes = bytes.capacity();
+            self.measure(&st);
             (from, bytes)
         };
         let to = from + bytes.len() as u64;
@@ -739,6 +785,7 @@ impl Wal {
         });
         let mut st = inner.st.borrow_mut();
         st.writing = false;
+        st.writing_bytes = 0;
         if res.is_ok() {
             assert!(
                 to >= st.durable && to <= st.written,
@@ -756,6 +803,7 @@ impl Wal {
         st.assert_lsn_order();
         inner.group_seq.set(inner.group_seq.get() + 1);
         let waiters = std::mem::take(&mut st.durable_waiters);
+        self.measure(&st);
         drop(st);
         for w in waiters {
             w.wake();

@@ -9,7 +9,7 @@ use super::MicroOpts;
 use crate::error::{BenchError, BenchSetting, Result};
 use crate::rawio::fill_file;
 use ringdb_io::IoError;
-use ringdb_io::{Target, TargetOptions};
+use ringdb_io::{PathKind, Target, TargetOptions};
 use ringdb_lab::device::DeviceInfo;
 use std::os::unix::fs::FileTypeExt;
 use std::path::Path;
@@ -82,36 +82,32 @@ pub(super) fn open_direct_read(path: &Path) -> Result<Target> {
     )?)
 }
 
-/// Creates `path` when it is missing (its directory must exist, and nothing under `/dev` is
-/// created) or fills a regular file shorter than `size`; refuses anything that is neither a
-/// regular file nor a block device.
+/// Creates `path` when it is missing (its directory must exist, and no name among device
+/// nodes is created: [`PathKind::MissingDevice`]) or fills a regular file shorter than
+/// `size`; refuses anything that is neither a regular file nor a block device.
 fn create_or_fill(path: &Path, size: u64, progress: bool) -> Result<()> {
-    match std::fs::metadata(path) {
-        Err(_) => {
-            let parent_ok = path
-                .parent()
-                .is_none_or(|p| p.as_os_str().is_empty() || p.is_dir());
-            if !parent_ok || path.starts_with("/dev") {
-                return Err(IoError::NotFound {
-                    path: path.to_path_buf(),
-                }
-                .into());
+    match PathKind::of(path) {
+        PathKind::Creatable => fill_file(path, size, progress)?,
+        PathKind::MissingDevice | PathKind::MissingParent => {
+            return Err(IoError::NotFound {
+                path: path.to_path_buf(),
             }
-            fill_file(path, size, progress)?;
+            .into())
         }
-        Ok(m) if m.is_dir() => {
+        PathKind::Directory => {
             return Err(IoError::IsDirectory {
                 path: path.to_path_buf(),
             }
             .into())
         }
-        Ok(m) if m.is_file() => {
-            if m.len() < size {
+        PathKind::RegularFile => {
+            let len = std::fs::metadata(path).map_or(0, |m| m.len());
+            if len < size {
                 fill_file(path, size, progress)?;
             }
         }
-        Ok(m) if m.file_type().is_block_device() => {}
-        Ok(_) => {
+        PathKind::BlockDevice => {}
+        _ => {
             return Err(BenchError::UnsupportedTarget {
                 path: path.to_path_buf(),
             })

@@ -345,6 +345,27 @@ impl DbHandle {
             durability: self.durability(),
             wal: self.durable.as_ref().map(|d| d.wal.stats()),
             checkpoints: self.durable.as_ref().map(|d| d.ckpt.stats()),
+            memory: self.memory(),
+        }
+    }
+
+    /// The engine's memory by part, each from the structure that holds it.
+    pub fn memory(&self) -> crate::MemoryStats {
+        let cfg = self.tree.buffer().config();
+        let pool_frames = crate::PartBytes::fixed((cfg.frames * cfg.page_size) as u64);
+        let Some(d) = &self.durable else {
+            return crate::MemoryStats {
+                pool_frames,
+                ..Default::default()
+            };
+        };
+        let (log_buffer, other) = d.wal.memory();
+        crate::MemoryStats {
+            pool_frames,
+            log_buffer,
+            checkpoint_staging: d.ckpt.memory(),
+            key_locks: d.locks.memory(),
+            other,
         }
     }
 

@@ -15,20 +15,23 @@ use crate::wal::Durability;
 use ringdb_io::RegionEngine;
 use ringdb_io::Runtime;
 use ringdb_io::{EffectiveIo, EngineKind, FixedBufferPool};
-use ringdb_io::{Target, TargetOptions};
+use ringdb_io::{PathKind, Target, TargetOptions};
 use std::path::{Path, PathBuf};
 
-/// What `Db::open` was given: a directory, or a path without an extension that does not exist
-/// yet (created: the data file is `data.ringdb` in it, with the log files beside it); a char
-/// device (an NVMe generic one); a block device; anything else is the data file itself.
+/// What `Db::open` was given, by what the path is ([`PathKind`], never its name): a directory,
+/// or a path without an extension that does not exist yet in a directory where files may be
+/// made (created: the data file is `data.ringdb` in it, with the log files beside it); a char
+/// device (an NVMe generic one); a block device; anything else is the data file itself (a
+/// missing name among device nodes included: opening it is refused as missing, and nothing is
+/// created there).
 fn target_kind(path: &Path) -> TargetKind {
-    use std::os::unix::fs::FileTypeExt;
-    if path.is_dir() || (!path.exists() && path.extension().is_none()) {
-        return TargetKind::Directory;
-    }
-    match std::fs::metadata(path).map(|m| m.file_type()) {
-        Ok(t) if t.is_char_device() => TargetKind::NvmeCharDevice,
-        Ok(t) if t.is_block_device() => TargetKind::BlockDevice,
+    match PathKind::of(path) {
+        PathKind::Directory => TargetKind::Directory,
+        PathKind::Creatable | PathKind::MissingParent if path.extension().is_none() => {
+            TargetKind::Directory
+        }
+        PathKind::CharDevice => TargetKind::NvmeCharDevice,
+        PathKind::BlockDevice => TargetKind::BlockDevice,
         _ => TargetKind::File,
     }
 }

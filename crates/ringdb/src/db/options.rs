@@ -8,6 +8,7 @@
 use crate::buffer::{PoolConfig, PoolStats};
 use crate::checkpoint::CheckpointStats;
 use crate::error::OpenError;
+use crate::memory::MemoryStats;
 use crate::tree::TreeStats;
 use crate::wal::{Durability, WalStats};
 use ringdb_io::RuntimeStats;
@@ -137,4 +138,6 @@ pub struct DbStats {
     pub wal: Option<WalStats>,
     /// The checkpoints' counters (`None` without a log).
     pub checkpoints: Option<CheckpointStats>,
+    /// The engine's memory by part (pool frames, log buffer, checkpoint staging, key locks).
+    pub memory: MemoryStats,
 }

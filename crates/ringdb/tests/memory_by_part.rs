@@ -1,0 +1,113 @@
+//! The engine's memory by part (`DbStats::memory`) under a write-heavy load with a log: every
+//! part is reported, and a checkpoint's staging stays within its copies of the pool plus one
+//! write's buffers (the double-write file is no longer assembled as a second copy).
+
+use ringdb::{Durability, LocalDb, Options};
+use std::path::PathBuf;
+
+const POOL_PAGES: usize = 256;
+const PAGE_BYTES: usize = 4096;
+const TASKS: usize = 64;
+const WRITES_PER_TASK: u64 = 400;
+/// The largest piece a checkpoint assembles for the double-write file (`chunked::MAX_IO`).
+const PIECE_BYTES: u64 = 128 << 10;
+/// Pages a checkpoint writes in place at once (`checkpoint::WRITE_BATCH`).
+const IN_PLACE_PAGES: u64 = 64;
+
+fn dir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("ringdb-mem-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+/// `TASKS` tasks each writing `WRITES_PER_TASK` distinct keys with 300-byte values.
+fn write_heavy(db: &mut LocalDb) {
+    let handles: Vec<_> = (0..TASKS as u64)
+        .map(|t| {
+            let h = db.handle();
+            db.runtime().spawn(async move {
+                for i in 0..WRITES_PER_TASK {
+                    let key = (i * TASKS as u64 + t).to_be_bytes();
+                    h.insert(&key, &[t as u8; 300]).await.unwrap();
+                }
+            })
+        })
+        .collect();
+    db.runtime()
+        .block_on(async move {
+            for h in handles {
+                h.await;
+            }
+        })
+        .unwrap();
+}
+
+#[test]
+fn checkpoint_staging_stays_within_the_pool_plus_one_write() {
+    let d = dir("staging");
+    let mut db = LocalDb::open(
+        &d,
+        Options {
+            pool_pages: POOL_PAGES,
+            direct: false,
+            fresh: true,
+            durability: Durability::None,
+            ..Options::default()
+        },
+    )
+    .unwrap();
+    write_heavy(&mut db);
+    let stats = db.stats();
+    let m = stats.memory;
+    let checkpoints = stats.checkpoints.unwrap().checkpoints;
+    assert!(
+        checkpoints >= 2,
+        "only {checkpoints} checkpoints: not write-heavy enough"
+    );
+    let pool = (POOL_PAGES * PAGE_BYTES) as u64;
+    assert_eq!(m.pool_frames.current_bytes, pool);
+    // The cut copies at most every frame (and the meta, catalog and free-list pages); the
+    // writes add one double-write piece or one batch of in-place pages at a time.
+    let write_buffers = PIECE_BYTES.max(IN_PLACE_PAGES * PAGE_BYTES as u64);
+    let bound = pool + 16 * PAGE_BYTES as u64 + write_buffers;
+    let staging = m.checkpoint_staging;
+    assert!(staging.peak_bytes > 0, "no checkpoint staging counted");
+    assert!(
+        staging.peak_bytes <= bound,
+        "checkpoint staging peaked at {} bytes, over {bound}",
+        staging.peak_bytes
+    );
+    assert_eq!(
+        staging.current_bytes, 0,
+        "staging held after the checkpoints"
+    );
+    assert!(m.log_buffer.peak_bytes > 0, "no log buffer counted");
+    assert!(m.key_locks.peak_bytes > 0, "no key locks counted");
+    db.close().unwrap();
+    std::fs::remove_dir_all(&d).ok();
+}
+
+#[test]
+fn without_a_log_only_the_pool_holds_memory() {
+    let d = dir("off");
+    let mut db = LocalDb::open(
+        &d,
+        Options {
+            pool_pages: POOL_PAGES,
+            direct: false,
+            fresh: true,
+            durability: Durability::Off,
+            ..Options::default()
+        },
+    )
+    .unwrap();
+    write_heavy(&mut db);
+    let m = db.stats().memory;
+    assert_eq!(
+        m.pool_frames.current_bytes,
+        (POOL_PAGES * PAGE_BYTES) as u64
+    );
+    assert_eq!(m.beyond_pool().peak_bytes, 0);
+    db.close().unwrap();
+    std::fs::remove_dir_all(&d).ok();
+}
