@@ -73,6 +73,7 @@ mod config;
 mod engine;
 mod error;
 mod executor;
+mod huge_slice;
 pub mod limits;
 mod mapped;
 mod path_kind;
@@ -97,6 +98,7 @@ pub use executor::{
     yield_now, Doorbell, DoorbellRung, Io, IoBuf, JoinHandle, PoolBuf, Runtime, RuntimeStats,
     SubmitTogether, YieldNow,
 };
+pub use huge_slice::{HugeSlice, HUGE_SLICE_MIN_BYTES};
 pub use path_kind::PathKind;
 pub use ring::{Ring, RingAddress, RingMessage, RingSetup, RingStats};
 pub use target::{check_iopoll, nvme_block_device_of_char, Target, TargetOptions};

@@ -15,7 +15,7 @@
 //! - `c_read` and `c_write`: cycles per page read and write of the run's engine and switches
 //!   (engine, batching, registered buffers, queue depth), from raw I/O runs: reads over the
 //!   database's own data, writes over a scratch file beside it (never over the data);
-//! - `c_checksum`: one CRC32C seal of a page.
+//! - `c_checksum`: one CRC32C seal of a page not in the CPU's caches (as a page just read is).
 //!
 //! The calibration runs the mix on the database, so its updates change values and its inserts
 //! add keys (far above the loaded ones, at [`CALIBRATION_INSERT_BASE`]) before the run.

@@ -23,7 +23,7 @@ use super::{CheckpointHook, PageId};
 use crate::error::StorageError;
 use crate::page;
 use ringdb_io::FileId;
-use ringdb_io::{Io, PoolBuf};
+use ringdb_io::{HugeSlice, Io, PoolBuf};
 use rustc_hash::{FxHashMap, FxHashSet};
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
@@ -200,7 +200,7 @@ pub(super) struct Inner {
     pub(super) state: RefCell<State>,
     /// Per slot, outside the RefCell so guards can use them while others borrow the state:
     /// pins, borrows, version, reference bit and the resident frame (see `cells.rs`).
-    pub(super) cells: Box<[SlotCells]>,
+    pub(super) cells: HugeSlice<SlotCells>,
     pub(super) io_waiters: RefCell<FxHashMap<PageId, Vec<Waker>>>,
     pub(super) frame_waiters: RefCell<Vec<Waker>>,
     pub(super) evicting: Cell<bool>,
@@ -249,7 +249,7 @@ impl Inner {
                 freed: FxHashSet::default(),
                 chain: Default::default(),
             }),
-            cells: (0..n).map(|_| SlotCells::new()).collect(),
+            cells: HugeSlice::from_fn(n, |_| SlotCells::new()),
             io_waiters: RefCell::new(FxHashMap::default()),
             frame_waiters: RefCell::new(Vec::new()),
             evicting: Cell::new(false),

@@ -10,6 +10,7 @@
 //! follow back (no tombstones), so probe runs stay as short as the load allows.
 
 use super::PageId;
+use ringdb_io::HugeSlice;
 
 /// An empty entry's page id (no page has it: ids are file offsets / page size).
 const EMPTY: PageId = PageId::MAX;
@@ -26,7 +27,8 @@ struct Entry {
 
 /// Page id -> slot for at most `max_len` pages (see the module documentation).
 pub(super) struct PageTable {
-    entries: Box<[Entry]>,
+    /// On huge pages once large (every lookup lands somewhere random in it).
+    entries: HugeSlice<Entry>,
     /// `64 - log2(entries.len())`: a hash's top bits index the table.
     shift: u32,
     len: usize,
@@ -38,14 +40,10 @@ impl PageTable {
     pub(super) fn with_max_len(max_len: usize) -> PageTable {
         let capacity = (2 * max_len).next_power_of_two().max(16);
         PageTable {
-            entries: vec![
-                Entry {
-                    pid: EMPTY,
-                    slot: 0
-                };
-                capacity
-            ]
-            .into_boxed_slice(),
+            entries: HugeSlice::from_fn(capacity, |_| Entry {
+                pid: EMPTY,
+                slot: 0,
+            }),
             shift: 64 - capacity.trailing_zeros(),
             len: 0,
             max_len,
