@@ -32,7 +32,7 @@ impl BufferManager {
                 }
                 continue;
             }
-            if let Some(b) = inner.state.borrow_mut().free_bufs.pop() {
+            if let Some(b) = self.pop_free_frame() {
                 return Ok(b);
             }
             // A frame orphaned by a cancelled read comes back through the runtime's pool.
@@ -48,6 +48,21 @@ impl BufferManager {
         })
     }
 
+    /// A free frame, if any; when more are left and tasks wait for one, the next is woken
+    /// (waiters are woken one per freed frame, see `Inner::wake_frame_waiters`).
+    fn pop_free_frame(&self) -> Option<PoolBuf> {
+        let inner = &self.inner;
+        let (frame, more) = {
+            let mut st = inner.state.borrow_mut();
+            let frame = st.free_bufs.pop();
+            (frame, !st.free_bufs.is_empty())
+        };
+        if frame.is_some() && more {
+            inner.wake_frame_waiters(1);
+        }
+        frame
+    }
+
     /// Waits until at least `n` frames are free (evicting as needed), so that a caller can
     /// then `alloc_page` up to `n` times without waiting. Holds no pins while it waits.
     pub async fn ensure_free(&self, n: usize) -> Result<(), StorageError> {
@@ -59,6 +74,10 @@ impl BufferManager {
         for _ in 0..WAIT_ROUNDS_MAX {
             inner.check_poisoned()?;
             if self.free_frames() >= n {
+                if self.free_frames() > n {
+                    // More than this task needs: pass the wake-up on.
+                    inner.wake_frame_waiters(1);
+                }
                 return Ok(());
             }
             // A frame orphaned by a cancelled read comes back through the runtime's pool.
@@ -90,7 +109,7 @@ impl BufferManager {
         inner.bump(|s| s.evict_rounds += 1);
         let (dirty, freed) = self.sweep();
         if freed > 0 {
-            inner.wake_frames();
+            inner.wake_frame_waiters(freed as usize);
         }
         if dirty.is_empty() {
             inner.bump(|s| s.evicted += freed);

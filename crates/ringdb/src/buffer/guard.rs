@@ -113,8 +113,13 @@ impl Drop for PageGuard {
         let pins = &self.inner.cells[self.slot].pins;
         debug_assert!(pins.get() > 0);
         pins.set(pins.get() - 1);
-        if pins.get() == 0 && !self.inner.frame_waiters.borrow().is_empty() {
-            self.inner.wake_frames();
+        // An unpinned page may be what a waiter's eviction round needs; during a round the
+        // waiters wait for its end instead.
+        if pins.get() == 0
+            && !self.inner.evicting.get()
+            && !self.inner.frame_waiters.borrow().is_empty()
+        {
+            self.inner.wake_frame_waiters(1);
         }
     }
 }
@@ -178,12 +183,13 @@ impl Drop for Reservation {
         if self.bufs.is_empty() {
             return;
         }
+        let freed = self.bufs.len();
         {
             let mut st = self.inner.state.borrow_mut();
             for buf in self.bufs.drain(..) {
                 self.inner.free_frame(&mut st, buf);
             }
         }
-        self.inner.wake_frames();
+        self.inner.wake_frame_waiters(freed);
     }
 }

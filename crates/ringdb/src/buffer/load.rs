@@ -102,7 +102,7 @@ impl BufferManager {
         if st.table.contains_key(&pid) || st.freed.contains(&pid) {
             inner.free_frame(&mut st, buf);
             drop(st);
-            inner.wake_frames();
+            inner.wake_frame_waiters(1);
             return None;
         }
         let slot = st
@@ -149,7 +149,11 @@ impl BufferManager {
             }
         };
         inner.wake_io(pid);
-        inner.wake_frames();
+        // A failed read freed its frame; a page read in is pinned until its task runs, and
+        // its unpin wakes a waiter then.
+        if result.is_err() {
+            inner.wake_frame_waiters(1);
+        }
         result
     }
 

@@ -296,6 +296,6 @@ impl BufferManager {
         assert!(st.freed.insert(pid), "page {pid} freed twice");
         st.free_pages.push(pid);
         drop(st);
-        inner.wake_frames();
+        inner.wake_frame_waiters(1);
     }
 }
