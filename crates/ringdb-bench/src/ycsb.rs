@@ -377,14 +377,14 @@ pub(crate) async fn exec(
     value: &mut Vec<u8>,
 ) -> ringdb::Result<bool> {
     match op {
-        Op::Read(k) => Ok(h.get(&key_bytes(k)).await?.is_some()),
+        Op::Read(k) => Ok(h.get_into(&key_bytes(k), value).await?),
         Op::Update(k) | Op::Insert(k) => {
             value_for(k, version, value_size, value);
             h.insert(&key_bytes(k), value).await?;
             Ok(true)
         }
         Op::ReadModifyWrite(k) => {
-            let found = h.get(&key_bytes(k)).await?.is_some();
+            let found = h.get_into(&key_bytes(k), value).await?;
             value_for(k, version, value_size, value);
             h.insert(&key_bytes(k), value).await?;
             Ok(found)

@@ -21,7 +21,7 @@ use crate::measurement::Measurement;
 use heed::types::Bytes;
 use heed::{CommitOrAbort, Database, Env, EnvFlags, EnvOpenOptions};
 use ringdb_bench::ycsb::{key_bytes, scattered};
-use ringdb_lab::counters::CpuTime;
+use ringdb_lab::counters::{rdtsc, ticks_to_ns, CpuTime, LatencyHist};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -175,6 +175,7 @@ where
         let mut stream = self.data.read_stream(seed, tasks);
         let mut value = Vec::with_capacity(self.data.value_size);
         let mut expected = Vec::with_capacity(self.data.value_size);
+        let mut latency = LatencyHist::new();
         let (mut ops, mut checked, mut next_clock) = (0u64, 0u64, CLOCK_EVERY);
         let cpu_before = CpuTime::now();
         let start = Instant::now();
@@ -185,9 +186,13 @@ where
                 .map_err(CompareError::lmdb("read txn"))?;
             for _ in 0..gets_per_txn {
                 let key = read_key(stream.next_op())?;
+                let t0 = rdtsc();
                 let found = self.get_in(&txn, key)?;
                 value.clear();
                 value.extend_from_slice(found);
+                // Each read's latency into a histogram, as `ringdb ycsb` records every
+                // operation: both stores pay the same bookkeeping per read.
+                latency.record_ns(ticks_to_ns(rdtsc().saturating_sub(t0)));
                 if ops.is_multiple_of(CHECK_EVERY) {
                     self.data.value(key, &mut expected);
                     check_value(Store::Lmdb, key, &value, &expected)?;
@@ -205,6 +210,7 @@ where
         }
         let wall_secs = start.elapsed().as_secs_f64();
         let cpu_secs = CpuTime::now().since(cpu_before).total().as_secs_f64();
+        std::hint::black_box(&latency);
         Ok(Measurement::new(ops, wall_secs, cpu_secs, checked))
     }
 }

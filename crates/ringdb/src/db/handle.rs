@@ -92,6 +92,12 @@ impl DbHandle {
         self.get_in(TableId::DEFAULT, key).await
     }
 
+    /// Copies the value of `key` in the default table into `out` (cleared first); returns
+    /// whether it was present. One buffer for many reads: no allocation per read.
+    pub async fn get_into(&self, key: &[u8], out: &mut Vec<u8>) -> Result<bool, ReadError> {
+        self.get_into_in(TableId::DEFAULT, key, out).await
+    }
+
     /// Inserts or replaces in the default table; returns whether the key existed. With a
     /// log, a commit of its own.
     pub async fn insert(&self, key: &[u8], value: &[u8]) -> Result<bool, WriteError> {

@@ -105,6 +105,23 @@ impl DbHandle {
         Ok(self.tree_of(table)?.get(key).await?)
     }
 
+    /// Copies the value of `key` in `table` into `out` (cleared first); returns whether it was
+    /// present. One buffer for many reads: no allocation per read.
+    pub async fn get_into_in(
+        &self,
+        table: TableId,
+        key: &[u8],
+        out: &mut Vec<u8>,
+    ) -> Result<bool, ReadError> {
+        if let Some(first) = self.first_failure() {
+            return Err(ReadError::Failed { first });
+        }
+        if table == TableId::DEFAULT {
+            return Ok(self.tree.get_into(key, out).await?);
+        }
+        Ok(self.tree_of(table)?.get_into(key, out).await?)
+    }
+
     /// Inserts or replaces in `table`; returns whether the key existed. With a log, a commit
     /// of its own.
     pub async fn insert_in(

@@ -191,7 +191,15 @@ impl BTree {
 
     /// The value of `key`, if present.
     pub async fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, StorageError> {
-        self.run(|t, _| t.get_attempt(key)).await
+        let mut value = Vec::new();
+        let found = self.get_into(key, &mut value).await?;
+        Ok(found.then_some(value))
+    }
+
+    /// Copies the value of `key` into `out` (cleared first) and says whether it was present:
+    /// a caller that reads many values reuses one buffer instead of an allocation per read.
+    pub async fn get_into(&self, key: &[u8], out: &mut Vec<u8>) -> Result<bool, StorageError> {
+        self.run(|t, _| t.get_attempt(key, out)).await
     }
 
     /// Inserts or replaces; returns whether the key existed.
@@ -273,14 +281,19 @@ impl BTree {
         Ok(Ok((path, g)))
     }
 
-    fn get_attempt(&self, key: &[u8]) -> Result<Attempt<Option<Vec<u8>>>, StorageError> {
+    fn get_attempt(&self, key: &[u8], out: &mut Vec<u8>) -> Result<Attempt<bool>, StorageError> {
         let (_path, leaf) = match self.descend(key)? {
             Ok(x) => x,
             Err(n) => return Ok(Err(n)),
         };
         leaf.read(|p| {
             let n = NodeRef::new(p).map_err(|e| Self::corrupt(leaf.pid(), e))?;
-            Ok(Ok(n.search(key).ok().map(|i| n.value(i).to_vec())))
+            out.clear();
+            let found = n
+                .search(key)
+                .ok()
+                .map(|i| out.extend_from_slice(n.value(i)));
+            Ok(Ok(found.is_some()))
         })
     }
 }
