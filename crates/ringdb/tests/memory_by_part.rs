@@ -21,6 +21,23 @@ fn dir(name: &str) -> PathBuf {
 }
 
 /// `TASKS` tasks each writing `WRITES_PER_TASK` distinct keys with 300-byte values.
+/// A fresh database in `d` with `durability`, after the write-heavy load.
+fn loaded(d: &std::path::Path, durability: Durability) -> LocalDb {
+    let mut db = LocalDb::open(
+        d,
+        Options {
+            pool_pages: POOL_PAGES,
+            direct: false,
+            fresh: true,
+            durability,
+            ..Options::default()
+        },
+    )
+    .unwrap();
+    write_heavy(&mut db);
+    db
+}
+
 fn write_heavy(db: &mut LocalDb) {
     let handles: Vec<_> = (0..TASKS as u64)
         .map(|t| {
@@ -45,18 +62,7 @@ fn write_heavy(db: &mut LocalDb) {
 #[test]
 fn checkpoint_staging_stays_within_the_pool_plus_one_write() {
     let d = dir("staging");
-    let mut db = LocalDb::open(
-        &d,
-        Options {
-            pool_pages: POOL_PAGES,
-            direct: false,
-            fresh: true,
-            durability: Durability::None,
-            ..Options::default()
-        },
-    )
-    .unwrap();
-    write_heavy(&mut db);
+    let mut db = loaded(&d, Durability::None);
     let stats = db.stats();
     let m = stats.memory;
     let checkpoints = stats.checkpoints.unwrap().checkpoints;
@@ -90,18 +96,7 @@ fn checkpoint_staging_stays_within_the_pool_plus_one_write() {
 #[test]
 fn without_a_log_only_the_pool_holds_memory() {
     let d = dir("off");
-    let mut db = LocalDb::open(
-        &d,
-        Options {
-            pool_pages: POOL_PAGES,
-            direct: false,
-            fresh: true,
-            durability: Durability::Off,
-            ..Options::default()
-        },
-    )
-    .unwrap();
-    write_heavy(&mut db);
+    let mut db = loaded(&d, Durability::Off);
     let m = db.stats().memory;
     assert_eq!(
         m.pool_frames.current_bytes,
