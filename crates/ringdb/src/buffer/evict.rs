@@ -179,9 +179,10 @@ impl BufferManager {
             }
         }
         if freed == 0 {
-            // Nothing evictable now (pages in I/O or pinned): wait for a change.
+            // Nothing evictable now (pages in I/O or pinned): wait, round open, for the next
+            // unpin or freed frame.
             inner.bump(|s| s.waits += 1);
-            wait(inner, WaitOn::Frames).await;
+            wait(inner, WaitOn::Evictable).await;
         }
         drop(flag);
         Ok(())

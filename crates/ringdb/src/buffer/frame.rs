@@ -203,6 +203,9 @@ pub(super) struct Inner {
     pub(super) cells: HugeSlice<SlotCells>,
     pub(super) io_waiters: RefCell<FxHashMap<PageId, Vec<Waker>>>,
     pub(super) frame_waiters: RefCell<Vec<Waker>>,
+    /// The task of an eviction round that found nothing evictable, waiting for an unpin or a
+    /// freed frame (see `WaitOn::Evictable`).
+    pub(super) round_waiter: RefCell<Option<Waker>>,
     pub(super) evicting: Cell<bool>,
     /// Page reads in flight, their limit, and the tasks waiting for a permit.
     pub(super) loads: Cell<usize>,
@@ -252,6 +255,7 @@ impl Inner {
             cells: HugeSlice::from_fn(n, |_| SlotCells::new()),
             io_waiters: RefCell::new(FxHashMap::default()),
             frame_waiters: RefCell::new(Vec::new()),
+            round_waiter: RefCell::new(None),
             evicting: Cell::new(false),
             loads: Cell::new(0),
             max_loads: (n / 8).max(2),
@@ -278,9 +282,18 @@ impl Inner {
         }
     }
 
+    /// Wakes the eviction round waiting for something evictable, if one is.
+    pub(super) fn wake_round_waiter(&self) {
+        let waiter = self.round_waiter.borrow_mut().take();
+        if let Some(w) = waiter {
+            w.wake();
+        }
+    }
+
     /// Wakes every task waiting for frames: for changes any of them may act on (an eviction
     /// round ended, a checkpoint made pages clean, the pool was poisoned).
     pub(super) fn wake_frames(&self) {
+        self.wake_round_waiter();
         let w = std::mem::take(&mut *self.frame_waiters.borrow_mut());
         for w in w {
             w.wake();
@@ -294,6 +307,7 @@ impl Inner {
     /// a frame and leaves more behind wakes the next (`take_frame`), so none sleeps beside a
     /// free frame.
     pub(super) fn wake_frame_waiters(&self, n: usize) {
+        self.wake_round_waiter();
         let woken: Vec<Waker> = {
             let mut waiters = self.frame_waiters.borrow_mut();
             let n = n.min(waiters.len());

@@ -113,13 +113,14 @@ impl Drop for PageGuard {
         let pins = &self.inner.cells[self.slot].pins;
         debug_assert!(pins.get() > 0);
         pins.set(pins.get() - 1);
-        // An unpinned page may be what a waiter's eviction round needs; during a round the
-        // waiters wait for its end instead.
-        if pins.get() == 0
-            && !self.inner.evicting.get()
-            && !self.inner.frame_waiters.borrow().is_empty()
-        {
-            self.inner.wake_frame_waiters(1);
+        // An unpinned page may be what a waiter needs: the round waiting for something
+        // evictable first (it holds the round open), else the longest waiting task.
+        if pins.get() == 0 {
+            if self.inner.round_waiter.borrow().is_some() {
+                self.inner.wake_round_waiter();
+            } else if !self.inner.frame_waiters.borrow().is_empty() {
+                self.inner.wake_frame_waiters(1);
+            }
         }
     }
 }

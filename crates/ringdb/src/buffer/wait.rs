@@ -14,6 +14,10 @@ use std::task::{Context, Poll, Waker};
 pub(super) enum WaitOn {
     /// The next change in the free frames (a frame freed, a round ended, a pin gone).
     Frames,
+    /// An eviction round that found nothing to evict (every page pinned or in an I/O) waits,
+    /// its round still open, for the next unpin or freed frame: it alone is woken by those,
+    /// before any other frame waiter.
+    Evictable,
     /// The end of the I/O on this page.
     PageIo(PageId),
 }
@@ -38,6 +42,8 @@ impl Wait {
     fn register(&self, waker: Waker) {
         match self.on {
             WaitOn::Frames => self.inner.frame_waiters.borrow_mut().push(waker),
+            // One round at a time; a waker left by a cancelled round is replaced.
+            WaitOn::Evictable => *self.inner.round_waiter.borrow_mut() = Some(waker),
             WaitOn::PageIo(pid) => self
                 .inner
                 .io_waiters
