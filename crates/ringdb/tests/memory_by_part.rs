@@ -62,7 +62,7 @@ fn write_heavy(db: &mut LocalDb) {
 #[test]
 fn checkpoint_staging_stays_within_the_pool_plus_one_write() {
     let d = dir("staging");
-    let mut db = loaded(&d, Durability::None);
+    let db = loaded(&d, Durability::None);
     let stats = db.stats();
     let m = stats.memory;
     let checkpoints = stats.checkpoints.unwrap().checkpoints;
@@ -96,7 +96,7 @@ fn checkpoint_staging_stays_within_the_pool_plus_one_write() {
 #[test]
 fn without_a_log_only_the_pool_holds_memory() {
     let d = dir("off");
-    let mut db = loaded(&d, Durability::Off);
+    let db = loaded(&d, Durability::Off);
     let m = db.stats().memory;
     assert_eq!(
         m.pool_frames.current_bytes,
