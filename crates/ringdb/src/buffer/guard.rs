@@ -114,11 +114,13 @@ impl Drop for PageGuard {
         debug_assert!(pins.get() > 0);
         pins.set(pins.get() - 1);
         // An unpinned page may be what a waiter needs: the round waiting for something
-        // evictable first (it holds the round open), else the longest waiting task.
+        // evictable (it holds the round open), else, outside a round, the longest waiting
+        // task; during a round the others wait for its end (waking them on every unpin of a
+        // write-heavy run cost 20% more cycles per operation).
         if pins.get() == 0 {
             if self.inner.round_waiter.borrow().is_some() {
                 self.inner.wake_round_waiter();
-            } else if !self.inner.frame_waiters.borrow().is_empty() {
+            } else if !self.inner.evicting.get() && !self.inner.frame_waiters.borrow().is_empty() {
                 self.inner.wake_frame_waiters(1);
             }
         }
