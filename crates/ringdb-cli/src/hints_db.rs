@@ -146,6 +146,17 @@ fn storage_hint(e: &StorageError) -> Option<String> {
         | StorageError::CheckpointFailed { .. }
         | StorageError::Stalled { .. }
         | StorageError::PoolPoisoned => Some(REOPEN_HINT.into()),
+        StorageError::Page(ringdb::page::PageError::BadMagic { found, .. })
+            if *found != ringdb::page::FORMAT_MAGIC =>
+        {
+            Some(format!(
+                "if this database was written by another ringdb build (page format {found:#04x}; \
+                 this one reads {:#04x}: format 0xb2 added key heads to node slots), load the \
+                 data again (`--load`, or another --db); otherwise `ringdb check` lists every \
+                 damaged page",
+                ringdb::page::FORMAT_MAGIC
+            ))
+        }
         StorageError::Page(_) | StorageError::Corrupt { .. } => {
             Some("`ringdb check` lists every damaged page".into())
         }
@@ -158,6 +169,26 @@ mod tests {
     use super::*;
     use ringdb::{LocalDb, Options};
     use std::path::PathBuf;
+
+    #[test]
+    fn a_page_of_another_format_version_gets_the_reload_hint() {
+        use ringdb::page::{PageError, FORMAT_MAGIC};
+        let old = StorageError::Page(PageError::BadMagic {
+            page: 0,
+            found: FORMAT_MAGIC - 1,
+        });
+        let hint = storage_hint(&old).unwrap();
+        assert!(
+            hint.contains("--load") && hint.contains("ringdb check"),
+            "{hint}"
+        );
+        let damaged = StorageError::Page(PageError::Checksum {
+            page: 3,
+            stored: 1,
+            computed: 2,
+        });
+        assert!(!storage_hint(&damaged).unwrap().contains("--load"));
+    }
 
     fn temp(name: &str) -> PathBuf {
         let p = std::env::temp_dir().join(format!("ringdb-hints-{}-{name}", std::process::id()));
