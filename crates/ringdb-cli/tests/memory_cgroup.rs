@@ -230,6 +230,13 @@ impl MemoryCgroup {
             version,
             limit_bytes,
         };
+        let high_water = cgroup.file(version.files().high_water);
+        if !high_water.exists() {
+            return Err(format!(
+                "{} is missing (a kernel without a high-water mark, before 5.19 on v2)",
+                high_water.display()
+            ));
+        }
         cgroup.set_limits(limit_bytes)?;
         cgroup.limit_bytes = read_number(&cgroup.file(version.files().limit))?;
         assert!(
