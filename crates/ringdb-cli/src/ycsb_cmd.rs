@@ -66,6 +66,9 @@ pub struct YcsbArgs {
     /// With a log: one durability point per commit instead of group commit.
     #[arg(long)]
     no_group_commit: bool,
+    /// With a log: only checkpoints write pages (no-steal), as before stealing existed.
+    #[arg(long)]
+    no_steal: bool,
     /// Start from an empty database and load it (default: load only when it is new).
     #[arg(long)]
     pub(crate) load: bool,
@@ -118,7 +121,7 @@ pub fn run(a: YcsbArgs) -> CmdResult {
     let before = db.stats();
     let r = ycsb::run(&mut db, &spec, move |_| Some(gen.next_op()))?;
     let stats = db.stats();
-    let durability = durability_summary(&before, &stats, &r, !a.no_group_commit);
+    let durability = durability_summary(&before, &stats, &r, !a.no_group_commit, !a.no_steal);
     db.close()?;
     let (model_lines, model_json) = crate::ycsb_model::beside(&model, &r, &a);
     let report = json!({
@@ -206,6 +209,7 @@ impl Settings {
             fresh,
             durability: a.durability.parse()?,
             group_commit: !a.no_group_commit,
+            steal: !a.no_steal,
             ..Options::default()
         })
     }
@@ -254,6 +258,7 @@ fn durability_summary(
     after: &DbStats,
     r: &PhaseReport,
     group_commit: bool,
+    steal: bool,
 ) -> Option<Value> {
     let (Some(w0), Some(w1), Some(c0), Some(c1)) =
         (before.wal, after.wal, before.checkpoints, after.checkpoints)
@@ -262,6 +267,15 @@ fn durability_summary(
     };
     let commits = w1.records - w0.records;
     let syncs = w1.syncs - w0.syncs;
+    let per_commit = |n: u64| {
+        if commits > 0 {
+            n as f64 / commits as f64
+        } else {
+            0.0
+        }
+    };
+    let eviction_pages = after.pool.writes - before.pool.writes;
+    let page_images = w1.page_images - w0.page_images;
     Some(json!({
         "mode": after.durability,
         "group_commit": group_commit,
@@ -274,10 +288,23 @@ fn durability_summary(
         "checkpoints": c1.checkpoints - c0.checkpoints,
         "checkpoints_per_s": (c1.checkpoints - c0.checkpoints) as f64 / r.secs,
         "checkpoint_pages": c1.pages_written - c0.pages_written,
-        "checkpoint_pages_per_commit": if commits > 0 {
-            (c1.pages_written - c0.pages_written) as f64 / commits as f64
-        } else {
-            0.0
+        "checkpoint_pages_per_commit": per_commit(c1.pages_written - c0.pages_written),
+        "eviction_pages": eviction_pages,
+        "eviction_pages_per_commit": per_commit(eviction_pages),
+        "page_images": page_images,
+        "page_images_per_commit": per_commit(page_images),
+        "log_bytes_per_commit": per_commit(w1.bytes - w0.bytes),
+        "steal": steal,
+        "checkpoint_reasons": {
+            "structural_pages": c1.by_structure - c0.by_structure,
+            "log_half_full": c1.by_log_half - c0.by_log_half,
+            "log_full": c1.by_log_full - c0.by_log_full,
+            "eviction": c1.by_eviction - c0.by_eviction,
+            "request": c1.by_request - c0.by_request,
+        },
+        "checkpoint_thresholds": {
+            "structural_pages": c1.structural_threshold_pages,
+            "live_log_bytes": c1.log_threshold_bytes,
         },
     }))
 }
@@ -318,10 +345,26 @@ fn print_table(
             d["mode"], d["commits_per_s"].as_f64().unwrap_or(0.0),
             d["commits_per_durability_point"].as_f64().unwrap_or(0.0), d["checkpoints"]
         );
+        let f = |k: &str| d[k].as_f64().unwrap_or(0.0);
         println!(
-            "      checkpoints/s {:.2}  checkpoint pages written/update {:.3}",
-            d["checkpoints_per_s"].as_f64().unwrap_or(0.0),
-            d["checkpoint_pages_per_commit"].as_f64().unwrap_or(0.0)
+            "      checkpoints/s {:.2}  pages written/update: checkpoint {:.3} (each twice: double-write, in place)  eviction {:.3}  page images in the log {:.3}  log bytes/update {:.0}  steal {}",
+            f("checkpoints_per_s"),
+            f("checkpoint_pages_per_commit"),
+            f("eviction_pages_per_commit"),
+            f("page_images_per_commit"),
+            f("log_bytes_per_commit"),
+            d["steal"]
+        );
+        let (why, at) = (&d["checkpoint_reasons"], &d["checkpoint_thresholds"]);
+        println!(
+            "      checkpoints started by: structural pages > {} ({}), live log > {} MiB ({}), a full log ({}), eviction finding only unstealable pages ({}), flush/close ({})",
+            at["structural_pages"],
+            why["structural_pages"],
+            at["live_log_bytes"].as_u64().unwrap_or(0) >> 20,
+            why["log_half_full"],
+            why["log_full"],
+            why["eviction"],
+            why["request"]
         );
     }
     println!("      {}", memory_line(&stats.memory));

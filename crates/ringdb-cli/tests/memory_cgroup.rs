@@ -1,6 +1,7 @@
 //! Bounded memory, checked by the kernel: `ringdb ycsb` runs inside a fresh memory cgroup with
-//! a hard limit and swap off, and must finish without being OOM-killed and with the cgroup's
-//! high-water mark under the limit.
+//! a hard limit and swap off, and must finish without being OOM-killed and with its anonymous
+//! memory (sampled from the cgroup) under the limit; the cgroup's high-water mark, which also
+//! counts reclaimable page cache of the files written, is printed beside it.
 //!
 //! Why a cgroup and not the engine's own counters: the engine can only count what it knows it
 //! allocated (the `memory` section of the report). The cgroup charges everything the process
@@ -541,9 +542,13 @@ fn assert_within_limit(case: &str, cgroup: &MemoryCgroup, run: &CaseRun) {
         "{summary}: the run made no operations: {}",
         run.stdout
     );
+    // The promise is about the process's own memory (anonymous: heap, pool, stacks), which
+    // the kernel cannot reclaim. The page cache of the log and the double-write file is
+    // charged to the cgroup too, but it is reclaimable: the kernel drops clean cache to hold
+    // the limit, so a high-water mark at the limit (printed above) is not a failure, a kill is.
     assert!(
-        high_water < cgroup.limit_bytes,
-        "{summary}: the high-water mark reached the limit (the kernel had to reclaim or kill to hold it); {}",
+        run.peaks.anon_bytes < cgroup.limit_bytes,
+        "{summary}: the process's anonymous memory reached the limit; {}",
         run.peaks.line()
     );
 }

@@ -1,12 +1,19 @@
 //! Checkpoints through a double-write area, and their recovery.
 //!
-//! With a log, the data file changes only here, so it always holds one complete checkpoint:
+//! With a log, the data file always holds the *structure* of one complete checkpoint: pages
+//! split, merged or allocated since (structural pages) reach it only here. Between two
+//! checkpoints eviction may also write pages whose records changed in place (`buffer/steal.rs`:
+//! write-ahead rule, page images in the log), so the data file's leaves may be ahead of the
+//! checkpoint or behind it; the log replays every key from the redo LSN on, so both end right.
+//! Checkpoints are therefore *fuzzy*: they bound recovery's work and the log's live part, and
+//! no longer have to write every dirty page.
 //!
 //! 1. **Cut** (synchronous, so no task runs in between): bring the catalog page up to date
-//!    with every table's root (`catalog.rs`), copy every dirty page, sealed; cut the free list
-//!    (its ids and the images of its chain's pages, `buffer/free_list.rs`); note the default
-//!    tree's root, the allocator and the log's redo LSN (the first batch not wholly in the
-//!    tree) and end.
+//!    with every table's root (`catalog.rs`), copy every structural page and the oldest other
+//!    dirty pages up to the staging bound (`staging_pages`), sealed; cut the free list (its
+//!    ids and the images of its chain's pages, `buffer/free_list.rs`); note the default
+//!    tree's root, the allocator and the redo LSN: the oldest batch in flight, or the oldest
+//!    `rec_lsn` of a dirty page left out, whichever is lower.
 //! 2. The log is made durable up to that end (the write-ahead rule: no page reaches the disk
 //!    before the log that explains it).
 //! 3. The copies, the catalog page when it was not resident (`catalog.rs`), the free-list
@@ -15,8 +22,9 @@
 //!    carries a CRC32C of it all.
 //! 4. The same pages (the catalog and chain pages among them) and last the meta page are
 //!    written in place and the data file is made durable.
-//! 5. The pages are marked clean (those not changed since), and the log before the redo LSN
-//!    may be reused.
+//! 5. The pages are marked clean (those not changed since; the others stay dirty, structural
+//!    only if changed in structure after the cut), and the log before the redo LSN may be
+//!    reused.
 //!
 //! A crash during 3 leaves the double-write file torn (its CRC fails) and the data file
 //! untouched: the previous checkpoint stands. A crash during 4 leaves torn or missing pages in
@@ -55,6 +63,44 @@ pub struct CheckpointStats {
     pub pages_written: u64,
     /// Microseconds spent in checkpoints (all of them).
     pub micros: u64,
+    /// Checkpoints by what started them (see [`Reason`]).
+    pub by_structure: u64,
+    pub by_log_half: u64,
+    pub by_log_full: u64,
+    pub by_eviction: u64,
+    pub by_request: u64,
+    /// The thresholds in force: structural pages past this start a checkpoint (and bound
+    /// what a cut copies besides them), and so does live log past this many bytes.
+    pub structural_threshold_pages: u64,
+    pub log_threshold_bytes: u64,
+}
+
+/// Why a checkpoint starts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reason {
+    /// Structural pages (only checkpoints write them) passed their share of the pool.
+    Structure,
+    /// The live log passed half the log.
+    LogHalf,
+    /// A commit found no room in the log.
+    LogFull,
+    /// Eviction found only pages it may not write back.
+    Eviction,
+    /// A flush, a close, or the end of recovery.
+    Request,
+}
+
+impl CheckpointStats {
+    fn count(&mut self, reason: Reason) {
+        let counter = match reason {
+            Reason::Structure => &mut self.by_structure,
+            Reason::LogHalf => &mut self.by_log_half,
+            Reason::LogFull => &mut self.by_log_full,
+            Reason::Eviction => &mut self.by_eviction,
+            Reason::Request => &mut self.by_request,
+        };
+        *counter += 1;
+    }
 }
 
 /// The files a checkpoint writes.
@@ -68,6 +114,9 @@ pub struct CheckpointFiles {
 struct Cut {
     /// The first LSN recovery replays from this checkpoint on.
     redo: u64,
+    /// The oldest batch in flight at the cut: every change made after it comes from this
+    /// batch or a later one.
+    in_flight: u64,
     /// The log's end at the cut: the log must be durable up to here first.
     end: u64,
     /// The checkpoint's epoch (the last one's + 1).
@@ -99,6 +148,9 @@ pub struct Checkpointer {
     stats: Cell<CheckpointStats>,
     /// What a checkpoint's copies and write buffers hold.
     staging: Meter,
+    /// Pages a cut copies at most, structural ones aside (which it must all copy): the bound
+    /// on what the copies hold.
+    staging_pages: usize,
 }
 
 impl Cut {
@@ -116,8 +168,17 @@ impl Cut {
 impl Checkpointer {
     /// A checkpointer for the pool `bm` and the log `wal`, writing `files`; `epoch`
     /// checkpoints are complete (the meta page's count).
-    pub fn new(io: Io, bm: BufferManager, wal: Wal, files: CheckpointFiles, epoch: u64) -> Self {
+    /// A cut copies every structural page and up to `staging_pages` pages in all.
+    pub fn new(
+        io: Io,
+        bm: BufferManager,
+        wal: Wal,
+        files: CheckpointFiles,
+        epoch: u64,
+        staging_pages: usize,
+    ) -> Self {
         Checkpointer {
+            staging_pages,
             io,
             bm,
             wal,
@@ -139,7 +200,11 @@ impl Checkpointer {
 
     /// What checkpoints counted so far.
     pub fn stats(&self) -> CheckpointStats {
-        self.stats.get()
+        CheckpointStats {
+            structural_threshold_pages: self.staging_pages as u64,
+            log_threshold_bytes: self.wal.capacity() / 2,
+            ..self.stats.get()
+        }
     }
 
     /// Checkpoints complete.
@@ -152,8 +217,9 @@ impl Checkpointer {
         self.running.get()
     }
 
-    /// Takes a checkpoint of every table in `tables`, or waits for the one running to finish.
-    pub async fn run(&self, tables: &Catalog) -> Result<(), StorageError> {
+    /// Takes a checkpoint of every table in `tables` for `reason`, or waits for the one
+    /// running to finish.
+    pub async fn run(&self, tables: &Catalog, reason: Reason) -> Result<(), StorageError> {
         self.check_failed()?;
         if self.running.get() {
             return self.wait_for_running().await;
@@ -179,7 +245,7 @@ impl Checkpointer {
             return Err(StorageError::CheckpointFailed { source: first });
         }
         // 5. Done.
-        self.bm.mark_clean(&cut.pages);
+        self.bm.mark_clean(&cut.pages, cut.in_flight);
         tables.stored(cut.catalog);
         self.bm.free_list_written(cut.free_list.number);
         self.wal.checkpointed(cut.redo);
@@ -187,6 +253,7 @@ impl Checkpointer {
         self.epoch.set(cut.epoch);
         let mut s = self.stats.get();
         s.checkpoints += 1;
+        s.count(reason);
         s.pages_written += images.len() as u64;
         s.micros += t0.elapsed().as_micros() as u64;
         self.stats.set(s);
@@ -222,7 +289,16 @@ impl Checkpointer {
     /// catalog page brought up to date, sealed copies of the dirty pages, the free list's cut
     /// (its chain's pages), and the meta page of the next epoch.
     fn cut(&self, tables: &Catalog) -> Cut {
-        let (redo, end) = self.wal.cut();
+        let (in_flight, end) = self.wal.cut();
+        // Before the pool's cut: a resident catalog page it rewrites is one of its pages.
+        let (catalog_image, catalog) = tables.cut();
+        let content_max = self
+            .staging_pages
+            .saturating_sub(self.bm.structural_pages());
+        let pool = self.bm.cut_dirty(content_max);
+        let redo = pool
+            .excluded_rec_lsn
+            .map_or(in_flight, |l| l.min(in_flight));
         let last = self.last_redo.get();
         assert!(
             redo >= last,
@@ -230,9 +306,7 @@ impl Checkpointer {
         );
         assert!(redo <= end, "redo LSN {redo} past the log's end {end}");
         self.last_redo.set(redo);
-        // Before the snapshot: a resident catalog page it rewrites is one of the dirty pages.
-        let (catalog_image, catalog) = tables.cut();
-        let pages = self.bm.snapshot_dirty();
+        let pages = pool.pages;
         let epoch = self.epoch.get() + 1;
         // Before `next_pid`: the cut may grow the data for the chain.
         let free_list = self.bm.cut_free_list();
@@ -251,6 +325,7 @@ impl Checkpointer {
         let meta_image = meta_page(&meta, self.bm.page_size());
         Cut {
             redo,
+            in_flight,
             end,
             epoch,
             pages,

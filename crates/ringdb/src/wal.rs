@@ -11,14 +11,20 @@
 //! +4  len     u32   total bytes, a multiple of 8
 //! +8  lsn     u64   its own position: a record left over from an earlier lap never matches
 //! +16 kind    u8    1 batch (default table), 3 batch naming tables, 4 create table,
-//!                   2 padding up to the end of the lap
+//!                   5 page image, 2 padding up to the end of the lap
 //! +17 -       3 bytes 0
 //! +20 count   u32   operations (kind 4: the table id)
 //! +24 ops     kind 1: kind u8 (1 put, 2 delete) | 0 u8 | key_len u16 | value_len u32 | key |
 //!                     value  (every op in the default table)
 //!             kind 3: kind u8 | 0 u8 | key_len u16 | value_len u32 | table u32 | key | value
 //!             kind 4: name_len u32 | name (UTF-8, 1..=64 bytes)
+//!             kind 5: page id u64 | the page's sealed image (the rest of the record; count is
+//!                     its length in bytes)
 //! ```
+//!
+//! A page image is logged before eviction writes a page in place between two checkpoints
+//! (modes that survive a power cut): recovery writes it again where the page is torn or older
+//! (see `buffer/steal.rs`). It is not a batch: it changes no key.
 //!
 //! A batch whose ops are all in the default table is written as kind 1, the format from
 //! before tables (so such a log reads as before, and its records cost no more); any other as
@@ -63,6 +69,9 @@ const KIND_BATCH: u8 = 1;
 const KIND_PAD: u8 = 2;
 const KIND_TABLE_BATCH: u8 = 3;
 const KIND_CREATE_TABLE: u8 = 4;
+const KIND_PAGE_IMAGE: u8 = 5;
+/// Bytes of a page image record before the image: the header and the page id.
+const PAGE_IMAGE_HEADER: usize = RECORD_HEADER + 8;
 const OP_PUT: u8 = 1;
 const OP_DELETE: u8 = 2;
 /// Groups a commit waits through (each one written, or one it waited for) before it gives up
@@ -279,6 +288,36 @@ pub enum Decoded {
         name: String,
     },
     Pad,
+    /// A page's sealed image (`buffer/steal.rs`).
+    PageImage {
+        page: u64,
+        image: Vec<u8>,
+    },
+}
+
+/// Bytes a record of a page image of `page_bytes` takes in the log.
+pub fn page_image_record_len(page_bytes: usize) -> usize {
+    (PAGE_IMAGE_HEADER + page_bytes).next_multiple_of(8)
+}
+
+/// [`page_image_record_len`] bytes at `lsn`: the image of page `page`.
+fn encode_page_image_len(out: &mut Vec<u8>, lsn: u64, page: u64, image: &[u8], len: usize) {
+    debug_assert!(len >= page_image_record_len(image.len()) && len.is_multiple_of(8));
+    let start = encode_header(out, lsn, KIND_PAGE_IMAGE, image.len() as u32, len);
+    out.extend_from_slice(&page.to_le_bytes());
+    out.extend_from_slice(image);
+    finish_record(out, start, len);
+}
+
+/// A page image record (`record`: exactly its bytes, CRC checked).
+fn decode_page_image(record: &[u8]) -> Option<Decoded> {
+    let image_len = u32_at(record, 20) as usize;
+    let page_bytes = record.get(RECORD_HEADER..PAGE_IMAGE_HEADER)?;
+    let image = record.get(PAGE_IMAGE_HEADER..PAGE_IMAGE_HEADER.checked_add(image_len)?)?;
+    Some(Decoded::PageImage {
+        page: u64::from_le_bytes(page_bytes.try_into().ok()?),
+        image: image.to_vec(),
+    })
 }
 
 /// Decodes a record expected at `lsn` from `bytes` (which start at it). `None` when the bytes
@@ -303,6 +342,7 @@ pub fn decode_record(bytes: &[u8], lsn: u64) -> Option<(usize, Decoded)> {
         KIND_BATCH => Decoded::Batch(decode_ops(record, false)?),
         KIND_TABLE_BATCH => Decoded::Batch(decode_ops(record, true)?),
         KIND_CREATE_TABLE => decode_create(record)?,
+        KIND_PAGE_IMAGE => decode_page_image(record)?,
         _ => return None,
     };
     Some((len, decoded))
@@ -372,6 +412,8 @@ pub struct WalStats {
     pub bytes: u64,
     /// Commits that had to wait for a checkpoint to free log space.
     pub space_waits: u64,
+    /// Page images logged before eviction wrote pages in place (see `buffer/steal.rs`).
+    pub page_images: u64,
 }
 
 impl WalStats {
@@ -406,6 +448,9 @@ struct State {
     no_group: bool,
     /// Bytes (capacity) of the group being written now, besides the tail.
     writing_bytes: usize,
+    /// During recovery's replay: the record being replayed (later ones are not in the tree
+    /// yet, so with none in flight the oldest is this one, not the log's end).
+    replay_floor: Option<u64>,
 }
 
 impl State {
@@ -441,6 +486,13 @@ impl State {
     }
 }
 
+/// What a record appended is: a batch (in flight until applied) or a page image.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Appended {
+    Batch,
+    PageImage,
+}
+
 /// Bytes one entry of the in-flight map takes, its share of a B-tree node included (an
 /// estimate: a node holds up to 11 entries of 12 bytes plus its header).
 const IN_FLIGHT_ENTRY_BYTES: usize = 24;
@@ -461,6 +513,9 @@ struct Inner {
     buffer_meter: Meter,
     /// What the in-flight map and the waiters' list hold.
     bookkeeping_meter: Meter,
+    /// The oldest batch in flight (the log's end when none is), published for the buffer
+    /// pool: a page becoming dirty records it (see `buffer/steal.rs`).
+    oldest_unapplied: Rc<Cell<u64>>,
 }
 
 /// The log of one database (one thread). Cheap to clone; not `Send`.
@@ -520,11 +575,14 @@ impl Wal {
                     stats: WalStats::default(),
                     no_group: false,
                     writing_bytes: 0,
+                    replay_floor: None,
                 }),
                 syncer,
                 group_seq: Cell::new(0),
                 buffer_meter: Meter::default(),
                 bookkeeping_meter: Meter::default(),
+                // Recovery replays batches from `reusable` on: never below it.
+                oldest_unapplied: Rc::new(Cell::new(reusable)),
             }),
         })
     }
@@ -558,10 +616,43 @@ impl Wal {
         )
     }
 
-    /// Measures the log's buffers and bookkeeping again (after they changed).
+    /// Measures the log's buffers and bookkeeping again (after they changed), and publishes
+    /// the oldest batch in flight.
     fn measure(&self, st: &State) {
         self.inner.buffer_meter.set(st.buffer_bytes());
         self.inner.bookkeeping_meter.set(st.bookkeeping_bytes());
+        let none_in_flight = st.replay_floor.unwrap_or(st.end);
+        let oldest = st
+            .in_flight
+            .keys()
+            .next()
+            .copied()
+            .unwrap_or(none_in_flight);
+        assert!(
+            oldest >= self.inner.oldest_unapplied.get(),
+            "the oldest batch in flight goes back"
+        );
+        self.inner.oldest_unapplied.set(oldest);
+    }
+
+    /// The cell that always holds the oldest batch in flight (the log's end when none is).
+    pub fn oldest_unapplied(&self) -> Rc<Cell<u64>> {
+        self.inner.oldest_unapplied.clone()
+    }
+
+    /// Bytes a page image record of `page_bytes` takes in this log.
+    pub fn page_image_len(&self, page_bytes: usize) -> usize {
+        page_image_record_len(page_bytes).next_multiple_of(self.inner.align)
+    }
+
+    /// Appends the image of page `page` (sealed); returns its end LSN. Call
+    /// [`has_room`](Self::has_room) first.
+    pub fn append_page_image(&self, page: u64, image: &[u8]) -> Result<u64, StorageError> {
+        let len = self.page_image_len(image.len());
+        let (_, end) = self.append_with(len, Appended::PageImage, |out, lsn| {
+            encode_page_image_len(out, lsn, page, image, len)
+        })?;
+        Ok(end)
     }
 
     /// One durability point per commit instead of one per group (for measuring group commit).
@@ -615,7 +706,9 @@ impl Wal {
     /// returns its start and end LSNs. Call [`has_room`](Self::has_room) first.
     pub fn append(&self, ops: &[Op]) -> Result<(u64, u64), StorageError> {
         let len = self.record_len(ops);
-        self.append_with(len, |out, lsn| encode_record_len(out, lsn, ops, len))
+        self.append_with(len, Appended::Batch, |out, lsn| {
+            encode_record_len(out, lsn, ops, len)
+        })
     }
 
     /// Bytes the record creating a table named `name` takes in this log.
@@ -631,15 +724,17 @@ impl Wal {
         name: &str,
     ) -> Result<(u64, u64), StorageError> {
         let len = self.create_record_len(name);
-        self.append_with(len, |out, lsn| {
+        self.append_with(len, Appended::Batch, |out, lsn| {
             encode_create_len(out, lsn, table, name, len)
         })
     }
 
-    /// Appends a record of `len` bytes that `encode` writes at the LSN it is given.
+    /// Appends a record of `len` bytes that `encode` writes at the LSN it is given; a batch
+    /// is in flight until [`applied`](Self::applied).
     fn append_with(
         &self,
         len: usize,
+        what: Appended,
         encode: impl FnOnce(&mut Vec<u8>, u64),
     ) -> Result<(u64, u64), StorageError> {
         assert!(len <= self.max_record(), "record of {len} bytes");
@@ -672,8 +767,13 @@ impl Wal {
             st.end,
             "a record's encoding is not its length"
         );
-        *st.in_flight.entry(start).or_insert(0) += 1;
-        st.stats.records += 1;
+        match what {
+            Appended::Batch => {
+                *st.in_flight.entry(start).or_insert(0) += 1;
+                st.stats.records += 1;
+            }
+            Appended::PageImage => st.stats.page_images += 1,
+        }
         st.assert_lsn_order();
         self.measure(&st);
         Ok((start, st.end))
@@ -681,13 +781,16 @@ impl Wal {
 
     /// Recovery: the batch at `start` (already in the log) is being replayed.
     pub fn mark_in_flight(&self, start: u64) {
-        *self
-            .inner
-            .st
-            .borrow_mut()
-            .in_flight
-            .entry(start)
-            .or_insert(0) += 1;
+        let mut st = self.inner.st.borrow_mut();
+        *st.in_flight.entry(start).or_insert(0) += 1;
+        st.replay_floor = Some(start);
+        self.measure(&st);
+    }
+
+    /// Recovery replayed every record: from now on, with no batch in flight, the oldest is the
+    /// log's end.
+    pub fn end_replay(&self) {
+        self.inner.st.borrow_mut().replay_floor = None;
     }
 
     /// The batch that started at `start` is now in the tree.

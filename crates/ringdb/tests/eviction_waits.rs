@@ -30,7 +30,14 @@ fn a_round_that_found_every_page_pinned_is_woken_by_an_unpin() {
     cfg.steal = true;
     let bm = BufferManager::new(rt.io(), FileId(0), cfg, 0).unwrap();
     // Every frame holds a page, and every page is pinned.
-    let guards: Vec<PageGuard> = (0..FRAMES).map(|_| bm.alloc_page(None).unwrap()).collect();
+    let guards: Vec<PageGuard> = (0..FRAMES)
+        .map(|_| {
+            let g = bm.alloc_page(None).unwrap();
+            // A page eviction seals must be initialised (checked in debug builds).
+            g.write(|p| ringdb::page::init(p, ringdb::page::PageType::Leaf));
+            g
+        })
+        .collect();
     assert_eq!(bm.free_frames(), 0);
     let guards = Rc::new(RefCell::new(guards));
     // The first task runs a round that finds nothing evictable and waits for an unpin.

@@ -435,6 +435,7 @@ fn walk_log(log: &[u8], start_lsn: u64) -> Result<(Vec<Vec<Op>>, usize), TestCas
             Some((_, Decoded::Pad)) => "Pad",
             Some((_, Decoded::Batch(_))) => "Batch",
             Some((_, Decoded::CreateTable { .. })) => "CreateTable",
+            Some((_, Decoded::PageImage { .. })) => "PageImage",
         });
         let Some((len, decoded)) = record else {
             break;

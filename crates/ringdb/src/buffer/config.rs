@@ -23,11 +23,15 @@ pub struct PoolConfig {
     pub free_target: usize,
     /// Pages the target can hold (`None`: a file that grows).
     pub capacity_pages: Option<u64>,
-    /// Whether eviction may write a dirty page back (no log). With a write-ahead log it may
-    /// not: the data file changes only in checkpoints, so it always holds one consistent
-    /// checkpoint (the log replays the rest), and a pool full of dirty pages asks for a
-    /// checkpoint instead.
+    /// Whether eviction may write a dirty page back. Without a log, any page. Under a
+    /// write-ahead log (`write_ahead`), only pages whose structure the last complete
+    /// checkpoint holds, and only once the hook installed with
+    /// [`BufferManager::set_write_ahead`](super::BufferManager::set_write_ahead) has made the
+    /// log durable past them; a pool left with only other dirty pages asks for a checkpoint.
+    /// Off: no dirty page leaves the pool outside a checkpoint (no-steal).
     pub steal: bool,
+    /// The pool is under a write-ahead log (see `steal`).
+    pub write_ahead: bool,
 }
 
 impl PoolConfig {
@@ -42,6 +46,7 @@ impl PoolConfig {
             free_target: (frames / 10).max(evict_batch).max(4),
             capacity_pages: None,
             steal: true,
+            write_ahead: false,
         }
     }
 

@@ -1,5 +1,5 @@
 //! Dirty pages leaving the pool as a whole: a checkpoint's cut and its completion
-//! ([`BufferManager::snapshot_dirty`], [`BufferManager::mark_clean`]), and the flush of a
+//! ([`BufferManager::cut_dirty`], [`BufferManager::mark_clean`]), and the flush of a
 //! database without a log ([`BufferManager::flush_all`]).
 
 use super::evict::{check_write, Outgoing};
@@ -17,60 +17,120 @@ pub struct DirtyPage {
     pub(super) version: u64,
 }
 
+/// What a checkpoint's cut takes from the pool.
+pub struct PoolCut {
+    /// Sealed copies of the pages the checkpoint writes: every structural page and the
+    /// oldest others, up to the cut's limit.
+    pub pages: Vec<DirtyPage>,
+    /// The lowest `rec_lsn` among the dirty pages left out (`None`: none left out): the
+    /// checkpoint's redo LSN may not pass it, since the data file lacks their changes.
+    pub excluded_rec_lsn: Option<u64>,
+}
+
 impl BufferManager {
-    /// A checkpoint's cut: sealed copies of every dirty page, taken at one instant (no task
-    /// runs in between, and no task holds a page borrowed across an `await`). The pages stay
-    /// dirty (so they are never evicted and reread before the checkpoint has written them)
-    /// until [`mark_clean`](Self::mark_clean).
-    pub fn snapshot_dirty(&self) -> Vec<DirtyPage> {
+    /// A checkpoint's cut, taken at one instant (no task runs in between, and no task holds a
+    /// page borrowed across an `await`): sealed copies of every structural dirty page and of
+    /// up to `content_max` other dirty resident pages, oldest `rec_lsn` first. The copied
+    /// pages stay dirty, and the others are marked `in_checkpoint`, until
+    /// [`mark_clean`](Self::mark_clean): eviction must not write a newer version in place that
+    /// the checkpoint's older copy would then overwrite.
+    pub fn cut_dirty(&self, content_max: usize) -> PoolCut {
         let inner = &self.inner;
-        let st = inner.state.borrow();
-        let mut out = Vec::with_capacity(inner.dirty.get());
+        let mut st = inner.state.borrow_mut();
+        let mut content: Vec<(u64, usize)> = Vec::new();
+        let mut copy_slots: Vec<usize> = Vec::with_capacity(inner.structural_dirty.get());
+        let mut excluded_rec_lsn: Option<u64> = None;
         for (slot, s) in st.slots.iter().enumerate() {
-            let Some(s) = s.as_ref() else { continue };
-            if !s.dirty {
+            let Some(s) = s.as_ref().filter(|s| s.dirty) else {
                 continue;
+            };
+            if s.structural {
+                assert!(s.is_resident(), "structural page {} in an I/O", s.pid);
+                copy_slots.push(slot);
+            } else if s.is_resident() {
+                content.push((s.rec_lsn, slot));
+            } else {
+                // Being written back by eviction: not on disk yet.
+                excluded_rec_lsn = Some(excluded_rec_lsn.map_or(s.rec_lsn, |l| l.min(s.rec_lsn)));
             }
-            assert!(
-                s.is_resident(),
-                "dirty page {} in an I/O without steal",
-                s.pid
-            );
-            assert_eq!(
-                inner.cells[slot].borrows.get(),
-                0,
-                "page {} borrowed at a cut",
-                s.pid
-            );
-            let mut image = ringdb_io::AlignedBuf::new(inner.cfg.page_size);
-            image.as_mut_slice().copy_from_slice(s.frame().as_slice());
-            page::seal(image.as_mut_slice(), s.pid);
-            out.push(DirtyPage {
-                pid: s.pid,
-                image,
-                slot,
-                version: inner.cells[slot].version.get(),
-            });
         }
-        assert_eq!(out.len(), inner.dirty.get(), "dirty page count drifted");
-        out
+        assert_eq!(
+            copy_slots.len(),
+            inner.structural_dirty.get(),
+            "structural count drifted"
+        );
+        content.sort_unstable();
+        let keep = content.len().min(content_max);
+        if let Some(&(rec_lsn, _)) = content.get(keep) {
+            excluded_rec_lsn = Some(excluded_rec_lsn.map_or(rec_lsn, |l| l.min(rec_lsn)));
+        }
+        for &(_, slot) in &content[..keep] {
+            let s = st.slot_mut(slot);
+            assert!(!s.in_checkpoint, "page {} in two checkpoints", s.pid);
+            s.in_checkpoint = true;
+            copy_slots.push(slot);
+        }
+        inner.in_checkpoint.set(inner.in_checkpoint.get() + keep);
+        let pages = copy_slots
+            .into_iter()
+            .map(|slot| self.copy_sealed(&st, slot))
+            .collect();
+        PoolCut {
+            pages,
+            excluded_rec_lsn,
+        }
     }
 
-    /// The checkpoint that took `pages` has made them durable: those not changed since are
-    /// clean (evictable without a write).
-    pub fn mark_clean(&self, pages: &[DirtyPage]) {
+    /// A sealed copy of the dirty resident page in `slot`.
+    fn copy_sealed(&self, st: &super::frame::State, slot: usize) -> DirtyPage {
+        let inner = &self.inner;
+        let s = st.slots[slot].as_ref().expect("a live slot");
+        assert_eq!(
+            inner.cells[slot].borrows.get(),
+            0,
+            "page {} borrowed at a cut",
+            s.pid
+        );
+        let mut image = ringdb_io::AlignedBuf::new(inner.cfg.page_size);
+        image.as_mut_slice().copy_from_slice(s.frame().as_slice());
+        page::seal(image.as_mut_slice(), s.pid);
+        DirtyPage {
+            pid: s.pid,
+            image,
+            slot,
+            version: inner.cells[slot].version.get(),
+        }
+    }
+
+    /// The checkpoint that took `pages` is complete: those not changed since are clean; those
+    /// changed since keep their later changes dirty, structural only when one of those was
+    /// structural, recording `rec_lsn` (the oldest batch in flight at the cut: every later
+    /// change comes from it or a later one).
+    pub fn mark_clean(&self, pages: &[DirtyPage], rec_lsn: u64) {
         let inner = &self.inner;
         let mut st = inner.state.borrow_mut();
         for p in pages {
-            if st.table.get(&p.pid) != Some(&p.slot)
-                || inner.cells[p.slot].version.get() != p.version
-            {
+            if st.table.get(&p.pid) != Some(&p.slot) {
                 continue;
             }
+            let unchanged = inner.cells[p.slot].version.get() == p.version;
             let s = st.slot_mut(p.slot);
-            if s.dirty {
+            if !s.dirty {
+                continue;
+            }
+            if unchanged {
                 s.dirty = false;
                 inner.dirty.set(inner.dirty.get() - 1);
+            } else {
+                s.rec_lsn = s.rec_lsn.max(rec_lsn);
+            }
+            if s.structural && (unchanged || s.structural_version <= p.version) {
+                s.structural = false;
+                inner.structural_dirty.set(inner.structural_dirty.get() - 1);
+            }
+            if s.in_checkpoint {
+                s.in_checkpoint = false;
+                inner.in_checkpoint.set(inner.in_checkpoint.get() - 1);
             }
         }
         drop(st);
@@ -117,6 +177,11 @@ impl BufferManager {
                 if s.is_resident() && s.dirty {
                     s.dirty = false;
                     inner.dirty.set(inner.dirty.get() - 1);
+                    if s.structural {
+                        // Without a log the flush makes it durable like any other.
+                        s.structural = false;
+                        inner.structural_dirty.set(inner.structural_dirty.get() - 1);
+                    }
                     let pid = s.pid;
                     batch.push((slot, pid, s.start_write(cells)));
                 }

@@ -1,8 +1,9 @@
 //! Free frames and eviction: clock-sweep rounds that collect up to `evict_batch` victims,
 //! drop the clean ones and write the dirty ones back together (one batch of writes in flight).
 //!
-//! One round runs at a time; tasks that find no free frame meanwhile wait for it. A pool that
-//! may not steal (a database with a log) never writes a dirty page here: when only dirty pages
+//! One round runs at a time; tasks that find no free frame meanwhile wait for it. Under a log,
+//! a dirty page is written here only when `steal.rs` allows it (its structure is in the last
+//! complete checkpoint, and the log is durable past it first); when only other dirty pages
 //! are left, the round runs a checkpoint instead (the checkpoint hook).
 
 use super::frame::{Inner, WAIT_ROUNDS_MAX};
@@ -115,7 +116,25 @@ impl BufferManager {
             inner.bump(|s| s.evicted += freed);
             return self.after_clean_round(freed, flag).await;
         }
-        let (written, first_err) = self.write_back_victims(dirty).await;
+        let (written, first_err) = match self.write_ahead_of(&dirty).await {
+            Ok(true) => self.write_back_victims(dirty).await,
+            // No room in the log for the pages' images: they stay dirty, and a checkpoint
+            // (which frees the log) makes room.
+            Ok(false) => {
+                self.keep_victims(dirty);
+                inner.bump(|s| s.evicted += freed);
+                let hook = inner.checkpoint.borrow().clone();
+                drop(flag);
+                return match hook {
+                    Some(hook) => hook().await,
+                    None => Ok(()),
+                };
+            }
+            Err(e) => {
+                self.keep_victims(dirty);
+                (0, Some(e))
+            }
+        };
         inner.bump(|s| s.evicted += freed + written);
         inner.debug_check();
         match first_err {
@@ -145,7 +164,7 @@ impl BufferManager {
             let Some(s) = st.slots[slot].as_mut() else {
                 continue;
             };
-            if !s.is_resident() || (s.dirty && !inner.cfg.steal) {
+            if !s.is_resident() || (s.dirty && !inner.may_steal(s)) {
                 continue;
             }
             if cells.referenced.get() {
@@ -171,9 +190,10 @@ impl BufferManager {
     async fn after_clean_round(&self, freed: u64, flag: EvictingFlag) -> Result<(), StorageError> {
         let inner = &self.inner;
         let hook = inner.checkpoint.borrow().clone();
-        if freed == 0 && !inner.cfg.steal && inner.dirty.get() > 0 {
+        if freed == 0 && inner.unstealable_dirty() > 0 {
             if let Some(hook) = hook {
-                // Every evictable page is dirty: only a checkpoint can make them clean.
+                // Every evictable page is dirty and may not be written back: only a
+                // checkpoint can make them clean.
                 drop(flag);
                 return hook().await;
             }

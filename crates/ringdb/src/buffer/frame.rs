@@ -19,7 +19,7 @@
 use super::cells::SlotCells;
 use super::config::{PoolConfig, PoolStats};
 use super::page_table::PageTable;
-use super::{CheckpointHook, PageId};
+use super::{CheckpointHook, PageId, WriteAhead};
 use crate::error::StorageError;
 use crate::page;
 use ringdb_io::FileId;
@@ -27,6 +27,7 @@ use ringdb_io::{HugeSlice, Io, PoolBuf};
 use rustc_hash::{FxHashMap, FxHashSet};
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
+use std::rc::Rc;
 use std::task::Waker;
 
 /// Rounds a wait for a frame or a page makes (each a wake-up, an eviction round or a load
@@ -52,6 +53,28 @@ pub(super) struct Slot {
     /// The frame; `None` while it is in an I/O.
     buf: Option<PoolBuf>,
     pub(super) dirty: bool,
+    /// Under a log: changed in its structure (a split, a merge, a new page, an inner node)
+    /// since the last complete checkpoint wrote it. Such a page may not be stolen: the data
+    /// file must keep the structure of its last checkpoint (see `checkpoint.rs`).
+    pub(super) structural: bool,
+    /// The page's version (`SlotCells::version`) at its last structural change.
+    pub(super) structural_version: u64,
+    /// A running checkpoint copied this page (not structural) and has not written it yet:
+    /// eviction must not write a newer version that the older copy would then overwrite.
+    pub(super) in_checkpoint: bool,
+    /// While dirty: a lower bound of the LSN of the first record whose change the data file
+    /// does not hold (the oldest batch in flight when the page became dirty). Recovery must
+    /// replay from at most this for a checkpoint that leaves the page out.
+    pub(super) rec_lsn: u64,
+}
+
+/// How a change marks a page (see [`Slot::mark_changed`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Change {
+    /// Records changed inside a leaf, its key range and links untouched.
+    Content,
+    /// Anything else: splits, merges, inner nodes, new pages, the catalog.
+    Structure,
 }
 
 impl Slot {
@@ -64,11 +87,21 @@ impl Slot {
             state: SlotState::Reading,
             buf: None,
             dirty: false,
+            structural: false,
+            structural_version: 0,
+            in_checkpoint: false,
+            rec_lsn: 0,
         }
     }
 
-    /// A page just allocated in `buf`: resident, dirty (it exists nowhere else).
-    pub(super) fn allocated(pid: PageId, mut buf: PoolBuf, cells: &SlotCells) -> Slot {
+    /// A page just allocated in `buf`: resident, dirty and structural (it exists nowhere
+    /// else); `rec_lsn` as in [`mark_changed`](Self::mark_changed).
+    pub(super) fn allocated(
+        pid: PageId,
+        mut buf: PoolBuf,
+        cells: &SlotCells,
+        rec_lsn: u64,
+    ) -> Slot {
         cells.referenced.set(true);
         cells.publish(buf.as_mut_slice().as_mut_ptr());
         Slot {
@@ -76,7 +109,34 @@ impl Slot {
             state: SlotState::Resident,
             buf: Some(buf),
             dirty: true,
+            structural: true,
+            structural_version: cells.version.get() + 1,
+            in_checkpoint: false,
+            rec_lsn,
         }
+    }
+
+    /// A change of kind `change` is being made to this resident page, whose version becomes
+    /// `version`; `rec_lsn` is the oldest batch in flight now. Returns whether the page became
+    /// dirty and whether it became structural (for the pool's counts).
+    pub(super) fn mark_changed(
+        &mut self,
+        change: Change,
+        version: u64,
+        rec_lsn: u64,
+    ) -> (bool, bool) {
+        assert!(self.is_resident(), "page {} changed in an I/O", self.pid);
+        let newly_dirty = !self.dirty;
+        if newly_dirty {
+            self.dirty = true;
+            self.rec_lsn = rec_lsn;
+        }
+        let newly_structural = change == Change::Structure && !self.structural;
+        if change == Change::Structure {
+            self.structural = true;
+            self.structural_version = version;
+        }
+        (newly_dirty, newly_structural)
     }
 
     pub(super) fn state(&self) -> SlotState {
@@ -219,6 +279,15 @@ pub(super) struct Inner {
     pub(super) stats: Cell<PoolStats>,
     /// Resident pages that are dirty.
     pub(super) dirty: Cell<usize>,
+    /// Of those, the structural ones (never stolen under a log).
+    pub(super) structural_dirty: Cell<usize>,
+    /// Of those, the others a running checkpoint copied and has not written yet.
+    pub(super) in_checkpoint: Cell<usize>,
+    /// The log's oldest batch in flight (or its end when none is): what a page becoming dirty
+    /// records as its `rec_lsn`. `None` without a log.
+    pub(super) oldest_unapplied: RefCell<Option<Rc<Cell<u64>>>>,
+    /// Under a log: what eviction runs before it writes pages in place (see [`WriteAhead`]).
+    pub(super) write_ahead: RefCell<Option<Rc<dyn WriteAhead>>>,
     /// Stamped into every page a task changes (the log's end when the change was made: an
     /// upper bound of the LSN of the record that changed it); 0 without a log.
     pub(super) lsn_hint: Cell<u64>,
@@ -264,6 +333,10 @@ impl Inner {
             poisoned: Cell::new(false),
             stats: Cell::new(PoolStats::default()),
             dirty: Cell::new(0),
+            structural_dirty: Cell::new(0),
+            in_checkpoint: Cell::new(0),
+            oldest_unapplied: RefCell::new(None),
+            write_ahead: RefCell::new(None),
             lsn_hint: Cell::new(0),
             checkpoint: RefCell::new(None),
         }
@@ -348,6 +421,12 @@ impl Inner {
         if s.dirty {
             self.dirty.set(self.dirty.get() - 1);
         }
+        if s.structural {
+            self.structural_dirty.set(self.structural_dirty.get() - 1);
+        }
+        if s.in_checkpoint {
+            self.in_checkpoint.set(self.in_checkpoint.get() - 1);
+        }
         let removed = st.table.remove(&s.pid);
         assert_eq!(removed, Some(slot), "page {} not in the table", s.pid);
         st.free_slots.push(slot);
@@ -394,5 +473,61 @@ impl Inner {
         assert_eq!(live, st.table.len(), "live slots outside the table");
         let dirty = st.slots.iter().flatten().filter(|s| s.dirty).count();
         assert_eq!(dirty, self.dirty.get(), "dirty page count drifted");
+        let structural = st.slots.iter().flatten().filter(|s| s.structural).count();
+        assert_eq!(
+            structural,
+            self.structural_dirty.get(),
+            "structural page count drifted"
+        );
+        let copied = st
+            .slots
+            .iter()
+            .flatten()
+            .filter(|s| s.in_checkpoint)
+            .count();
+        assert_eq!(
+            copied,
+            self.in_checkpoint.get(),
+            "checkpoint copies drifted"
+        );
+        assert!(
+            st.slots
+                .iter()
+                .flatten()
+                .all(|s| s.dirty || (!s.structural && !s.in_checkpoint)),
+            "a clean page marked structural or in a checkpoint"
+        );
+    }
+
+    /// What a page becoming dirty now records as its `rec_lsn` (0 without a log).
+    pub(super) fn rec_lsn_now(&self) -> u64 {
+        self.oldest_unapplied
+            .borrow()
+            .as_ref()
+            .map_or(0, |c| c.get())
+    }
+
+    /// Whether eviction may write this dirty page back now: always without a log; under one
+    /// only with stealing on, the write-ahead hook installed, and no structural change since
+    /// the last complete checkpoint.
+    pub(super) fn may_steal(&self, s: &Slot) -> bool {
+        if !self.cfg.steal {
+            return false;
+        }
+        if !self.cfg.write_ahead {
+            return true;
+        }
+        !s.structural && !s.in_checkpoint && self.write_ahead.borrow().is_some()
+    }
+
+    /// Dirty pages eviction may not write back now (only a checkpoint can make them clean).
+    pub(super) fn unstealable_dirty(&self) -> usize {
+        if !self.cfg.steal || (self.cfg.write_ahead && self.write_ahead.borrow().is_none()) {
+            self.dirty.get()
+        } else if self.cfg.write_ahead {
+            self.structural_dirty.get() + self.in_checkpoint.get()
+        } else {
+            0
+        }
     }
 }

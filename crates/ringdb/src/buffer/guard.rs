@@ -1,7 +1,7 @@
 //! What the buffer manager hands out: pins on resident pages ([`PageGuard`]) and frames set
 //! aside for one task ([`Reservation`]).
 
-use super::frame::Inner;
+use super::frame::{Change, Inner};
 use super::PageId;
 use crate::page;
 use ringdb_io::PoolBuf;
@@ -58,29 +58,26 @@ impl PageGuard {
         f(bytes)
     }
 
-    /// Mutable access; marks the page dirty and bumps its version.
+    /// Mutable access; marks the page dirty, changed in its structure, and bumps its version.
     pub fn write<R>(&self, f: impl FnOnce(&mut [u8]) -> R) -> R {
+        self.change(Change::Structure, f)
+    }
+
+    /// Mutable access for a change of records inside a leaf that leaves its key range and
+    /// links as they were (an upsert that fits, a removal without a merge): under a log, such
+    /// a page may be written back on eviction before the next checkpoint (see `steal.rs`).
+    pub fn write_content<R>(&self, f: impl FnOnce(&mut [u8]) -> R) -> R {
+        self.change(Change::Content, f)
+    }
+
+    fn change<R>(&self, change: Change, f: impl FnOnce(&mut [u8]) -> R) -> R {
         let b = &self.inner.cells[self.slot].borrows;
         assert_eq!(b.get(), 0, "page {} written while borrowed", self.pid);
         b.set(-1);
         let _release = BorrowRelease { cell: b, by: 1 };
-        {
-            let mut st = self.inner.state.borrow_mut();
-            let s = st.slots[self.slot].as_mut().expect("pinned slot");
-            assert!(
-                s.pid == self.pid && s.is_resident(),
-                "page {} written through a pin on a slot holding page {} ({:?})",
-                self.pid,
-                s.pid,
-                s.state()
-            );
-            if !s.dirty {
-                s.dirty = true;
-                self.inner.dirty.set(self.inner.dirty.get() + 1);
-            }
-        }
         let v = &self.inner.cells[self.slot].version;
         v.set(v.get() + 1);
+        self.mark_changed(change, v.get());
         // SAFETY: as in `read`; the counter is -1, so this is the only live slice of the page.
         let bytes = unsafe { std::slice::from_raw_parts_mut(self.ptr, self.inner.cfg.page_size) };
         let r = f(bytes);
@@ -89,6 +86,27 @@ impl PageGuard {
             page::set_lsn(bytes, lsn);
         }
         r
+    }
+
+    /// Marks the slot changed (dirty, and structural for `Change::Structure`) at `version`.
+    fn mark_changed(&self, change: Change, version: u64) {
+        let inner = &self.inner;
+        let mut st = inner.state.borrow_mut();
+        let s = st.slots[self.slot].as_mut().expect("pinned slot");
+        assert!(
+            s.pid == self.pid && s.is_resident(),
+            "page {} written through a pin on a slot holding page {} ({:?})",
+            self.pid,
+            s.pid,
+            s.state()
+        );
+        let (dirty, structural) = s.mark_changed(change, version, inner.rec_lsn_now());
+        if dirty {
+            inner.dirty.set(inner.dirty.get() + 1);
+        }
+        if structural {
+            inner.structural_dirty.set(inner.structural_dirty.get() + 1);
+        }
     }
 
     /// In debug builds: the pinned slot still holds this page, resident (the pair of the

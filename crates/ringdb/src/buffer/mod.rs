@@ -36,6 +36,7 @@
 //!   batch;
 //! - `evict.rs`: free frames and eviction rounds;
 //! - `dirty.rs`: a checkpoint's cut and the flush of every dirty page;
+//! - `steal.rs`: what a pool under a log checks before eviction writes a page back;
 //! - `free_list.rs`: free pages, and the free-list chain's pages held between meta writes;
 //! - `guard.rs`: [`PageGuard`] and [`Reservation`].
 
@@ -49,10 +50,11 @@ mod guard;
 mod load;
 mod page_table;
 mod prefetch;
+mod steal;
 mod wait;
 
 pub use config::{PoolConfig, PoolStats, MIN_FRAMES};
-pub use dirty::DirtyPage;
+pub use dirty::{DirtyPage, PoolCut};
 pub use free_list::FreeListCut;
 pub use guard::{PageGuard, Reservation};
 
@@ -70,6 +72,19 @@ pub type PageId = u64;
 /// Runs a checkpoint (or waits for the one running) when a no-steal pool has no clean page
 /// left to evict.
 pub type CheckpointHook = Rc<dyn Fn() -> Pin<Box<dyn Future<Output = Result<(), StorageError>>>>>;
+
+/// What a pool under a write-ahead log runs before eviction writes pages in place outside a
+/// checkpoint: logs what the mode needs to repair a torn page (their images) and waits until
+/// the log is durable past `lsn` (the highest LSN stamped in them). `Ok(false)`: not now
+/// (no room in the log); the pages stay dirty and the pool asks for a checkpoint instead.
+pub trait WriteAhead {
+    /// See the trait's documentation; `pages` are sealed images.
+    fn before_write<'a>(
+        &'a self,
+        pages: &'a [(PageId, &'a [u8])],
+        lsn: u64,
+    ) -> Pin<Box<dyn Future<Output = Result<bool, StorageError>> + 'a>>;
+}
 
 /// The buffer manager of one thread (one ring). Cheap to clone; not `Send`.
 #[derive(Clone)]
@@ -143,6 +158,26 @@ impl BufferManager {
     /// Dirty resident pages.
     pub fn dirty_pages(&self) -> usize {
         self.inner.dirty.get()
+    }
+
+    /// Dirty pages changed in their structure since the last complete checkpoint (under a
+    /// log, only a checkpoint writes them).
+    pub fn structural_pages(&self) -> usize {
+        self.inner.structural_dirty.get()
+    }
+
+    /// Under a log: the cell holding the log's oldest batch in flight (its end when none is),
+    /// which pages becoming dirty record (see `checkpoint.rs`).
+    pub fn set_oldest_unapplied(&self, cell: Rc<std::cell::Cell<u64>>) {
+        assert!(self.inner.cfg.write_ahead, "a pool without a log");
+        *self.inner.oldest_unapplied.borrow_mut() = Some(cell);
+    }
+
+    /// Under a log: installs (or, with `None`, removes) what eviction runs before it writes
+    /// dirty pages in place; without one such a pool steals nothing.
+    pub fn set_write_ahead(&self, hook: Option<Rc<dyn WriteAhead>>) {
+        assert!(self.inner.cfg.write_ahead, "a pool without a log");
+        *self.inner.write_ahead.borrow_mut() = hook;
     }
 
     /// Sets what is stamped as the LSN of pages changed from now on (the log's end). The log
@@ -267,11 +302,13 @@ impl BufferManager {
         buf.as_mut_slice().fill(0);
         let slot = st.free_slots.pop().expect("as many slots as frames");
         assert!(st.slots[slot].is_none(), "a free slot is live");
-        st.slots[slot] = Some(Slot::allocated(pid, buf, &inner.cells[slot]));
+        let rec_lsn = inner.rec_lsn_now();
+        st.slots[slot] = Some(Slot::allocated(pid, buf, &inner.cells[slot], rec_lsn));
         st.table.insert(pid, slot);
         let ptr = st.slot_mut(slot).frame_ptr();
         drop(st);
         inner.dirty.set(inner.dirty.get() + 1);
+        inner.structural_dirty.set(inner.structural_dirty.get() + 1);
         let v = &inner.cells[slot].version;
         v.set(v.get() + 1);
         assert_eq!(inner.cells[slot].pins.get(), 0, "a free slot is pinned");

@@ -28,6 +28,7 @@ mod recovery;
 mod runtime;
 mod scan_in;
 mod tables;
+mod write_ahead;
 
 pub use batch::WriteBatch;
 pub use handle::DbHandle;

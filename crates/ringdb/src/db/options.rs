@@ -46,8 +46,15 @@ pub struct Options {
     pub durability: Durability,
     /// The circular log's size in bytes (a new database; an existing one keeps its own).
     pub wal_bytes: u64,
-    /// A checkpoint starts when more than this share of the pool is dirty.
+    /// The share of the pool a checkpoint copies at most (structural pages aside), and that
+    /// structural pages (split, merged or new since the last checkpoint: only a checkpoint
+    /// writes them) may fill before one starts. With a log, the memory a checkpoint stages
+    /// is about this share of the pool.
     pub checkpoint_dirty: f64,
+    /// With a log: eviction may write back pages whose records changed in place between
+    /// checkpoints (write-ahead rule, page images in the log where a power cut could tear
+    /// them). Off: only checkpoints write pages (no-steal).
+    pub steal: bool,
     /// Group commit (one durability point for all commits waiting); off: one per commit.
     pub group_commit: bool,
 }
@@ -68,15 +75,16 @@ impl Default for Options {
             fresh: false,
             durability: Durability::Fdatasync,
             wal_bytes: 64 << 20,
-            checkpoint_dirty: 0.5,
+            checkpoint_dirty: 0.25,
             group_commit: true,
+            steal: true,
         }
     }
 }
 
 impl Options {
     /// The buffer pool these options ask for over a target of `capacity_pages` (if bounded),
-    /// validated. A pool under a log never steals (see [`PoolConfig::steal`]).
+    /// validated. Under a log the pool steals only what [`PoolConfig::steal`] allows.
     pub(super) fn pool_config(&self, capacity_pages: Option<u64>) -> Result<PoolConfig, OpenError> {
         let mut cfg = PoolConfig::new(self.page_size, self.pool_pages);
         if let Some(b) = self.evict_batch {
@@ -86,7 +94,8 @@ impl Options {
             cfg.free_target = t;
         }
         cfg.capacity_pages = capacity_pages;
-        cfg.steal = !self.durability.logged();
+        cfg.write_ahead = self.durability.logged();
+        cfg.steal = !cfg.write_ahead || self.steal;
         cfg.validate()?;
         Ok(cfg)
     }

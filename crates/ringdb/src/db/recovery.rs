@@ -11,7 +11,9 @@
 //!    LSN (the first batch that may not be wholly in the data file), and the whole free list
 //!    (the ids it holds and the free-list chain it names, `freelist.rs`);
 //! 4. reads the log from the redo LSN to its end (the first record that is not intact), after
-//!    making it durable, so that a second crash cannot take back what this recovery builds on;
+//!    making it durable, so that a second crash cannot take back what this recovery builds on,
+//!    and writes each page image it holds in place where the page there is torn or older
+//!    (pages eviction wrote between checkpoints, `buffer/steal.rs`);
 //! 5. opens every table: the default tree from the meta page, the others from the catalog
 //!    page it names;
 //! 6. replays those records, each whole and in log order (idempotently: a batch partly in the
@@ -22,10 +24,11 @@
 use super::handle::{self, DbHandle, Durable};
 use super::layout::{DeviceLog, FileSet, FILE_IDS};
 use super::runtime::OpenedFiles;
+use super::write_ahead::{self, LogWriteAhead};
 use super::Options;
 use crate::buffer::{BufferManager, PageId, PoolConfig};
 use crate::catalog::{Catalog, TableId};
-use crate::checkpoint::{self, CheckpointFiles, Checkpointer};
+use crate::checkpoint::{self, CheckpointFiles, Checkpointer, Reason};
 use crate::error::{Corruption, OpenError, StorageError, WriteError};
 use crate::freelist::{self, FreeList};
 use crate::keylock::KeyLocks;
@@ -76,6 +79,8 @@ pub(super) async fn open_logged(
     let (records, end) = recovery
         .read_durable_log(wal_bytes, len_bytes.log, redo)
         .await?;
+    // Pages stolen since the checkpoint: torn or older ones get their logged image back.
+    let images = write_ahead::apply_page_images(&recovery.io, opts.page_size, &records).await?;
     assert!(
         end >= redo,
         "the log ends at {end}, before its redo LSN {redo}"
@@ -92,10 +97,14 @@ pub(super) async fn open_logged(
     };
     let durable = recovery.start_log(&bm, cfg, opts, log)?;
     install_checkpoint_hook(&bm, &durable, &tables);
-    let replayed = replay(&durable.wal, &tables, records).await?;
+    // Every replayed change is stamped with the log's end (an upper bound of its record's
+    // LSN, and durable), and eviction may steal during the replay as after it.
     bm.set_lsn_hint(end.max(1));
-    durable.ckpt.run(&tables).await?;
-    tracing::info!(replayed, redo, end, "opened {}", path.display());
+    bm.set_write_ahead(Some(Rc::new(LogWriteAhead::new(durable.wal.clone()))));
+    let replayed = replay(&durable.wal, &tables, records).await?;
+    durable.wal.end_replay();
+    durable.ckpt.run(&tables, Reason::Request).await?;
+    tracing::info!(replayed, images, redo, end, "opened {}", path.display());
     Ok(DbHandle::new(tables, Some(durable)))
 }
 
@@ -282,12 +291,21 @@ impl Recovery<'_> {
             data: FILE_IDS.data,
             dw: FILE_IDS.double_write,
         };
-        let ckpt = Checkpointer::new(self.io.clone(), bm.clone(), wal.clone(), files, log.epoch);
+        bm.set_oldest_unapplied(wal.oldest_unapplied());
+        let dirty_high = opts.checkpoint_dirty_pages(cfg.frames);
+        let ckpt = Checkpointer::new(
+            self.io.clone(),
+            bm.clone(),
+            wal.clone(),
+            files,
+            log.epoch,
+            dirty_high,
+        );
         Ok(Rc::new(Durable {
             wal,
             ckpt,
             locks: Rc::new(KeyLocks::default()),
-            dirty_high: opts.checkpoint_dirty_pages(cfg.frames),
+            dirty_high,
             failed: RefCell::new(None),
         }))
     }
@@ -346,7 +364,7 @@ fn install_checkpoint_hook(bm: &BufferManager, durable: &Rc<Durable>, tables: &R
         let (wd, wt) = (wd.clone(), wt.clone());
         Box::pin(async move {
             match (wd.upgrade(), wt.upgrade()) {
-                (Some(d), Some(t)) => d.ckpt.run(&t).await,
+                (Some(d), Some(t)) => d.ckpt.run(&t, Reason::Eviction).await,
                 _ => Ok(()),
             }
         })
@@ -384,6 +402,8 @@ async fn replay(
             Decoded::CreateTable { table, name } => {
                 replay_create(tables, lsn, table, &name).await?;
             }
+            // Written in place before the replay (`apply_page_images`).
+            Decoded::PageImage { .. } => {}
             Decoded::Pad => {}
         }
         wal.applied(lsn);

@@ -137,6 +137,9 @@ pub enum Corruption {
     /// The meta page's id is on the free list.
     #[error("the meta page is on the free list")]
     MetaOnFreeList,
+    /// A page image in the log (intact as a record) is not a sealed page of this size and id.
+    #[error("a page image in the log is not this page's sealed image")]
+    BadPageImage,
     /// The meta page of an older on-disk format.
     #[error("an older ringdb format (without a log); recreate the database")]
     OlderFormat,

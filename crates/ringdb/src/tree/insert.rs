@@ -38,7 +38,8 @@ impl BTree {
             Ok::<_, StorageError>((exists, n.fits_upsert(key, value)))
         })?;
         if fits {
-            leaf.write(|p| NodeMut::new(p).upsert(key, value))
+            // Records change inside the leaf, its key range stays: stealable under a log.
+            leaf.write_content(|p| NodeMut::new(p).upsert(key, value))
                 .map_err(|e| Self::corrupt(leaf.pid(), e))?;
             return Ok(Ok(exists));
         }

@@ -25,7 +25,8 @@ impl BTree {
         let Some(slot) = slot else {
             return Ok(Ok(false));
         };
-        leaf.write(|p| NodeMut::new(p).remove(slot));
+        // Records change inside the leaf (a merge below is a structural change of its own).
+        leaf.write_content(|p| NodeMut::new(p).remove(slot));
         // Merge upwards while a node is underfull and a resident sibling can take it in.
         // Merging is opportunistic: a sibling that is not resident is not loaded for it.
         let mut freed = Vec::new();

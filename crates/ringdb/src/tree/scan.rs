@@ -143,7 +143,7 @@ impl BTree {
             let remaining = (target_len - have) as u64;
             // The first leaf may be entered in its middle: one more than the estimate.
             let leaves = match stats.scan_pairs.checked_div(stats.scan_leaves) {
-                Some(per_leaf) if per_leaf > 0 => remaining.div_ceil(per_leaf) + 1,
+                Some(per_leaf) if per_leaf > 0 => remaining.div_ceil(per_leaf).saturating_add(1),
                 _ => 1,
             };
             let pool_share = (self.bm.config().frames / 8).max(1);

@@ -112,7 +112,7 @@ impl BTree {
         if !fits {
             return Ok(None);
         }
-        leaf.write(|p| NodeMut::new(p).upsert(key, value))
+        leaf.write_content(|p| NodeMut::new(p).upsert(key, value))
             .map_err(|e| Self::corrupt(leaf.pid(), e))?;
         drop(leaf);
         drop(path);
