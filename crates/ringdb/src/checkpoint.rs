@@ -32,7 +32,7 @@
 //! page): recovery writes the whole double-write file in place again. So a torn page is always
 //! repaired, and the data file never mixes two checkpoints.
 
-use crate::buffer::{BufferManager, DirtyPage, FreeListCut, PageId};
+use crate::buffer::{BufferManager, FreeListCut, PageId, PoolCut};
 use crate::catalog::{Catalog, CatalogRecord};
 use crate::chunked;
 use crate::error::{CheckpointFailure, CheckpointPart, StorageError};
@@ -121,7 +121,7 @@ struct Cut {
     end: u64,
     /// The checkpoint's epoch (the last one's + 1).
     epoch: u64,
-    pages: Vec<DirtyPage>,
+    pages: PoolCut,
     /// The free list the meta page records, with its chain's pages.
     free_list: FreeListCut,
     meta_image: AlignedBuf,
@@ -157,11 +157,9 @@ impl Cut {
     /// Bytes of the pages the cut copied: the dirty pages, the catalog page's image, the
     /// free-list chain's pages and the meta page.
     fn copied_bytes(&self, page_size: usize) -> u64 {
-        let pages = self.pages.len()
-            + usize::from(self.catalog_image.is_some())
-            + self.free_list.image.pages.len()
-            + 1;
-        (pages * page_size) as u64
+        let others =
+            usize::from(self.catalog_image.is_some()) + self.free_list.image.pages.len() + 1;
+        self.pages.image_bytes() + (others * page_size) as u64
     }
 }
 
@@ -245,7 +243,7 @@ impl Checkpointer {
             return Err(StorageError::CheckpointFailed { source: first });
         }
         // 5. Done.
-        self.bm.mark_clean(&cut.pages, cut.in_flight);
+        self.bm.mark_clean(&cut.pages.pages, cut.in_flight);
         tables.stored(cut.catalog);
         self.bm.free_list_written(cut.free_list.number);
         self.wal.checkpointed(cut.redo);
@@ -259,7 +257,7 @@ impl Checkpointer {
         self.stats.set(s);
         tracing::debug!(
             epoch = cut.epoch,
-            pages = cut.pages.len(),
+            pages = cut.pages.pages.len(),
             redo = cut.redo,
             "checkpoint"
         );
@@ -306,7 +304,7 @@ impl Checkpointer {
         );
         assert!(redo <= end, "redo LSN {redo} past the log's end {end}");
         self.last_redo.set(redo);
-        let pages = pool.pages;
+        let pages = pool;
         let epoch = self.epoch.get() + 1;
         // Before `next_pid`: the cut may grow the data for the chain.
         let free_list = self.bm.cut_free_list();
@@ -337,14 +335,13 @@ impl Checkpointer {
     }
 
     /// The write-ahead rule: no page of the cut is ahead of the durable log.
-    fn assert_write_ahead(&self, pages: &[DirtyPage]) {
+    fn assert_write_ahead(&self, pages: &PoolCut) {
         let durable = self.wal.durable();
-        for p in pages {
-            let lsn = page::lsn(p.image.as_slice());
+        for (pid, image) in pages.images() {
+            let lsn = page::lsn(image);
             assert!(
                 lsn <= durable,
-                "write-ahead rule: page {} (LSN {lsn}) ahead of the durable log ({durable})",
-                p.pid
+                "write-ahead rule: page {pid} (LSN {lsn}) ahead of the durable log ({durable})"
             );
         }
     }
@@ -417,11 +414,11 @@ impl Checkpointer {
 /// pool (so not among the dirty pages), and the chain's pages are free (neither dirty nor the
 /// catalog page).
 fn page_images<'a>(
-    pages: &'a [DirtyPage],
+    pages: &'a PoolCut,
     catalog_image: Option<&'a (PageId, AlignedBuf)>,
     free_list: &'a FreeListCut,
 ) -> Vec<(PageId, &'a [u8])> {
-    let dirty = pages.iter().map(|p| (p.pid, p.image.as_slice()));
+    let dirty = pages.images();
     let catalog = catalog_image.into_iter();
     let chain = free_list.image.pages.iter();
     let images: Vec<(PageId, &[u8])> = dirty

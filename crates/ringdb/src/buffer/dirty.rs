@@ -6,25 +6,49 @@ use super::evict::{check_write, Outgoing};
 use super::{BufferManager, PageId};
 use crate::error::StorageError;
 use crate::page;
+use ringdb_io::HugeSlice;
 
-/// A dirty page copied by a checkpoint's cut: sealed, ready to write.
+/// A dirty page copied by a checkpoint's cut (its sealed image is in the cut's `images`).
 pub struct DirtyPage {
     /// The page's id.
     pub pid: PageId,
-    /// Its sealed bytes at the cut.
-    pub image: ringdb_io::AlignedBuf,
     pub(super) slot: usize,
     pub(super) version: u64,
 }
 
 /// What a checkpoint's cut takes from the pool.
 pub struct PoolCut {
-    /// Sealed copies of the pages the checkpoint writes: every structural page and the
-    /// oldest others, up to the cut's limit.
+    /// The pages the checkpoint writes: every structural page and the oldest others, up to
+    /// the cut's limit.
     pub pages: Vec<DirtyPage>,
+    /// Their sealed images at the cut, one page each in `pages`' order, in one mapping that
+    /// goes back to the system when the checkpoint drops it (per-page heap copies stayed in
+    /// the allocator: the process kept about twice what a cut copied).
+    images: HugeSlice<u8>,
+    page_size: usize,
     /// The lowest `rec_lsn` among the dirty pages left out (`None`: none left out): the
     /// checkpoint's redo LSN may not pass it, since the data file lacks their changes.
     pub excluded_rec_lsn: Option<u64>,
+}
+
+impl PoolCut {
+    /// The sealed image of `pages[i]`.
+    pub fn image(&self, i: usize) -> &[u8] {
+        &self.images[i * self.page_size..(i + 1) * self.page_size]
+    }
+
+    /// Each page's id and sealed image.
+    pub fn images(&self) -> impl Iterator<Item = (PageId, &[u8])> {
+        self.pages
+            .iter()
+            .enumerate()
+            .map(|(i, p)| (p.pid, self.image(i)))
+    }
+
+    /// Bytes its images hold.
+    pub fn image_bytes(&self) -> u64 {
+        self.images.len() as u64
+    }
 }
 
 impl BufferManager {
@@ -71,18 +95,23 @@ impl BufferManager {
             copy_slots.push(slot);
         }
         inner.in_checkpoint.set(inner.in_checkpoint.get() + keep);
+        let page_size = inner.cfg.page_size;
+        let mut images = HugeSlice::from_fn(copy_slots.len() * page_size, |_| 0u8);
         let pages = copy_slots
             .into_iter()
-            .map(|slot| self.copy_sealed(&st, slot))
+            .zip(images.chunks_exact_mut(page_size))
+            .map(|(slot, image)| self.copy_sealed(&st, slot, image))
             .collect();
         PoolCut {
             pages,
+            images,
+            page_size,
             excluded_rec_lsn,
         }
     }
 
-    /// A sealed copy of the dirty resident page in `slot`.
-    fn copy_sealed(&self, st: &super::frame::State, slot: usize) -> DirtyPage {
+    /// Copies the dirty resident page in `slot` into `image`, sealed.
+    fn copy_sealed(&self, st: &super::frame::State, slot: usize, image: &mut [u8]) -> DirtyPage {
         let inner = &self.inner;
         let s = st.slots[slot].as_ref().expect("a live slot");
         assert_eq!(
@@ -91,12 +120,10 @@ impl BufferManager {
             "page {} borrowed at a cut",
             s.pid
         );
-        let mut image = ringdb_io::AlignedBuf::new(inner.cfg.page_size);
-        image.as_mut_slice().copy_from_slice(s.frame().as_slice());
-        page::seal(image.as_mut_slice(), s.pid);
+        image.copy_from_slice(s.frame().as_slice());
+        page::seal(image, s.pid);
         DirtyPage {
             pid: s.pid,
-            image,
             slot,
             version: inner.cells[slot].version.get(),
         }

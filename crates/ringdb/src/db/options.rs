@@ -75,7 +75,7 @@ impl Default for Options {
             fresh: false,
             durability: Durability::Fdatasync,
             wal_bytes: 64 << 20,
-            checkpoint_dirty: 0.25,
+            checkpoint_dirty: 0.125,
             group_commit: true,
             steal: true,
         }
