@@ -66,9 +66,10 @@ pub struct YcsbArgs {
     /// With a log: one durability point per commit instead of group commit.
     #[arg(long)]
     no_group_commit: bool,
-    /// With a log: only checkpoints write pages (no-steal), as before stealing existed.
-    #[arg(long)]
-    no_steal: bool,
+    /// With a log: may eviction write pages back between checkpoints: auto (in mode none
+    /// only) | on | off (only checkpoints write pages: the engine before stealing).
+    #[arg(long, default_value = "auto")]
+    steal: ringdb::Steal,
     /// Start from an empty database and load it (default: load only when it is new).
     #[arg(long)]
     pub(crate) load: bool,
@@ -121,7 +122,13 @@ pub fn run(a: YcsbArgs) -> CmdResult {
     let before = db.stats();
     let r = ycsb::run(&mut db, &spec, move |_| Some(gen.next_op()))?;
     let stats = db.stats();
-    let durability = durability_summary(&before, &stats, &r, !a.no_group_commit, !a.no_steal);
+    let durability = durability_summary(
+        &before,
+        &stats,
+        &r,
+        !a.no_group_commit,
+        a.steal.applies_to(stats.durability),
+    );
     db.close()?;
     let (model_lines, model_json) = crate::ycsb_model::beside(&model, &r, &a);
     let report = json!({
@@ -209,7 +216,7 @@ impl Settings {
             fresh,
             durability: a.durability.parse()?,
             group_commit: !a.no_group_commit,
-            steal: !a.no_steal,
+            steal: a.steal,
             ..Options::default()
         })
     }

@@ -290,9 +290,14 @@ impl Checkpointer {
         let (in_flight, end) = self.wal.cut();
         // Before the pool's cut: a resident catalog page it rewrites is one of its pages.
         let (catalog_image, catalog) = tables.cut();
-        let content_max = self
-            .staging_pages
-            .saturating_sub(self.bm.structural_pages());
+        // A pool that may not steal (`Options::steal` off: the engine before stealing) has no
+        // other way to make pages clean: its cut copies every dirty page, as it always did.
+        let content_max = if self.bm.config().steal {
+            self.staging_pages
+                .saturating_sub(self.bm.structural_pages())
+        } else {
+            usize::MAX
+        };
         let pool = self.bm.cut_dirty(content_max);
         let redo = pool
             .excluded_rec_lsn

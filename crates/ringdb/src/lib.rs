@@ -107,7 +107,7 @@ pub use buffer::PoolStats;
 pub use catalog::{TableId, MAX_NAME_BYTES};
 pub use checkpoint::CheckpointStats;
 pub use db::{
-    Db as LocalDb, DbHandle, DbStats, DeviceLayout, FileSet, Options, Storage, WriteBatch,
+    Db as LocalDb, DbHandle, DbStats, DeviceLayout, FileSet, Options, Steal, Storage, WriteBatch,
     DATA_FILE, DW_FILE, WAL_FILE,
 };
 pub use error::{

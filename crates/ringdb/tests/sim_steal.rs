@@ -23,6 +23,8 @@ fn opts() -> Options {
         pool_pages: 32,
         durability: Durability::Fdatasync,
         wal_bytes: 1 << 20,
+        // Stealing in a mode that syncs: page images in the log, torn pages to repair.
+        steal: ringdb::Steal::Always,
         ..Options::default()
     }
 }

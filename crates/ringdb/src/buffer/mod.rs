@@ -166,6 +166,16 @@ impl BufferManager {
         self.inner.structural_dirty.get()
     }
 
+    /// Dirty pages only a checkpoint can write: the structural ones, or every dirty page in a
+    /// pool that may not steal (what decides when a checkpoint is due).
+    pub fn pages_for_checkpoint(&self) -> usize {
+        if self.inner.cfg.steal {
+            self.inner.structural_dirty.get()
+        } else {
+            self.inner.dirty.get()
+        }
+    }
+
     /// Under a log: the cell holding the log's oldest batch in flight (its end when none is),
     /// which pages becoming dirty record (see `checkpoint.rs`).
     pub fn set_oldest_unapplied(&self, cell: Rc<std::cell::Cell<u64>>) {

@@ -226,13 +226,13 @@ impl DbHandle {
         WriteError::Failed { first: failure }
     }
 
-    /// Takes a checkpoint when structural pages (which only a checkpoint writes) fill their
-    /// share of the pool or the live log passes half of it. While one runs, a commit that
+    /// Takes a checkpoint when structural pages (which only a checkpoint writes; every dirty
+    /// page without stealing) fill their share of the pool or the live log passes half of it. While one runs, a commit that
     /// finds structural pages past their share waits for it (back-pressure: the next cut's
     /// copies stay bounded).
     async fn checkpoint_if_due(&self, d: &Durable) -> Result<(), StorageError> {
         let bm = self.tree.buffer();
-        let structural_full = bm.structural_pages() > d.dirty_high;
+        let structural_full = bm.pages_for_checkpoint() > d.dirty_high;
         let log_half = d.wal.live_bytes() > d.wal.capacity() / 2;
         if structural_full {
             d.ckpt.run(&self.tables, Reason::Structure).await?;

@@ -33,7 +33,7 @@ mod write_ahead;
 pub use batch::WriteBatch;
 pub use handle::DbHandle;
 pub use layout::{DeviceLayout, FileSet, DATA_FILE, DW_FILE, WAL_FILE};
-pub use options::{DbStats, Options};
+pub use options::{DbStats, Options, Steal};
 pub use runtime::Storage;
 
 use crate::catalog::TableId;
