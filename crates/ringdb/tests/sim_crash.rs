@@ -2,12 +2,13 @@
 //! writes and tear one at a 512-byte boundary, EIO and ENOSPC on demand, all driven by a seed
 //! so that a failure replays exactly (`RINGDB_SIM_SEED=<n>` runs one seed).
 
+mod sim_disk;
+
+use ringdb::WriteBatch;
 use ringdb::{Durability, LocalDb, Options};
-use ringdb::{FileSet, Storage, WriteBatch};
 use ringdb_io::{OpKind, SimDisk, SimFault};
 use std::cell::{Cell, RefCell};
 use std::collections::HashSet;
-use std::path::Path;
 use std::rc::Rc;
 
 fn opts() -> Options {
@@ -20,18 +21,7 @@ fn opts() -> Options {
 }
 
 fn open(sim: &SimDisk) -> Result<LocalDb, ringdb::OpenError> {
-    let storage = Storage {
-        engine: sim.engine(64),
-        len_bytes: FileSet {
-            data: sim.len(0),
-            log: sim.len(1),
-            double_write: sim.len(2),
-        },
-        capacity_pages: None,
-        wal_file: None,
-        is_block_device: false,
-    };
-    LocalDb::open_on(storage, Path::new("sim"), opts())
+    sim_disk::open(sim, opts())
 }
 
 fn value(i: u64) -> Vec<u8> {
@@ -185,7 +175,6 @@ fn run_until_cut_in_checkpoint(
     let acked: Rc<RefCell<Vec<u64>>> = Rc::default();
     let next = Rc::new(Cell::new(0u64));
     let off = Rc::new(Cell::new(false));
-    let inside = Rc::new(Cell::new(false));
     let h = db.handle();
     for _ in 0..16 {
         let (h, acked, next, off) = (h.clone(), acked.clone(), next.clone(), off.clone());
@@ -201,27 +190,17 @@ fn run_until_cut_in_checkpoint(
             }
         });
     }
-    {
-        let (acked, off, inside, sim) = (acked.clone(), off.clone(), inside.clone(), sim.clone());
-        let io = db.runtime().io();
-        db.runtime().spawn(async move {
-            loop {
-                let n = acked.borrow().len() as u64 / batch;
-                if n >= min_acked && sim.unsynced_writes(0) >= pending {
-                    inside.set(true);
-                    break;
-                }
-                if n >= max_acked {
-                    break;
-                }
-                // A NOP, not a yield: it goes through the engine, so the executor submits
-                // and reaps what the others wait for instead of spinning on this task.
-                let _ = io.nop().await;
-            }
-            sim.power_cut();
-            off.set(true);
-        });
-    }
+    let (acked_seen, sim_seen) = (acked.clone(), sim.clone());
+    let inside = sim_disk::spawn_cutter(&mut db, sim, off, u64::MAX, move || {
+        let n = acked_seen.borrow().len() as u64 / batch;
+        if n >= min_acked && sim_seen.unsynced_writes(0) >= pending {
+            sim_disk::Look::Cut
+        } else if n >= max_acked {
+            sim_disk::Look::GiveUp
+        } else {
+            sim_disk::Look::Wait
+        }
+    });
     let _ = db.runtime().run();
     drop(db);
     let a = acked.borrow().clone();

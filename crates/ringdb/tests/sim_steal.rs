@@ -5,11 +5,12 @@
 //! rest, losing no acknowledged update and splitting no batch. Driven by seeds like
 //! `sim_crash.rs` (`RINGDB_SIM_SEED=<n>` runs one).
 
+mod sim_disk;
+
+use ringdb::WriteBatch;
 use ringdb::{Durability, LocalDb, Options};
-use ringdb::{FileSet, Storage, WriteBatch};
 use ringdb_io::SimDisk;
 use std::cell::{Cell, RefCell};
-use std::path::Path;
 use std::rc::Rc;
 
 /// Tasks updating keys, each its own range of `KEYS_PER_TASK` keys.
@@ -30,18 +31,7 @@ fn opts() -> Options {
 }
 
 fn open(sim: &SimDisk) -> Result<LocalDb, ringdb::OpenError> {
-    let storage = Storage {
-        engine: sim.engine(64),
-        len_bytes: FileSet {
-            data: sim.len(0),
-            log: sim.len(1),
-            double_write: sim.len(2),
-        },
-        capacity_pages: None,
-        wal_file: None,
-        is_block_device: false,
-    };
-    LocalDb::open_on(storage, Path::new("sim"), opts())
+    sim_disk::open(sim, opts())
 }
 
 fn key(k: u64) -> Vec<u8> {
@@ -111,24 +101,16 @@ fn run_until_cut(sim: &SimDisk, first_round: u64, pending: usize) -> (Vec<TaskSt
             }
         });
     }
-    let inside = Rc::new(Cell::new(false));
-    {
-        let (inside, off, sim, h) = (inside.clone(), off.clone(), sim.clone(), h.clone());
-        let io = db.runtime().io();
-        db.runtime().spawn(async move {
-            let writes_at_start = h.tree().buffer().stats().writes;
-            for _ in 0..2_000_000u64 {
-                let evicted = h.tree().buffer().stats().writes > writes_at_start;
-                if evicted && !h.checkpoint_running() && sim.unsynced_writes(0) >= pending {
-                    inside.set(true);
-                    break;
-                }
-                let _ = io.nop().await;
-            }
-            sim.power_cut();
-            off.set(true);
-        });
-    }
+    let writes_at_start = h.tree().buffer().stats().writes;
+    let sim_seen = sim.clone();
+    let inside = sim_disk::spawn_cutter(&mut db, sim, off, 2_000_000, move || {
+        let evicted = h.tree().buffer().stats().writes > writes_at_start;
+        if evicted && !h.checkpoint_running() && sim_seen.unsynced_writes(0) >= pending {
+            sim_disk::Look::Cut
+        } else {
+            sim_disk::Look::Wait
+        }
+    });
     let _ = db.runtime().run();
     drop(db);
     let st = states.borrow().clone();

@@ -1,7 +1,7 @@
 //! What the buffer manager hands out: pins on resident pages ([`PageGuard`]) and frames set
 //! aside for one task ([`Reservation`]).
 
-use super::frame::{Change, Inner};
+use super::frame::{Change, Inner, Slot};
 use super::PageId;
 use crate::page;
 use ringdb_io::PoolBuf;
@@ -93,13 +93,7 @@ impl PageGuard {
         let inner = &self.inner;
         let mut st = inner.state.borrow_mut();
         let s = st.slots[self.slot].as_mut().expect("pinned slot");
-        assert!(
-            s.pid == self.pid && s.is_resident(),
-            "page {} written through a pin on a slot holding page {} ({:?})",
-            self.pid,
-            s.pid,
-            s.state()
-        );
+        self.assert_holds(s, "written");
         let (dirty, structural) = s.mark_changed(change, version, inner.rec_lsn_now());
         if dirty {
             inner.dirty.set(inner.dirty.get() + 1);
@@ -115,14 +109,19 @@ impl PageGuard {
         if cfg!(debug_assertions) {
             let st = self.inner.state.borrow();
             let s = st.slots[self.slot].as_ref().expect("pinned slot");
-            assert!(
-                s.pid == self.pid && s.is_resident(),
-                "page {} read through a pin on a slot holding page {} ({:?})",
-                self.pid,
-                s.pid,
-                s.state()
-            );
+            self.assert_holds(s, "read");
         }
+    }
+
+    /// The pinned slot `s` holds this page, resident (checked when the page is `doing`).
+    fn assert_holds(&self, s: &Slot, doing: &str) {
+        assert!(
+            s.pid == self.pid && s.is_resident(),
+            "page {} {doing} through a pin on a slot holding page {} ({:?})",
+            self.pid,
+            s.pid,
+            s.state()
+        );
     }
 }
 
