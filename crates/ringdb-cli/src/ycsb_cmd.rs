@@ -301,6 +301,7 @@ fn durability_summary(
         "page_images": page_images,
         "page_images_per_commit": per_commit(page_images),
         "log_bytes_per_commit": per_commit(w1.bytes - w0.bytes),
+        "log_buffer_waits": w1.buffer_waits - w0.buffer_waits,
         "steal": steal,
         "checkpoint_reasons": {
             "structural_pages": c1.by_structure - c0.by_structure,

@@ -414,6 +414,8 @@ pub struct WalStats {
     pub space_waits: u64,
     /// Page images logged before eviction wrote pages in place (see `buffer/steal.rs`).
     pub page_images: u64,
+    /// Appends that waited for a log write because the log buffer was at its bound.
+    pub buffer_waits: u64,
 }
 
 impl WalStats {
@@ -486,6 +488,12 @@ impl State {
     }
 }
 
+/// The log buffer's bound unless `Options::log_buffer_bytes` says otherwise.
+pub const DEFAULT_BUFFER_LIMIT_BYTES: usize = 4 << 20;
+/// Log writes an append waits through for room in the buffer before it gives up with
+/// `StorageError::Stalled` (each one empties the buffer into a write).
+const BUFFER_WAIT_ROUNDS_MAX: u64 = 1 << 20;
+
 /// What a record appended is: a batch (in flight until applied) or a page image.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Appended {
@@ -513,6 +521,9 @@ struct Inner {
     buffer_meter: Meter,
     /// What the in-flight map and the waiters' list hold.
     bookkeeping_meter: Meter,
+    /// Bytes the tail and the group being written may hold before an append waits for a log
+    /// write (back-pressure; a record is always accepted into an empty tail).
+    buffer_limit: Cell<usize>,
     /// The oldest batch in flight (the log's end when none is), published for the buffer
     /// pool: a page becoming dirty records it (see `buffer/steal.rs`).
     oldest_unapplied: Rc<Cell<u64>>,
@@ -583,6 +594,7 @@ impl Wal {
                 bookkeeping_meter: Meter::default(),
                 // Recovery replays batches from `reusable` on: never below it.
                 oldest_unapplied: Rc::new(Cell::new(reusable)),
+                buffer_limit: Cell::new(DEFAULT_BUFFER_LIMIT_BYTES),
             }),
         })
     }
@@ -638,6 +650,37 @@ impl Wal {
     /// The cell that always holds the oldest batch in flight (the log's end when none is).
     pub fn oldest_unapplied(&self) -> Rc<Cell<u64>> {
         self.inner.oldest_unapplied.clone()
+    }
+
+    /// Bounds the log buffer (the tail and the group being written) to `bytes`.
+    pub fn set_buffer_limit(&self, bytes: usize) {
+        self.inner.buffer_limit.set(bytes.max(1));
+    }
+
+    /// Waits until a record of `len` bytes fits in the log buffer's bound, writing the tail
+    /// out meanwhile (back-pressure: the buffer never grows past its bound but to take one
+    /// record into an empty tail).
+    pub async fn wait_buffer_room(&self, len: usize) -> Result<(), StorageError> {
+        for _ in 0..BUFFER_WAIT_ROUNDS_MAX {
+            let end = {
+                let mut st = self.inner.st.borrow_mut();
+                Self::check_failed(&st)?;
+                // What the tail's allocation becomes with the record in it (a `Vec` grows to at
+                // least twice its capacity), beside the group being written.
+                let (cap, need) = (st.tail.capacity(), st.tail.len() + len);
+                let grown = if need <= cap { cap } else { need.max(2 * cap) };
+                if st.tail.is_empty() || grown + st.writing_bytes <= self.inner.buffer_limit.get() {
+                    return Ok(());
+                }
+                st.stats.buffer_waits += 1;
+                st.end
+            };
+            self.wait_durable(end).await?;
+        }
+        Err(StorageError::Stalled {
+            waiting_for: WaitFor::LogBuffer { record_bytes: len },
+            rounds: BUFFER_WAIT_ROUNDS_MAX,
+        })
     }
 
     /// Bytes a page image record of `page_bytes` takes in this log.

@@ -1,6 +1,7 @@
 //! The engine's memory by part (`DbStats::memory`) under a write-heavy load with a log: every
-//! part is reported, and a checkpoint's staging stays within its copies of the pool plus one
-//! write's buffers (the double-write file is no longer assembled as a second copy).
+//! part is reported, a checkpoint's staging stays within a quarter of the pool plus one write's
+//! buffers (its copies are bounded, and commits wait while structural pages are past their
+//! share), and the log buffer stays within its bound (commits wait for a log write).
 
 use ringdb::{Durability, LocalDb, Options};
 use std::path::PathBuf;
@@ -60,7 +61,7 @@ fn write_heavy(db: &mut LocalDb) {
 }
 
 #[test]
-fn checkpoint_staging_stays_within_the_pool_plus_one_write() {
+fn checkpoint_staging_stays_within_a_quarter_of_the_pool_plus_one_write() {
     let d = dir("staging");
     let db = loaded(&d, Durability::None);
     let stats = db.stats();
@@ -72,10 +73,12 @@ fn checkpoint_staging_stays_within_the_pool_plus_one_write() {
     );
     let pool = (POOL_PAGES * PAGE_BYTES) as u64;
     assert_eq!(m.pool_frames.current_bytes, pool);
-    // The cut copies at most every frame (and the meta, catalog and free-list pages); the
-    // writes add one double-write piece or one batch of in-place pages at a time.
+    // The cut copies the structural pages (a checkpoint starts, and commits wait, once they
+    // pass 1/8 of the pool: at most that plus what the tasks in flight split meanwhile) and
+    // other dirty pages up to 1/8 of the pool, plus the meta, catalog and free-list pages;
+    // the writes add one double-write piece or one batch of in-place pages at a time.
     let write_buffers = PIECE_BYTES.max(IN_PLACE_PAGES * PAGE_BYTES as u64);
-    let bound = pool + 16 * PAGE_BYTES as u64 + write_buffers;
+    let bound = pool / 4 + 16 * PAGE_BYTES as u64 + write_buffers;
     let staging = m.checkpoint_staging;
     assert!(staging.peak_bytes > 0, "no checkpoint staging counted");
     assert!(
@@ -103,6 +106,40 @@ fn without_a_log_only_the_pool_holds_memory() {
         (POOL_PAGES * PAGE_BYTES) as u64
     );
     assert_eq!(m.beyond_pool().peak_bytes, 0);
+    db.close().unwrap();
+    std::fs::remove_dir_all(&d).ok();
+}
+
+#[test]
+fn the_log_buffer_stays_within_its_bound_and_commits_wait_for_it() {
+    const BOUND_BYTES: usize = 16 << 10;
+    let d = dir("log-buffer");
+    let mut db = LocalDb::open(
+        &d,
+        Options {
+            pool_pages: POOL_PAGES,
+            direct: false,
+            fresh: true,
+            durability: Durability::None,
+            log_buffer_bytes: BOUND_BYTES,
+            ..Options::default()
+        },
+    )
+    .unwrap();
+    write_heavy(&mut db);
+    let stats = db.stats();
+    let peak = stats.memory.log_buffer.peak_bytes;
+    // The tail's allocation (grown by doubling) and the group being written, each checked
+    // against the bound before a record goes in.
+    assert!(
+        peak <= BOUND_BYTES as u64,
+        "the log buffer peaked at {peak} bytes, over its bound of {BOUND_BYTES}"
+    );
+    let waits = stats.wal.unwrap().buffer_waits;
+    assert!(
+        waits > 0,
+        "no commit waited for the log buffer: the bound was never reached"
+    );
     db.close().unwrap();
     std::fs::remove_dir_all(&d).ok();
 }

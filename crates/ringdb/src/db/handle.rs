@@ -156,6 +156,9 @@ impl DbHandle {
         }
         let record_bytes = self.check_batch(d, &ops)?;
         let keys = d.locks.lock(ops.iter().map(lock_key).collect()).await;
+        // The buffer's bound first: the log's room is checked last, with no await between it
+        // and the append.
+        d.wal.wait_buffer_room(record_bytes).await?;
         self.wait_for_log_room(d, record_bytes).await?;
         let (start, end) = d.wal.append(&ops)?;
         self.tree.buffer().set_lsn_hint(end);

@@ -96,6 +96,10 @@ pub struct Options {
     /// With a log: whether eviction may write back pages whose records changed in place
     /// between checkpoints (see [`Steal`]).
     pub steal: Steal,
+    /// With a log: the most bytes its buffer (records appended and not yet written, and the
+    /// group being written) holds; a commit that finds it full waits for a log write
+    /// (back-pressure). A record larger than this is still taken into an empty buffer.
+    pub log_buffer_bytes: usize,
     /// Group commit (one durability point for all commits waiting); off: one per commit.
     pub group_commit: bool,
 }
@@ -119,6 +123,7 @@ impl Default for Options {
             checkpoint_dirty: 0.125,
             group_commit: true,
             steal: Steal::Auto,
+            log_buffer_bytes: crate::wal::DEFAULT_BUFFER_LIMIT_BYTES,
         }
     }
 }

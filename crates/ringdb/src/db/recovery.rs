@@ -287,6 +287,7 @@ impl Recovery<'_> {
             align,
         )?;
         wal.set_group_commit(opts.group_commit);
+        wal.set_buffer_limit(opts.log_buffer_bytes);
         let files = CheckpointFiles {
             data: FILE_IDS.data,
             dw: FILE_IDS.double_write,

@@ -28,11 +28,13 @@ impl LogWriteAhead {
 
     /// Logs the images of `pages`; returns the last one's end, or `None` when the log has no
     /// room left (images already logged stay: each is a version of its page recovery may
-    /// write, never a wrong one).
-    fn log_images(&self, pages: &[(PageId, &[u8])]) -> Result<Option<u64>, StorageError> {
+    /// write, never a wrong one). Waits for room in the log buffer as a commit does.
+    async fn log_images(&self, pages: &[(PageId, &[u8])]) -> Result<Option<u64>, StorageError> {
         let mut end = 0;
         for &(pid, image) in pages {
-            if !self.wal.has_room(self.wal.page_image_len(image.len())) {
+            let len = self.wal.page_image_len(image.len());
+            self.wal.wait_buffer_room(len).await?;
+            if !self.wal.has_room(len) {
                 return Ok(None);
             }
             end = self.wal.append_page_image(pid, image)?;
@@ -50,7 +52,7 @@ impl WriteAhead for LogWriteAhead {
         Box::pin(async move {
             let mut upto = lsn;
             if self.images {
-                match self.log_images(pages)? {
+                match self.log_images(pages).await? {
                     Some(end) => upto = upto.max(end),
                     None => return Ok(false),
                 }

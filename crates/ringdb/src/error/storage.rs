@@ -452,6 +452,11 @@ pub enum WaitFor {
         /// The record's size.
         record_bytes: usize,
     },
+    /// Room in the log buffer for a record of `record_bytes` (log writes empty it).
+    LogBuffer {
+        /// The record's size.
+        record_bytes: usize,
+    },
     /// The log to be durable up to `lsn`.
     DurableLog {
         /// The LSN the commit waits for.
@@ -467,6 +472,9 @@ impl std::fmt::Display for WaitFor {
             WaitFor::PageLoad { page } => write!(f, "page {page} to load"),
             WaitFor::LogRoom { record_bytes } => {
                 write!(f, "log room for a record of {record_bytes} bytes")
+            }
+            WaitFor::LogBuffer { record_bytes } => {
+                write!(f, "log buffer room for a record of {record_bytes} bytes")
             }
             WaitFor::DurableLog { lsn } => write!(f, "the log to be durable up to LSN {lsn}"),
         }
