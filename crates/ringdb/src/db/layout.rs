@@ -80,10 +80,11 @@ impl FileSet<Region> {
                 block_bytes: block,
             });
         }
-        let w = opts.wal_bytes.next_multiple_of(ps);
-        if w != opts.wal_bytes {
+        let wal_bytes = opts.log_bytes_for_new(true);
+        let w = wal_bytes.next_multiple_of(ps);
+        if w != wal_bytes {
             return Err(LayoutError::LogAlignment {
-                wal_bytes: opts.wal_bytes,
+                wal_bytes,
                 page_size: ps,
             });
         }

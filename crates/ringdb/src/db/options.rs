@@ -87,6 +87,9 @@ pub struct Options {
     /// How commits are made durable; `Off`: no log (pages written back on eviction and close).
     pub durability: Durability,
     /// The circular log's size in bytes (a new database; an existing one keeps its own).
+    /// [`Options::WAL_BYTES_AUTO`] (the default): in a directory, the pool's size and at least
+    /// 64 MiB, so one lap of the log spans a pool's worth of changes before checkpoints must
+    /// free it; on a raw device 64 MiB (its regions are planned before the pool is known).
     pub wal_bytes: u64,
     /// The share of the pool a checkpoint copies at most (structural pages aside), and that
     /// structural pages (split, merged or new since the last checkpoint: only a checkpoint
@@ -119,7 +122,7 @@ impl Default for Options {
             direct: true,
             fresh: false,
             durability: Durability::Fdatasync,
-            wal_bytes: 64 << 20,
+            wal_bytes: Options::WAL_BYTES_AUTO,
             checkpoint_dirty: 0.125,
             group_commit: true,
             steal: Steal::Auto,
@@ -129,6 +132,25 @@ impl Default for Options {
 }
 
 impl Options {
+    /// `wal_bytes` chosen from the pool (see [`Options::wal_bytes`]).
+    pub const WAL_BYTES_AUTO: u64 = 0;
+    /// The log's size when it adapts, at least.
+    const WAL_BYTES_AUTO_MIN: u64 = 64 << 20;
+
+    /// The log size a new database gets: `wal_bytes`, or when it is
+    /// [`WAL_BYTES_AUTO`](Self::WAL_BYTES_AUTO) the pool's size (whole MiB) and at least
+    /// 64 MiB, or 64 MiB `on_device`.
+    pub fn log_bytes_for_new(&self, on_device: bool) -> u64 {
+        if self.wal_bytes != Self::WAL_BYTES_AUTO {
+            return self.wal_bytes;
+        }
+        if on_device {
+            return Self::WAL_BYTES_AUTO_MIN;
+        }
+        let pool_bytes = (self.pool_pages as u64 * self.page_size as u64).next_multiple_of(1 << 20);
+        pool_bytes.max(Self::WAL_BYTES_AUTO_MIN)
+    }
+
     /// The buffer pool these options ask for over a target of `capacity_pages` (if bounded),
     /// validated. Under a log the pool steals only what [`PoolConfig::steal`] allows.
     pub(super) fn pool_config(&self, capacity_pages: Option<u64>) -> Result<PoolConfig, OpenError> {
@@ -154,7 +176,11 @@ impl Options {
                 allowed: CHECKPOINT_DIRTY_RANGE,
             });
         }
-        if self.wal_bytes < MIN_WAL_BYTES || !self.wal_bytes.is_multiple_of(WAL_BYTES_MULTIPLE) {
+        let auto = self.wal_bytes == Self::WAL_BYTES_AUTO;
+        if !auto
+            && (self.wal_bytes < MIN_WAL_BYTES
+                || !self.wal_bytes.is_multiple_of(WAL_BYTES_MULTIPLE))
+        {
             return Err(OpenError::LogSize {
                 requested: self.wal_bytes,
                 minimum: MIN_WAL_BYTES,

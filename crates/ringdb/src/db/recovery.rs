@@ -68,7 +68,8 @@ pub(super) async fn open_logged(
     }
     let restored = recovery.restore_double_write(len_bytes).await?;
     let meta = recovery.check_meta(restored.meta, restored.existing, len_bytes.data)?;
-    let wal_bytes = recovery.log_bytes(meta.as_ref(), opts.wal_bytes, len_bytes.log)?;
+    let wanted = opts.log_bytes_for_new(recovery.device_log.is_some());
+    let wal_bytes = recovery.log_bytes(meta.as_ref(), wanted, len_bytes.log)?;
     let (next_pid, epoch, redo) = meta
         .as_ref()
         .map_or((1, 0, 0), |m| (m.next_pid, m.epoch, m.redo_lsn));
