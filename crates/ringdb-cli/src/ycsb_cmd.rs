@@ -69,7 +69,7 @@ pub struct YcsbArgs {
     /// With a log: may eviction write pages back between checkpoints: auto (in mode none
     /// only) | on | off (only checkpoints write pages: the engine before stealing).
     #[arg(long, default_value = "auto")]
-    steal: ringdb::Steal,
+    steal: String,
     /// Start from an empty database and load it (default: load only when it is new).
     #[arg(long)]
     pub(crate) load: bool,
@@ -127,7 +127,9 @@ pub fn run(a: YcsbArgs) -> CmdResult {
         &stats,
         &r,
         !a.no_group_commit,
-        a.steal.applies_to(stats.durability),
+        a.steal
+            .parse::<ringdb::Steal>()?
+            .applies_to(stats.durability),
     );
     db.close()?;
     let (model_lines, model_json) = crate::ycsb_model::beside(&model, &r, &a);
@@ -216,7 +218,7 @@ impl Settings {
             fresh,
             durability: a.durability.parse()?,
             group_commit: !a.no_group_commit,
-            steal: a.steal,
+            steal: a.steal.parse()?,
             ..Options::default()
         })
     }

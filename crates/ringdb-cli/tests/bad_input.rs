@@ -204,3 +204,26 @@ fn nvme_flush_and_iopoll_with_a_log_need_an_nvme_namespace() {
     let _ = std::fs::remove_dir_all(&d);
     let _ = std::fs::remove_file(&f);
 }
+
+#[test]
+fn unknown_steal_policy_is_refused_before_anything_is_created() {
+    let d = tmp("steal-policy").with_extension("");
+    let out = ringdb()
+        .args([
+            "ycsb",
+            "--durability",
+            "none",
+            "--steal",
+            "sometimes",
+            "--no-model",
+            "--db",
+        ])
+        .arg(&d)
+        .output()
+        .expect("run ringdb");
+    assert_refused(
+        &out,
+        "unknown steal policy \"sometimes\"; one of: auto, on, off",
+    );
+    assert!(!d.exists(), "a database was created for a refused policy");
+}

@@ -117,19 +117,20 @@ impl Slot {
     }
 
     /// A change of kind `change` is being made to this resident page, whose version becomes
-    /// `version`; `rec_lsn` is the oldest batch in flight now. Returns whether the page became
-    /// dirty and whether it became structural (for the pool's counts).
+    /// `version`; `rec_lsn` gives the oldest batch in flight now (asked only when the page
+    /// becomes dirty). Returns whether the page became dirty and whether it became structural
+    /// (for the pool's counts).
     pub(super) fn mark_changed(
         &mut self,
         change: Change,
         version: u64,
-        rec_lsn: u64,
+        rec_lsn: impl FnOnce() -> u64,
     ) -> (bool, bool) {
         assert!(self.is_resident(), "page {} changed in an I/O", self.pid);
         let newly_dirty = !self.dirty;
         if newly_dirty {
             self.dirty = true;
-            self.rec_lsn = rec_lsn;
+            self.rec_lsn = rec_lsn();
         }
         let newly_structural = change == Change::Structure && !self.structural;
         if change == Change::Structure {

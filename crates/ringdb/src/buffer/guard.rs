@@ -94,7 +94,7 @@ impl PageGuard {
         let mut st = inner.state.borrow_mut();
         let s = st.slots[self.slot].as_mut().expect("pinned slot");
         self.assert_holds(s, "written");
-        let (dirty, structural) = s.mark_changed(change, version, inner.rec_lsn_now());
+        let (dirty, structural) = s.mark_changed(change, version, || inner.rec_lsn_now());
         if dirty {
             inner.dirty.set(inner.dirty.get() + 1);
         }
