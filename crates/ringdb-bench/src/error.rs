@@ -241,6 +241,35 @@ pub enum BenchError {
         writes_per_op: f64,
     },
 
+    /// A figure of a workload description that makes no sense.
+    #[error("{what} {value} {reason}")]
+    BadFigure {
+        /// The figure, in a few words ("cycles per operation").
+        what: &'static str,
+        /// The value given.
+        value: f64,
+        /// Why it cannot be used.
+        reason: &'static str,
+    },
+
+    /// A time budget too small for the least the command must measure.
+    #[error("a time budget of {budget_secs:.1} s is too small: {needed_by} needs at least {min_secs:.0} s")]
+    BudgetTooSmall {
+        /// The budget given, seconds.
+        budget_secs: f64,
+        /// The least that works, seconds.
+        min_secs: f64,
+        /// What needs it.
+        needed_by: &'static str,
+    },
+
+    /// Verifying advice runs the engine's own workload, which a custom description is not.
+    #[error("the advice for a custom workload cannot be verified: verification runs one of the engine's workloads ({})", presets.join(", "))]
+    VerifyNeedsPreset {
+        /// The workloads that can be verified.
+        presets: &'static [&'static str],
+    },
+
     /// A benchmark's own bookkeeping broke an invariant (a bug, not a setting).
     #[error("internal error: {what}")]
     Internal {
@@ -314,6 +343,10 @@ pub enum BenchSetting {
     Distribution,
     /// Which microbenchmark runs.
     Microbenchmark,
+    /// Threads (cores) an application gives the engine.
+    Threads,
+    /// Operations an application keeps in flight per thread.
+    Concurrency,
 }
 
 impl BenchSetting {
@@ -354,6 +387,8 @@ impl fmt::Display for BenchSetting {
             BenchSetting::Workload => "YCSB workload",
             BenchSetting::Distribution => "key distribution",
             BenchSetting::Microbenchmark => "microbenchmark",
+            BenchSetting::Threads => "thread count",
+            BenchSetting::Concurrency => "operations in flight per thread",
         })
     }
 }

@@ -10,6 +10,7 @@
 //! - [`ladder`]: the paper's Fig. 5 ladder with its cost model (`ringdb ladder`).
 //! - [`units`]: parsing of sizes (`4k`, `2G`) and durations (`10s`).
 
+pub mod advise;
 pub mod error;
 pub mod fio;
 pub mod ladder;

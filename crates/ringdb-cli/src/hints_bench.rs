@@ -104,6 +104,8 @@ pub fn setting_flag(setting: BenchSetting) -> &'static str {
         BenchSetting::Workload => "--workload",
         BenchSetting::Distribution => "--distribution",
         BenchSetting::Microbenchmark => "`ringdb micro <name>`",
+        BenchSetting::Threads => "--threads",
+        BenchSetting::Concurrency => "--concurrency",
         _ => "the setting",
     }
 }

@@ -3,6 +3,7 @@
 // The doc comments on the commands are clap's help text, printed verbatim (`k<i>` is not HTML).
 #![allow(rustdoc::invalid_html_tags)]
 
+mod advise_cmd;
 mod hints;
 mod hints_bench;
 mod hints_db;
@@ -40,6 +41,10 @@ enum Cmd {
     /// The paper's Fig. 5: YCSB updates with io_uring features switched on step by step,
     /// each beside the cost model's prediction (the README's main job).
     Ladder(Box<ladder_cmd::LadderArgs>),
+    /// Which io_uring configuration pays off here: the cost model over costs measured on the
+    /// target, every candidate ranked with the paper's guidelines as reasons; --verify runs the
+    /// best ones on the engine.
+    Advise(Box<advise_cmd::AdviseArgs>),
     /// A YCSB workload (a-f, update-only) on an embedded database: load, timed run,
     /// throughput per second, latency percentiles, page faults per operation.
     Ycsb(Box<ycsb_cmd::YcsbArgs>),
@@ -65,6 +70,7 @@ fn main() -> ExitCode {
         Cmd::Micro(args) => micro_cmd::run(args),
         Cmd::Ladder(args) => ladder_cmd::run(*args),
         Cmd::Ycsb(args) => ycsb_cmd::run(*args),
+        Cmd::Advise(args) => advise_cmd::run(*args),
         Cmd::PutMany(args) => kv_cmd::put_many(*args),
         Cmd::Get(args) => match kv_cmd::get(args) {
             Ok(true) => Ok(()),

@@ -4,7 +4,7 @@
 //! costs in memory.
 
 use super::target::{data_path, nvme_namespace, sqpoll_cpus, with_sqpoll};
-use super::workload::{db_options, evict_batch, uniform_updates};
+use super::workload::{db_options, evict_batch, uniform_mix};
 use super::LadderOpts;
 use crate::error::{BenchError, Result};
 use crate::rawio::{self, IoReport, IoSpec, RwMode};
@@ -404,7 +404,7 @@ pub(super) fn load_measuring_in_memory_costs(
         progress: false,
         label: "in-memory".into(),
     };
-    let r = ycsb::run(&mut db, &spec, uniform_updates(records, 7))?;
+    let r = ycsb::run(&mut db, &spec, uniform_mix(records, opts.read_percent, 7))?;
     if r.reads_per_op > 0.01 {
         return Err(BenchError::StillFaulting {
             reads_per_transaction: r.reads_per_op,

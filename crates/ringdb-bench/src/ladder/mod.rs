@@ -26,8 +26,8 @@
 
 pub(crate) mod calibrate;
 pub(crate) mod model;
-mod steps;
-mod table;
+pub(crate) mod steps;
+pub(crate) mod table;
 mod target;
 mod workload;
 
@@ -80,6 +80,9 @@ pub struct LadderOpts {
     pub value_size: usize,
     /// Concurrent tasks in the asynchronous steps.
     pub tasks: usize,
+    /// Percentage of transactions that read a record instead of updating it (0: the paper's
+    /// 100% updates; 95: YCSB-B; 100: YCSB-C).
+    pub read_percent: u8,
     /// Time each step runs before it is measured.
     pub warmup: Duration,
     /// Measured time per step.
@@ -106,6 +109,7 @@ impl LadderOpts {
             data_ratio: 3.5,
             value_size: 128,
             tasks: 128,
+            read_percent: 0,
             warmup: Duration::from_secs(2),
             runtime: Duration::from_secs(8),
             calibrate: Duration::from_secs(1),
@@ -221,39 +225,103 @@ pub struct LadderReport {
 
 /// Runs the whole ladder.
 pub fn run(opts: &LadderOpts, progress: &dyn Fn(&str)) -> Result<LadderReport> {
-    check_tasks(opts)?;
     let names = selected_steps(opts)?;
+    let prepared = prepare(opts, progress)?;
+    let steps = run_named_steps(opts, &names, &prepared, progress);
+    Ok(prepared.report(opts, steps))
+}
+
+/// A target calibrated and loaded: what the steps (and the advisor's verification) run on.
+pub(crate) struct Prepared {
+    /// Records loaded.
+    pub(crate) records: u64,
+    /// Pages the loaded data takes.
+    pub(crate) data_pages: u64,
+    /// The costs the model uses.
+    pub(crate) calibration: Calibration,
+}
+
+impl Prepared {
+    /// The report of the steps that ran on this data.
+    pub(crate) fn report(self, opts: &LadderOpts, steps: Vec<Step>) -> LadderReport {
+        LadderReport {
+            target: opts.target.display().to_string(),
+            records: self.records,
+            value_size: opts.value_size,
+            page_size: opts.page_size,
+            pool_pages: opts.pool_pages,
+            data_pages: self.data_pages,
+            calibration: self.calibration,
+            steps,
+        }
+    }
+}
+
+/// Checks the options, calibrates the costs on the target, then loads the data set (which
+/// also times a transaction in memory).
+pub(crate) fn prepare(opts: &LadderOpts, progress: &dyn Fn(&str)) -> Result<Prepared> {
+    let calibration = prepare_calibration(opts, progress)?;
+    load(opts, calibration, progress)
+}
+
+/// Checks the options and calibrates the costs on the target (its region the data will
+/// occupy), before anything is loaded.
+pub(crate) fn prepare_calibration(
+    opts: &LadderOpts,
+    progress: &dyn Fn(&str),
+) -> Result<Calibration> {
+    check_tasks(opts)?;
+    check_data_set(opts, opts.records())?;
+    calibrate(opts, opts.estimated_bytes().max(64 << 20), progress)
+}
+
+/// Loads the data set on a calibrated target, timing a transaction in memory into
+/// `calibration`.
+pub(crate) fn load(
+    opts: &LadderOpts,
+    mut calibration: Calibration,
+    progress: &dyn Fn(&str),
+) -> Result<Prepared> {
     let records = opts.records();
-    check_data_set(opts, records)?;
-    let estimated_bytes = opts.estimated_bytes();
-    // Calibrate on the target itself (its region the data will occupy), before loading.
-    let mut calibration = calibrate(opts, estimated_bytes.max(64 << 20), progress)?;
     let data_pages = calibrate::load_measuring_in_memory_costs(
         opts,
         records,
-        estimated_bytes,
+        opts.estimated_bytes(),
         &mut calibration,
         progress,
     )?;
-    let mut steps = run_steps(opts, &names, records, &calibration, progress);
+    Ok(Prepared {
+        records,
+        data_pages,
+        calibration,
+    })
+}
+
+/// Runs the steps `names` on prepared data, relates their throughputs, and removes the raw
+/// baselines' scratch file.
+pub(crate) fn run_named_steps(
+    opts: &LadderOpts,
+    names: &[String],
+    prepared: &Prepared,
+    progress: &dyn Fn(&str),
+) -> Vec<Step> {
+    let mut steps = run_steps(
+        opts,
+        names,
+        prepared.records,
+        &prepared.calibration,
+        progress,
+    );
     set_speedups(&mut steps);
     if let Some(scratch) = target::raw_scratch(&opts.target) {
         let _ = std::fs::remove_file(scratch);
     }
-    Ok(LadderReport {
-        target: opts.target.display().to_string(),
-        records,
-        value_size: opts.value_size,
-        page_size: opts.page_size,
-        pool_pages: opts.pool_pages,
-        data_pages,
-        calibration,
-        steps,
-    })
+    steps
 }
 
 fn check_tasks(opts: &LadderOpts) -> Result<()> {
-    crate::error::check_range(BenchSetting::Tasks, opts.tasks as u64, 1, MAX_TASKS as u64)
+    crate::error::check_range(BenchSetting::Tasks, opts.tasks as u64, 1, MAX_TASKS as u64)?;
+    crate::error::check_range(BenchSetting::ReadMix, opts.read_percent as u64, 0, 100)
 }
 
 /// The steps asked for (all of [`STEPS`] by default), each checked to be one of them.

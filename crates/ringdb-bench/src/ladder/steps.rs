@@ -14,7 +14,7 @@ use super::target::{
     data_path, nvme_namespace, passthrough_of, passthrough_unsupported, raw_scratch, sqpoll_cpus,
     with_sqpoll,
 };
-use super::workload::{db_options, evict_batch, uniform_updates};
+use super::workload::{db_options, evict_batch, uniform_mix};
 use super::{LadderOpts, Step, STEPS};
 use crate::error::Result;
 use crate::rawio::{self, IoSpec, RwMode};
@@ -24,11 +24,11 @@ use ringdb_io::{Batching, EngineKind, IoConfig, SetupMode};
 use std::time::Duration;
 
 /// How one step configures the engine.
-pub(super) struct StepConfig {
-    pub(super) io: IoConfig,
-    pub(super) tasks: usize,
-    pub(super) evict_batch: usize,
-    pub(super) model: Model,
+pub(crate) struct StepConfig {
+    pub(crate) io: IoConfig,
+    pub(crate) tasks: usize,
+    pub(crate) evict_batch: usize,
+    pub(crate) model: Model,
 }
 
 /// The error for a step name that is not one of [`STEPS`].
@@ -37,7 +37,7 @@ pub(super) fn unknown_step(name: &str) -> String {
 }
 
 /// The configuration of step `name`, or why it cannot run on `target`.
-pub(super) fn step_config(
+pub(crate) fn step_config(
     name: &str,
     opts: &LadderOpts,
 ) -> std::result::Result<StepConfig, String> {
@@ -217,14 +217,14 @@ fn measure(opts: &LadderOpts, name: &str, sc: &StepConfig, records: u64) -> Resu
         progress: false,
         label: format!("{name} warm-up"),
     };
-    ycsb::run(&mut db, &warm, uniform_updates(records, 11))?;
+    ycsb::run(&mut db, &warm, uniform_mix(records, opts.read_percent, 11))?;
     let spec = RunSpec {
         duration: opts.runtime,
         progress: opts.progress,
         label: name.to_string(),
         ..warm
     };
-    let r = ycsb::run(&mut db, &spec, uniform_updates(records, 13))?;
+    let r = ycsb::run(&mut db, &spec, uniform_mix(records, opts.read_percent, 13))?;
     db.close()?;
     Ok(r)
 }

@@ -27,7 +27,7 @@ fn data_set_line(r: &LadderReport) -> String {
 }
 
 /// The calibrated costs on one line, then a blank line.
-fn costs_line(c: &Calibration) -> String {
+pub(crate) fn costs_line(c: &Calibration) -> String {
     format!(
         "costs: read {:.1} us, write {:.1} us (batched: {:.1} us per write), c_tx {:.0} cyc (restart {:.0}, checksum {:.0}), read single/batch/fixed {:.0}/{:.0}/{:.0} cyc, write batch/fixed {:.0}/{:.0} cyc, passthrough r/w {:.0}/{:.0} cyc, iopoll r/w {:.0}/{:.0} cyc, sqpoll app r/w {:.0}/{:.0} cyc, libaio r/w {:.0}/{:.0} cyc, device {:.0} IOPS (runs {:.0?}), TSC {:.2} GHz\n\n",
         c.read_lat_us, c.write_lat_us, c.batch_write_us_per_write, c.c_tx, c.c_restart, c.c_checksum, c.c_read_single, c.c_read_batch,

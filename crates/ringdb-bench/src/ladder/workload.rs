@@ -33,8 +33,14 @@ pub(super) fn db_options(
     }
 }
 
-/// Uniform updates over `0..records`, one per transaction.
-pub(super) fn uniform_updates(records: u64, seed: u64) -> impl FnMut(usize) -> Option<Op> {
+/// Uniform transactions over `0..records`, one record each: a read with probability
+/// `read_percent`%, else an update (the paper's ladder: 0, updates only).
+pub(crate) fn uniform_mix(
+    records: u64,
+    read_percent: u8,
+    seed: u64,
+) -> impl FnMut(usize) -> Option<Op> {
+    debug_assert!(read_percent <= 100);
     let mut x = seed | 1;
     move |_| {
         // xorshift64*: the key choice must cost next to nothing beside a B+tree update.
@@ -42,6 +48,12 @@ pub(super) fn uniform_updates(records: u64, seed: u64) -> impl FnMut(usize) -> O
         x ^= x << 25;
         x ^= x >> 27;
         let r = x.wrapping_mul(0x2545_F491_4F6C_DD1D);
-        Some(Op::Update(((r as u128 * records as u128) >> 64) as u64))
+        let key = ((r as u128 * records as u128) >> 64) as u64;
+        // The low bits pick the kind: independent enough of the high bits that pick the key.
+        if (r & 0xffff) * 100 < read_percent as u64 * 0x1_0000 {
+            Some(Op::Read(key))
+        } else {
+            Some(Op::Update(key))
+        }
     }
 }

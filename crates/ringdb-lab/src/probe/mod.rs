@@ -177,7 +177,7 @@ impl ProbeReport {
     }
 
     /// The setup flag or registration called `name`, if it was tried.
-    fn check(&self, name: &str) -> Option<&FeatureCheck> {
+    pub fn check(&self, name: &str) -> Option<&FeatureCheck> {
         self.setup_flags
             .iter()
             .chain(&self.registrations)
