@@ -263,6 +263,17 @@ pub enum BenchError {
         needed_by: &'static str,
     },
 
+    /// A copy of the loaded data, for a ring of its own, could not be made.
+    #[error("copying {} to {}: {source}", from.display(), to.display())]
+    CopyData {
+        /// The loaded data.
+        from: PathBuf,
+        /// The copy.
+        to: PathBuf,
+        /// What the system said.
+        source: std::io::Error,
+    },
+
     /// Verifying advice runs the engine's own workload, which a custom description is not.
     #[error("the advice for a custom workload cannot be verified: verification runs one of the engine's workloads ({})", presets.join(", "))]
     VerifyNeedsPreset {

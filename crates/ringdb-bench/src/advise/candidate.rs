@@ -100,7 +100,7 @@ pub fn predict_all(
 }
 
 /// One candidate's prediction, or why it cannot run.
-fn predict_one(
+pub(super) fn predict_one(
     opts: &LadderOpts,
     name: &str,
     cal: &Calibration,

@@ -14,7 +14,9 @@
 //! database with.
 
 pub mod candidate;
+mod ceiling;
 pub mod reasons;
+mod rings;
 mod table;
 pub mod verify;
 pub mod workload;
@@ -113,7 +115,8 @@ impl AdviseOpts {
                 Workload::Preset { preset } => preset.read_percent(),
                 Workload::Custom { .. } => 0,
             },
-            warmup: Duration::from_secs(1),
+            warmup: (self.verify_runtime / 3)
+                .clamp(Duration::from_millis(200), Duration::from_secs(1)),
             runtime: self.verify_runtime,
             calibrate: per_measurement.clamp(Duration::from_millis(250), Duration::from_secs(1)),
             cpu: self.cpu,
@@ -136,6 +139,9 @@ pub struct Advice {
     pub max_latency_us: Option<f64>,
     /// The costs measured on the target.
     pub calibration: Calibration,
+    /// The device's ceiling with one ring (the ladder's), reads + writes per second; the
+    /// calibration's `device_iops` is the ceiling with a ring per thread.
+    pub device_iops_one_ring: f64,
     /// Page reads and writes per operation the prediction assumes.
     pub io_per_op: IoPerOp,
     /// Where `io_per_op` comes from.
@@ -175,7 +181,16 @@ pub fn advise(opts: &AdviseOpts, progress: &dyn Fn(&str)) -> Result<Advice> {
     check(opts)?;
     let start = Instant::now();
     let ladder_opts = opts.ladder_opts();
-    let calibration = ladder::prepare_calibration(&ladder_opts, progress)?;
+    let mut calibration = ladder::prepare_calibration(&ladder_opts, progress)?;
+    let device_iops_one_ring = calibration.device_iops;
+    if opts.machine.threads > 1 {
+        progress("calibrate: device ceiling with a ring per thread");
+        (calibration.device_iops, calibration.device_iops_runs) = ceiling::device_ceiling(
+            &ladder_opts,
+            opts.machine.threads,
+            ladder_opts.calibration_bytes(),
+        )?;
+    }
     progress("probe");
     let probe = probe::probe(Some(&opts.target));
     let (prepared, calibration, io_per_op, io_source) =
@@ -197,6 +212,7 @@ pub fn advise(opts: &AdviseOpts, progress: &dyn Fn(&str)) -> Result<Advice> {
         machine: opts.machine,
         max_latency_us: opts.max_latency_us,
         calibration,
+        device_iops_one_ring,
         io_per_op,
         io_source,
         probe,
@@ -288,9 +304,9 @@ fn undetermined(advice: &Advice, opts: &AdviseOpts) -> Vec<String> {
             advice.elapsed_s, advice.budget_s
         ));
     }
-    if opts.machine.threads > 1 {
+    if !opts.verify && opts.machine.threads > 1 {
         out.push(format!(
-            "rings scale as the model says: {} rings are predicted, not measured (verification runs one ring)",
+            "how {} rings scale on this machine is predicted, not measured: --verify runs them",
             opts.machine.threads
         ));
     }

@@ -86,14 +86,25 @@ fn io_bottleneck(f: &Facts) -> Option<String> {
         ));
     }
     let posix = f.named("posix")?;
+    let asynchronous = f
+        .order
+        .iter()
+        .map(|&i| &f.candidates[i])
+        .find(|c| c.name != "posix")?;
+    let gain = asynchronous.ops_per_s / posix.ops_per_s.max(f64::MIN_POSITIVE);
+    let verdict = if gain < 1.1 {
+        "asynchronous I/O does not pay here: the blocking threads already reach what bounds it"
+    } else {
+        "asynchronous I/O pays"
+    };
     Some(format!(
         "I/O is {:.0}% of an operation's cycles ({per_op}); blocking I/O waits {:.0} us per \
-         read, so {} is predicted at {:.1}x posix ({:.0} vs {:.0} ops/s)",
+         read: the best asynchronous configuration, {}, is predicted at {gain:.1}x posix \
+         ({:.0} vs {:.0} ops/s): {verdict}",
         io_share * 100.0,
         f.calibration.read_lat_us,
-        best.name,
-        best.ops_per_s / posix.ops_per_s.max(f64::MIN_POSITIVE),
-        best.ops_per_s,
+        asynchronous.name,
+        asynchronous.ops_per_s,
         posix.ops_per_s
     ))
 }

@@ -20,6 +20,10 @@ pub fn table(a: &Advice) -> String {
         "per operation: {:.2} reads, {:.2} writes ({}); calibrated in {:.0} s (budget {:.0} s)\n",
         a.io_per_op.reads, a.io_per_op.writes, a.io_source, a.elapsed_s, a.budget_s
     ));
+    s.push_str(&format!(
+        "device ceiling: {:.0} reads+writes/s with {} ring(s) ({:.0} with one)\n",
+        a.calibration.device_iops, a.machine.threads, a.device_iops_one_ring
+    ));
     s.push_str(&costs_line(&a.calibration));
     s.push_str(&format!(
         "{:<4} {:<14} {:>5} {:>12} {:>10} {:>10} {:>10} {:<12} {}\n",
@@ -68,8 +72,8 @@ fn candidate_row(rank: &str, c: &Candidate) -> String {
 
 fn verification(v: &Verification) -> String {
     let mut s = format!(
-        "\nverification (one ring measured, carried to the advice's rings):\n{:<14} {:>12} {:>12} {:>12} {:>12} {:>7} {:>7} {:>9} {:>8} {:>8}\n",
-        "candidate", "pred ops/s", "meas ops/s", "1 ring meas", "1 ring model", "reads", "writes", "cyc/op", "p50 us", "p99 us"
+        "\nverification (each candidate with its rings, on the engine):\n{:<14} {:>5} {:>12} {:>12} {:>12} {:>7} {:>7} {:>9} {:>9} {:>8} {:>8} {:>5}\n",
+        "candidate", "rings", "pred ops/s", "meas ops/s", "model(meas)", "reads", "writes", "cyc/op", "model cyc", "p50 us", "p99 us", "iowq"
     );
     for c in &v.candidates {
         if c.status != "ok" {
@@ -77,17 +81,19 @@ fn verification(v: &Verification) -> String {
             continue;
         }
         s.push_str(&format!(
-            "{:<14} {:>12.0} {:>12.0} {:>12.0} {:>12.0} {:>7.2} {:>7.2} {:>9.0} {:>8.0} {:>8.0}\n",
+            "{:<14} {:>5} {:>12.0} {:>12.0} {:>12.0} {:>7.2} {:>7.2} {:>9.0} {:>9.0} {:>8.0} {:>8.0} {:>5}\n",
             c.name,
+            c.rings,
             c.predicted_ops_per_s,
             c.measured_ops_per_s,
-            c.measured_one_ring,
-            c.predicted_one_ring,
+            c.predicted_with_measured_io,
             c.reads_per_op,
             c.writes_per_op,
             c.cycles_per_op,
+            c.predicted_cycles_per_op,
             c.lat_us_p50,
-            c.lat_us_p99
+            c.lat_us_p99,
+            c.iowq_workers
         ));
     }
     s.push_str(&format!("verdict: {}\n", v.verdict));

@@ -2,35 +2,41 @@
 //! the real engine over the data the advice loaded, each for a short time, measured beside
 //! what was predicted.
 //!
-//! A verified run is one ring. Its throughput is carried to the advice's rings the way the
-//! model carries it (times the rings, at most the device's ceiling for the reads and writes
-//! it measured), so candidates with different ring counts (SQPOLL takes a core for its
-//! poller) compare on the same machine. The check: the recommendation's figure is within 10%
-//! of the best measured one; otherwise the verdict says the advice was wrong, and by how much.
+//! Each candidate runs with the rings the advice gives it (see `rings`), so candidates with
+//! different ring counts (SQPOLL takes a core for its poller) compare on the same machine.
+//! Beside each measured figure: the prediction made before anything ran, and the model's
+//! figure with the reads and writes the run measured (which separates a wrong guess of the
+//! workload's I/O from a wrong price of it). The check: the recommendation's figure is within
+//! 10% of the best measured one; otherwise the verdict says the advice was wrong, and by how
+//! much.
 
-use super::Advice;
-use crate::ladder::{self, LadderOpts, LadderReport, Prepared};
+use super::candidate::{self, Machine};
+use super::{rings, Advice, IoPerOp};
+use crate::ladder::steps::step_config;
+use crate::ladder::{LadderOpts, LadderReport, Prepared, Step};
 use serde::Serialize;
 
 /// How close to the best measured candidate the recommendation must come.
 pub const WITHIN: f64 = 0.10;
 
 /// One candidate run on the engine.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Default, Serialize)]
 pub struct VerifiedCandidate {
     /// The candidate.
     pub name: String,
     /// `"ok"`, or why it did not run.
     pub status: String,
-    /// Rings the advice gives it.
+    /// Rings it ran.
     pub rings: usize,
+    /// Concurrent tasks per ring.
+    pub tasks_per_ring: usize,
     /// Predicted before anything ran, operations per second of all rings.
     pub predicted_ops_per_s: f64,
-    /// Measured on one ring, operations per second.
-    pub measured_one_ring: f64,
-    /// The model's figure for one ring with the reads and writes the run measured.
-    pub predicted_one_ring: f64,
-    /// `measured_one_ring` carried to `rings` rings and capped by the device.
+    /// The model's figure with the reads and writes the run measured.
+    pub predicted_with_measured_io: f64,
+    /// The model's cycles per operation with the reads and writes the run measured.
+    pub predicted_cycles_per_op: f64,
+    /// Measured, operations per second of all rings.
     pub measured_ops_per_s: f64,
     /// Page reads per operation measured.
     pub reads_per_op: f64,
@@ -38,6 +44,12 @@ pub struct VerifiedCandidate {
     pub writes_per_op: f64,
     /// Cycles per operation measured (the whole process).
     pub cycles_per_op: f64,
+    /// Kernel entries per operation.
+    pub enters_per_op: f64,
+    /// Traversals restarted per operation (after waiting for a page).
+    pub restarts_per_op: f64,
+    /// io-wq workers seen while it ran.
+    pub iowq_workers: usize,
     /// Median latency, microseconds.
     pub lat_us_p50: f64,
     /// 99th percentile latency, microseconds.
@@ -61,7 +73,8 @@ pub struct Verification {
     pub verdict: String,
 }
 
-/// Runs the recommendation, `opts`' runners-up and `posix` on the prepared data.
+/// Runs the recommendation, `opts`' runners-up and `posix` on the prepared data, each with
+/// the rings the advice gives it.
 pub(super) fn verify(
     opts: &LadderOpts,
     advice: &Advice,
@@ -69,12 +82,24 @@ pub(super) fn verify(
     progress: &dyn Fn(&str),
 ) -> Verification {
     let names = chosen(advice);
-    let steps = ladder::run_named_steps(opts, &names, &prepared, progress);
-    let device_iops = prepared.calibration.device_iops;
-    let candidates: Vec<VerifiedCandidate> = steps
+    let most_rings = names
         .iter()
-        .map(|s| carried(advice, s, device_iops))
-        .collect();
+        .filter_map(|n| advice.candidates.iter().find(|c| &c.name == n))
+        .map(|c| rings::rings_possible(opts, c.rings))
+        .max()
+        .unwrap_or(1);
+    let copied = rings::copy_data(opts, most_rings);
+    let mut candidates = Vec::with_capacity(names.len());
+    for name in &names {
+        progress(&format!("verify {name}"));
+        let run = match &copied {
+            Ok(()) => run_candidate(opts, advice, name, prepared.records),
+            Err(e) => Err(format!("failed: {e}")),
+        };
+        candidates.push(run.unwrap_or_else(|status| not_run(advice, name, status)));
+    }
+    rings::remove_copies(opts, most_rings);
+    let steps = candidates.iter().map(as_step).collect();
     let report = prepared.report(opts, steps);
     judge(advice, candidates, report)
 }
@@ -92,28 +117,84 @@ fn chosen(advice: &Advice) -> Vec<String> {
     names
 }
 
-/// A ladder step as a verified candidate, its one-ring figure carried to the advice's rings.
-fn carried(advice: &Advice, step: &ladder::Step, device_iops: f64) -> VerifiedCandidate {
-    let candidate = advice.candidates.iter().find(|c| c.name == step.name);
-    let rings = candidate.map_or(1, |c| c.rings.max(1));
-    let ios = step.faults_per_tx + step.writes_per_tx;
-    let mut measured = step.tps * rings as f64;
-    if ios > 0.0 && device_iops > 0.0 {
-        measured = measured.min(device_iops / ios);
-    }
-    VerifiedCandidate {
-        name: step.name.clone(),
-        status: step.status.clone(),
+/// Runs candidate `name` with its rings; `Err` carries the status of one that did not run.
+fn run_candidate(
+    opts: &LadderOpts,
+    advice: &Advice,
+    name: &str,
+    records: u64,
+) -> std::result::Result<VerifiedCandidate, String> {
+    let candidate = advice
+        .candidates
+        .iter()
+        .find(|c| c.name == name)
+        .ok_or_else(|| format!("failed: {name} is not a candidate"))?;
+    let config = step_config(name, opts).map_err(|why| format!("unsupported here: {why}"))?;
+    let rings = rings::rings_possible(opts, candidate.rings);
+    let measured = rings::run_rings(opts, name, &config, records, rings)
+        .map_err(|e| format!("failed: {e}"))?;
+    let io = IoPerOp {
+        reads: measured.reads_per_op,
+        writes: measured.writes_per_op,
+    };
+    let threads = if name == "+sqpoll" { 2 * rings } else { rings };
+    let machine = Machine {
+        threads,
+        concurrency: config.tasks * rings,
+    };
+    let model = candidate::predict_one(opts, name, &advice.calibration, io, machine);
+    Ok(VerifiedCandidate {
+        name: name.to_string(),
+        status: "ok".into(),
         rings,
-        predicted_ops_per_s: candidate.map_or(0.0, |c| c.ops_per_s),
-        measured_one_ring: step.tps,
-        predicted_one_ring: step.predicted_tps,
-        measured_ops_per_s: if step.status == "ok" { measured } else { 0.0 },
-        reads_per_op: step.faults_per_tx,
-        writes_per_op: step.writes_per_tx,
-        cycles_per_op: step.cycles_per_tx,
-        lat_us_p50: step.lat_us_p50,
-        lat_us_p99: step.lat_us_p99,
+        predicted_ops_per_s: candidate.ops_per_s,
+        predicted_with_measured_io: model.ops_per_s,
+        predicted_cycles_per_op: model.app_cycles_per_op,
+        measured_ops_per_s: measured.ops_per_s,
+        reads_per_op: measured.reads_per_op,
+        writes_per_op: measured.writes_per_op,
+        cycles_per_op: measured.cycles_per_op,
+        enters_per_op: measured.enters_per_op,
+        restarts_per_op: measured.restarts_per_op,
+        iowq_workers: measured.iowq_workers,
+        lat_us_p50: measured.lat_us_p50,
+        lat_us_p99: measured.lat_us_p99,
+        tasks_per_ring: config.tasks,
+    })
+}
+
+/// A candidate that did not run, with `status` saying why.
+fn not_run(advice: &Advice, name: &str, status: String) -> VerifiedCandidate {
+    VerifiedCandidate {
+        name: name.to_string(),
+        status,
+        predicted_ops_per_s: advice
+            .candidates
+            .iter()
+            .find(|c| c.name == name)
+            .map_or(0.0, |c| c.ops_per_s),
+        ..VerifiedCandidate::default()
+    }
+}
+
+/// A verified candidate as a ladder step, for the charts.
+fn as_step(c: &VerifiedCandidate) -> Step {
+    Step {
+        name: c.name.clone(),
+        status: c.status.clone(),
+        tps: c.measured_ops_per_s,
+        predicted_tps: c.predicted_with_measured_io,
+        faults_per_tx: c.reads_per_op,
+        writes_per_tx: c.writes_per_op,
+        cycles_per_tx: c.cycles_per_op,
+        predicted_cycles_per_tx: c.predicted_cycles_per_op,
+        enters_per_tx: c.enters_per_op,
+        restarts_per_tx: c.restarts_per_op,
+        iowq_workers: c.iowq_workers,
+        lat_us_p50: c.lat_us_p50,
+        lat_us_p99: c.lat_us_p99,
+        tasks: c.tasks_per_ring * c.rings,
+        ..Step::default()
     }
 }
 

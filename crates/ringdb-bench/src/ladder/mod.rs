@@ -28,8 +28,8 @@ pub(crate) mod calibrate;
 pub(crate) mod model;
 pub(crate) mod steps;
 pub(crate) mod table;
-mod target;
-mod workload;
+pub(crate) mod target;
+pub(crate) mod workload;
 
 pub use calibrate::{calibrate, Calibration};
 pub use table::table;
@@ -138,6 +138,12 @@ impl LadderOpts {
 
     /// The data set's expected size in bytes (at least one pool), which the calibration
     /// measures on and the load's pool is sized from.
+    /// Bytes of the target the calibration runs over (the data's region, at least 64 MiB).
+    pub(crate) fn calibration_bytes(&self) -> u64 {
+        self.estimated_bytes().max(64 << 20)
+    }
+
+    /// The data set's expected size in bytes (at least one pool).
     fn estimated_bytes(&self) -> u64 {
         (self.data_ratio.max(1.0) * self.pool_pages as f64 * self.page_size as f64) as u64
     }
@@ -272,7 +278,7 @@ pub(crate) fn prepare_calibration(
 ) -> Result<Calibration> {
     check_tasks(opts)?;
     check_data_set(opts, opts.records())?;
-    calibrate(opts, opts.estimated_bytes().max(64 << 20), progress)
+    calibrate(opts, opts.calibration_bytes(), progress)
 }
 
 /// Loads the data set on a calibrated target, timing a transaction in memory into

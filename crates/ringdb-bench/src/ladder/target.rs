@@ -16,13 +16,13 @@ const SQPOLL_IDLE_MS: u32 = 50;
 /// The NVMe namespace behind `target` when it is an NVMe generic char device (`/dev/ngXnY`):
 /// its block device `/dev/nvmeXnY`, through which the steps that use the block layer (and
 /// the calibration and the load) reach the same blocks.
-pub(super) fn nvme_namespace(target: &Path) -> Option<PathBuf> {
+pub(crate) fn nvme_namespace(target: &Path) -> Option<PathBuf> {
     ringdb_io::nvme_block_device_of_char(target).map(|b| Path::new("/dev").join(b))
 }
 
 /// Where a step with engine `engine` opens the data: the char device for passthrough, the
 /// namespace's block device for the other engines when the target is a char device.
-pub(super) fn data_path(opts: &LadderOpts, engine: EngineKind) -> PathBuf {
+pub(crate) fn data_path(opts: &LadderOpts, engine: EngineKind) -> PathBuf {
     match nvme_namespace(&opts.target) {
         Some(block) if engine != EngineKind::UringPassthrough => block,
         _ => opts.target.clone(),
@@ -30,13 +30,13 @@ pub(super) fn data_path(opts: &LadderOpts, engine: EngineKind) -> PathBuf {
 }
 
 /// A scratch file beside a regular data file, for raw baselines that write.
-pub(super) fn raw_scratch(target: &Path) -> Option<PathBuf> {
+pub(crate) fn raw_scratch(target: &Path) -> Option<PathBuf> {
     let m = std::fs::metadata(target).ok()?;
     m.is_file().then(|| target.with_extension("raw-baseline"))
 }
 
 /// `io` with the NVMe passthrough engine instead of `uring`.
-pub(super) fn passthrough_of(io: IoConfig) -> IoConfig {
+pub(crate) fn passthrough_of(io: IoConfig) -> IoConfig {
     IoConfig {
         engine: EngineKind::UringPassthrough,
         ..io
@@ -44,7 +44,7 @@ pub(super) fn passthrough_of(io: IoConfig) -> IoConfig {
 }
 
 /// Why `+passthrough` cannot run on `target`.
-pub(super) fn passthrough_unsupported(target: &Path) -> String {
+pub(crate) fn passthrough_unsupported(target: &Path) -> String {
     format!(
         "NVMe passthrough needs an NVMe namespace's char device (/dev/ngXnY); {} is not one \
          (see the NVMe VM lab)",
@@ -53,7 +53,7 @@ pub(super) fn passthrough_unsupported(target: &Path) -> String {
 }
 
 /// SQPOLL needs a core of its own (seeds/002): the app on one CPU, the poller on another.
-pub(super) fn sqpoll_cpus(
+pub(crate) fn sqpoll_cpus(
     app: Option<u32>,
 ) -> std::result::Result<(Option<u32>, Option<u32>), String> {
     // Online CPUs, not this thread's affinity (a pinned step leaves the thread on one CPU).
@@ -68,7 +68,7 @@ pub(super) fn sqpoll_cpus(
 
 /// `io` submitted through a SQPOLL thread on CPU `poller`, the application on CPU `app`
 /// (from [`sqpoll_cpus`]). SQPOLL rings are set up without DEFER_TASKRUN.
-pub(super) fn with_sqpoll(io: IoConfig, app: Option<u32>, poller: Option<u32>) -> IoConfig {
+pub(crate) fn with_sqpoll(io: IoConfig, app: Option<u32>, poller: Option<u32>) -> IoConfig {
     IoConfig {
         sqpoll: Some(SqPoll {
             idle_ms: SQPOLL_IDLE_MS,

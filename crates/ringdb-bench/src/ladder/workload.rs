@@ -7,13 +7,13 @@ use ringdb::Options;
 use ringdb_io::IoConfig;
 
 /// Victims per eviction round in the batched steps.
-pub(super) fn evict_batch(opts: &LadderOpts) -> usize {
+pub(crate) fn evict_batch(opts: &LadderOpts) -> usize {
     64.min(opts.pool_pages / 16).max(1)
 }
 
 /// The database's options for a phase: the ladder's pages and pool, `io`, `evict_batch`
 /// victims per eviction round, O_DIRECT, and no log; `fresh` starts from an empty database.
-pub(super) fn db_options(
+pub(crate) fn db_options(
     opts: &LadderOpts,
     io: IoConfig,
     evict_batch: usize,

@@ -1,0 +1,167 @@
+//! `ringdb advise` end to end on a small data set: every candidate priced or refused with a
+//! reason, the guidelines as reasons, `--verify` measuring the recommendation beside its
+//! prediction; and the workload descriptions and budgets that make no sense refused.
+
+mod common;
+
+use common::{ringdb, tmp};
+
+fn json_of(out: &std::process::Output) -> serde_json::Value {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    serde_json::from_slice(&out.stdout).expect("JSON on stdout")
+}
+
+#[test]
+fn a_small_advice_is_priced_explained_and_verified() {
+    let target = tmp("advise.ringdb");
+    let out = ringdb(&[
+        "advise",
+        "--target",
+        target.to_str().unwrap(),
+        "--pool",
+        "512k",
+        "--data-ratio",
+        "3",
+        "--concurrency",
+        "16",
+        "--budget",
+        "10s",
+        "--verify",
+        "--verify-runtime",
+        "300ms",
+        "--runners-up",
+        "1",
+        "--json",
+    ]);
+    let v = json_of(&out);
+    let candidates = v["candidates"].as_array().unwrap();
+    assert_eq!(candidates.len(), 8);
+    let status = |n: &str| {
+        candidates.iter().find(|c| c["name"] == n).unwrap()["status"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    assert!(status("+passthrough").starts_with("unsupported here: "));
+    assert_eq!(status("posix"), "ok");
+    let recommended = v["recommended"].as_str().expect("a recommendation");
+    let guidelines: Vec<&str> = v["reasons"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["guideline"].as_str().unwrap())
+        .collect();
+    for g in ["GL1", "GL2", "GL3"] {
+        assert!(guidelines.contains(&g), "{g} missing: {guidelines:?}");
+    }
+    let verified = v["verification"]["candidates"].as_array().unwrap();
+    assert!(verified.len() >= 2, "{verified:?}");
+    assert_eq!(verified[0]["name"], recommended);
+    for c in verified {
+        assert_eq!(c["status"], "ok", "{c}");
+        assert!(c["measured_ops_per_s"].as_f64().unwrap() > 0.0, "{c}");
+        assert!(
+            c["predicted_with_measured_io"].as_f64().unwrap() > 0.0,
+            "{c}"
+        );
+        assert!(c["reads_per_op"].as_f64().unwrap() > 0.2, "{c}");
+    }
+    assert!(v["verification"]["verdict"].as_str().unwrap().len() > 10);
+    let _ = std::fs::remove_file(&target);
+}
+
+#[test]
+fn a_custom_workload_is_priced_without_loading_data() {
+    let target = tmp("advise-custom.ringdb");
+    let out = ringdb(&[
+        "advise",
+        "--target",
+        target.to_str().unwrap(),
+        "--pool",
+        "512k",
+        "--budget",
+        "10s",
+        "--cycles-per-op",
+        "20000",
+        "--reads-per-op",
+        "2",
+        "--writes-per-op",
+        "0.5",
+        "--threads",
+        "1",
+        "--json",
+    ]);
+    let v = json_of(&out);
+    assert_eq!(v["io_source"], "given");
+    assert_eq!(v["calibration"]["c_tx"].as_f64().unwrap(), 20000.0);
+    assert!(v["verification"].is_null());
+    let sqpoll = v["candidates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "+sqpoll")
+        .unwrap();
+    assert!(
+        sqpoll["status"].as_str().unwrap().contains("spare core"),
+        "one thread leaves no core for a poller: {sqpoll}"
+    );
+    let _ = std::fs::remove_file(&target);
+}
+
+#[test]
+fn descriptions_and_budgets_that_make_no_sense_are_refused() {
+    let refused = |args: &[&str], says: &str| {
+        let mut all = vec!["advise"];
+        all.extend_from_slice(args);
+        let out = ringdb(&all);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?} ran: {stderr}");
+        assert!(stderr.contains(says), "{args:?}: {stderr}");
+    };
+    refused(&["--budget", "5s"], "too small");
+    refused(&["--workload", "tpcc"], "one of: update-only");
+    refused(
+        &[
+            "--cycles-per-op=-5",
+            "--reads-per-op",
+            "1",
+            "--writes-per-op",
+            "0",
+        ],
+        "must be above zero",
+    );
+    refused(
+        &[
+            "--cycles-per-op",
+            "5000",
+            "--reads-per-op=-1",
+            "--writes-per-op",
+            "0",
+        ],
+        "cannot be negative",
+    );
+    refused(
+        &[
+            "--cycles-per-op",
+            "5000",
+            "--reads-per-op",
+            "1",
+            "--writes-per-op",
+            "0",
+            "--verify",
+        ],
+        "cannot be verified",
+    );
+    refused(&["--threads", "0", "--budget", "10s"], "--threads");
+    refused(&["--concurrency", "0", "--budget", "10s"], "--concurrency");
+    refused(
+        &[
+            "--target",
+            "/nonexistent-dir/advise.ringdb",
+            "--budget",
+            "10s",
+        ],
+        "no such file",
+    );
+}
