@@ -53,6 +53,9 @@ pub const STEPS: &[&str] = &[
     "libaio-async",
 ];
 
+/// The name of the step that runs [`LadderOpts::config_io`].
+pub const CONFIG_STEP: &str = "config";
+
 /// Bytes a record takes in a leaf besides its key and value (slot + lengths), for sizing.
 const RECORD_OVERHEAD: usize = 8;
 /// Leaf fill after inserts in scattered order (random B+tree inserts: about ln 2).
@@ -95,6 +98,9 @@ pub struct LadderOpts {
     pub cpu: Option<u32>,
     /// Draw progress bars on stderr during the load and the measured phases.
     pub progress: bool,
+    /// A configuration from a file (`ringdb advise`'s recommendation, say), run as one more
+    /// step named [`CONFIG_STEP`] beside the ladder's, priced by the model for its switches.
+    pub config_io: Option<ringdb_io::IoConfig>,
 }
 
 impl LadderOpts {
@@ -116,6 +122,7 @@ impl LadderOpts {
             steps: None,
             cpu: None,
             progress: false,
+            config_io: None,
         }
     }
 
@@ -332,11 +339,16 @@ fn check_tasks(opts: &LadderOpts) -> Result<()> {
 
 /// The steps asked for (all of [`STEPS`] by default), each checked to be one of them.
 fn selected_steps(opts: &LadderOpts) -> Result<Vec<String>> {
-    let names: Vec<String> = match &opts.steps {
+    let mut names: Vec<String> = match &opts.steps {
         Some(s) => s.clone(),
         None => STEPS.iter().map(|s| s.to_string()).collect(),
     };
-    if let Some(unknown) = names.iter().find(|n| !STEPS.contains(&n.as_str())) {
+    if opts.config_io.is_some() {
+        names.retain(|n| n != CONFIG_STEP);
+        names.push(CONFIG_STEP.to_string());
+    }
+    let known = |n: &str| STEPS.contains(&n) || (n == CONFIG_STEP && opts.config_io.is_some());
+    if let Some(unknown) = names.iter().find(|n| !known(n)) {
         return Err(BenchError::Unknown {
             setting: BenchSetting::Step,
             value: unknown.clone(),

@@ -79,8 +79,50 @@ pub(crate) fn step_config(
         ),
         "+sqpoll" => concurrent(io.sqpoll()?, |c| c.c_read_sqpoll, |c| c.c_write_sqpoll),
         "libaio-async" => concurrent(io.libaio(), |c| c.c_read_libaio, |c| c.c_write_libaio),
+        super::CONFIG_STEP if opts.config_io.is_some() => {
+            return Ok(from_file(
+                opts,
+                opts.config_io.clone().unwrap_or_default(),
+                batch,
+            ))
+        }
         other => return Err(unknown_step(other)),
     })
+}
+
+/// A configuration from a file as a step: blocking engines run one task and are priced as
+/// `posix`; the others run the ladder's tasks, priced with the per-I/O cycles of the switches
+/// they turn on.
+fn from_file(opts: &LadderOpts, io: IoConfig, evict_batch: usize) -> StepConfig {
+    let synchronous = matches!(io.engine, EngineKind::Posix | EngineKind::UringSync);
+    StepConfig {
+        model: model_of(&io),
+        tasks: if synchronous { 1 } else { opts.tasks },
+        evict_batch: if synchronous { 1 } else { evict_batch },
+        io,
+    }
+}
+
+/// How the model prices a configuration's I/O, from the switches it turns on (the most
+/// specific first: SQPOLL, IOPOLL, passthrough, registered buffers, batching).
+pub(crate) fn model_of(io: &IoConfig) -> Model {
+    let priced = |c_read, c_write| Model::Async { c_read, c_write };
+    match io.engine {
+        EngineKind::Posix | EngineKind::UringSync => Model::Sync,
+        EngineKind::Libaio => priced(|c| c.c_read_libaio, |c| c.c_write_libaio),
+        _ if io.sqpoll.is_some() => priced(|c| c.c_read_sqpoll, |c| c.c_write_sqpoll),
+        _ if io.iopoll => priced(
+            |c| or_fixed(c.c_read_iopoll, c.c_read_batch_fixed),
+            |c| or_fixed(c.c_write_iopoll, c.c_write_batch_fixed),
+        ),
+        EngineKind::UringPassthrough => priced(
+            |c| or_fixed(c.c_read_passthrough, c.c_read_batch_fixed),
+            |c| or_fixed(c.c_write_passthrough, c.c_write_batch_fixed),
+        ),
+        _ if io.fixed_buffers => priced(|c| c.c_read_batch_fixed, |c| c.c_write_batch_fixed),
+        _ if io.batching == Batching::Each => priced(|c| c.c_read_single, |c| c.c_write_batch),
+        _ => priced(|c| c.c_read_batch, |c| c.c_write_batch),
+    }
 }
 
 /// The I/O configurations of the steps, each built on the one before it.
@@ -332,5 +374,57 @@ mod tests {
             assert_eq!(sc.io.engine, EngineKind::Uring);
             assert!(sc.io.fixed_buffers && !sc.io.iopoll && sc.io.sqpoll.is_some());
         }
+    }
+
+    #[test]
+    fn a_configuration_from_a_file_is_priced_by_its_switches() {
+        let c = Calibration {
+            c_read_single: 1.0,
+            c_read_batch: 2.0,
+            c_read_batch_fixed: 3.0,
+            c_read_sqpoll: 4.0,
+            c_read_libaio: 5.0,
+            ..Calibration::default()
+        };
+        let read_cost = |io: IoConfig| match model_of(&io) {
+            Model::Async { c_read, .. } => c_read(&c),
+            _ => 0.0,
+        };
+        let uring = IoConfig::new(EngineKind::Uring);
+        assert_eq!(
+            read_cost(IoConfig {
+                batching: Batching::Each,
+                ..uring.clone()
+            }),
+            1.0
+        );
+        assert_eq!(read_cost(uring.clone()), 2.0);
+        assert_eq!(
+            read_cost(IoConfig {
+                fixed_buffers: true,
+                ..uring.clone()
+            }),
+            3.0
+        );
+        let sqpoll = with_sqpoll(
+            IoConfig {
+                fixed_buffers: true,
+                ..uring
+            },
+            Some(0),
+            Some(1),
+        );
+        assert_eq!(read_cost(sqpoll), 4.0);
+        assert_eq!(read_cost(IoConfig::new(EngineKind::Libaio)), 5.0);
+        assert!(matches!(
+            model_of(&IoConfig::new(EngineKind::Posix)),
+            Model::Sync
+        ));
+        // The step runs only when a configuration was given.
+        let mut o = LadderOpts::new("/tmp/x");
+        assert!(step_config(super::super::CONFIG_STEP, &o).is_err());
+        o.config_io = Some(IoConfig::new(EngineKind::Posix));
+        let sc = step_config(super::super::CONFIG_STEP, &o).ok().unwrap();
+        assert_eq!(sc.tasks, 1);
     }
 }
