@@ -105,10 +105,7 @@ pub struct YcsbArgs {
 pub(crate) type CmdResult<T = ()> = Result<T, Box<dyn std::error::Error>>;
 
 pub fn run(mut a: YcsbArgs, typed: &ArgMatches) -> CmdResult {
-    if let Some(path) = &a.config {
-        let file = crate::config_flags::load(path)?;
-        apply_config(&mut a, file, typed)?;
-    }
+    take_config(&mut a, typed)?;
     let settings = Settings::parse(&a)?;
     if a.shards.is_some() || a.clients > 0 || a.db.join(ringdb::MANIFEST_FILE).exists() {
         return crate::ycsb_shards::run(&a, &settings, a.shards);
@@ -240,6 +237,15 @@ impl Settings {
         }
         Ok(options)
     }
+}
+
+/// With `--config`: the file's settings into `a` (see [`apply_config`]).
+fn take_config(a: &mut YcsbArgs, typed: &ArgMatches) -> CmdResult {
+    let Some(path) = &a.config else {
+        return Ok(());
+    };
+    let file = crate::config_flags::load(path)?;
+    apply_config(a, file, typed)
 }
 
 /// Takes `file`'s settings into `a`: each one whose flag was not typed (`typed` says which
