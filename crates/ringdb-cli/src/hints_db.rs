@@ -6,7 +6,7 @@
 //! for `main` to print under the error. The I/O layer's errors have hints of their own
 //! (`hints`), found through `io_cause`.
 
-use ringdb::{DbError, Durability};
+use ringdb::{ConfigError, DbError, Durability};
 use ringdb::{
     LayoutError, OpenError, ReadError, ShardSetupError, StorageError, TargetKind, WriteError,
 };
@@ -37,6 +37,9 @@ fn hint_for(error: &(dyn Error + 'static)) -> Option<String> {
     if let Some(e) = error.downcast_ref::<DbError>() {
         return db_error_hint(e);
     }
+    if let Some(e) = error.downcast_ref::<ConfigError>() {
+        return config_hint(e);
+    }
     if let Some(e) = error.downcast_ref::<OpenError>() {
         return open_hint(e);
     }
@@ -55,8 +58,25 @@ fn db_error_hint(e: &DbError) -> Option<String> {
         DbError::Write(e) => write_hint(e),
         DbError::Read(e) => read_hint(e),
         DbError::Storage(e) => storage_hint(e),
+        DbError::Config(e) => config_hint(e),
         _ => None,
     }
+}
+
+/// What to do about a configuration file given with `--config`.
+fn config_hint(e: &ConfigError) -> Option<String> {
+    let hint = match e {
+        ConfigError::Read { .. } => "check the path given to --config",
+        ConfigError::UnknownKey { .. } => {
+            "fix the key's spelling in the file given to --config, or remove it (the keys are \
+             listed in `ringdb ycsb --help` under --config)"
+        }
+        ConfigError::Invalid { .. } | ConfigError::IoSettings { .. } => {
+            "fix the value in the file given to --config, or override it with its flag"
+        }
+        _ => "fix the file given to --config (TOML: [io], [db], [workload])",
+    };
+    Some(hint.to_string())
 }
 
 fn open_hint(e: &OpenError) -> Option<String> {

@@ -1,6 +1,7 @@
 //! `ringdb io`: fio's vocabulary over every engine and switch, with `--compare-fio`.
 
-use clap::Args;
+use crate::config_flags::given_on_command_line;
+use clap::{ArgMatches, Args};
 use ringdb_bench::fio;
 use ringdb_bench::rawio::{self, report_row, IoReport, IoSpec, TABLE_HEADER};
 use ringdb_bench::units::{parse_duration, parse_size};
@@ -102,9 +103,74 @@ pub struct IoArgs {
     /// each and the spread of the per-pair ratios (how noisy the machine is).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100))]
     repeat: u32,
+    /// The engine and switches from a configuration file's [io] section (TOML, as `ringdb
+    /// advise` writes it; its other sections are not read here). A flag given on the command
+    /// line overrides the file's value for that one setting; the file overrides the flags'
+    /// defaults.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
 }
 
-fn config(a: &IoArgs) -> Result<IoConfig, BenchError> {
+/// The I/O configuration: the file's `[io]` section with each flag typed on the command line
+/// over it, or the flags alone.
+fn config(a: &IoArgs, typed: &ArgMatches, file: Option<&IoConfig>) -> Result<IoConfig, BenchError> {
+    let flags = flag_config(a)?;
+    let Some(file) = file else {
+        return Ok(flags);
+    };
+    let given = |id: &str| given_on_command_line(typed, id);
+    let mut io = file.clone();
+    let overrides: [(&str, &mut bool, bool); 5] = [
+        (
+            "register_ring_fd",
+            &mut io.register_ring_fd,
+            flags.register_ring_fd,
+        ),
+        (
+            "register_files",
+            &mut io.register_files,
+            flags.register_files,
+        ),
+        ("fixedbufs", &mut io.fixed_buffers, flags.fixed_buffers),
+        ("iopoll", &mut io.iopoll, flags.iopoll),
+        ("force_async", &mut io.force_async, flags.force_async),
+    ];
+    for (id, setting, flag) in overrides {
+        if given(id) {
+            *setting = flag;
+        }
+    }
+    if given("engine") {
+        io.engine = flags.engine;
+    }
+    if given("setup") {
+        io.setup = flags.setup;
+    }
+    if given("sqpoll") {
+        io.sqpoll = flags.sqpoll;
+    }
+    if let Some(sqpoll) = &mut io.sqpoll {
+        if given("sqpoll_idle_ms") {
+            sqpoll.idle_ms = a.sqpoll_idle_ms;
+        }
+        if given("sqpoll_cpu") {
+            sqpoll.cpu = a.sqpoll_cpu;
+        }
+    }
+    if given("batch") {
+        io.batching = flags.batching;
+    }
+    if given("iodepth") {
+        io.queue_depth = flags.queue_depth;
+    }
+    if given("cq_size") {
+        io.cq_size = flags.cq_size;
+    }
+    Ok(io)
+}
+
+/// The I/O configuration the flags alone describe.
+fn flag_config(a: &IoArgs) -> Result<IoConfig, BenchError> {
     let engine: EngineKind = a.engine.parse()?;
     let setup: SetupMode = match a.setup.as_str() {
         "auto" if engine.accepts_uring_switches() && !a.sqpoll => SetupMode::Defer,
@@ -131,8 +197,8 @@ fn config(a: &IoArgs) -> Result<IoConfig, BenchError> {
     })
 }
 
-fn spec(a: &IoArgs) -> Result<IoSpec, BenchError> {
-    let io = config(a)?;
+fn spec(a: &IoArgs, typed: &ArgMatches, file: Option<&IoConfig>) -> Result<IoSpec, BenchError> {
+    let io = config(a, typed, file)?;
     let runtime = match (&a.runtime, a.ios) {
         (Some(r), _) => Some(parse_duration(r)?),
         (None, Some(_)) => None,
@@ -159,8 +225,12 @@ fn spec(a: &IoArgs) -> Result<IoSpec, BenchError> {
     })
 }
 
-pub fn run(a: IoArgs) -> Result<(), Box<dyn std::error::Error>> {
-    let spec = spec(&a)?;
+pub fn run(a: IoArgs, typed: &ArgMatches) -> Result<(), Box<dyn std::error::Error>> {
+    let file = match &a.config {
+        Some(path) => crate::config_flags::load(path)?.io,
+        None => None,
+    };
+    let spec = spec(&a, typed, file.as_ref())?;
     // The embedded default lives in ./ringdb-data; make the folder on first use.
     if let Some(parent) = spec.path.parent() {
         if a.filename == std::path::Path::new("ringdb-data/io.dat") && !parent.exists() {

@@ -4,6 +4,7 @@
 #![allow(rustdoc::invalid_html_tags)]
 
 mod advise_cmd;
+mod config_flags;
 mod hints;
 mod hints_bench;
 mod hints_db;
@@ -18,7 +19,7 @@ mod ycsb_cmd;
 mod ycsb_model;
 mod ycsb_shards;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use std::process::ExitCode;
 
 #[derive(Parser)]
@@ -63,13 +64,18 @@ enum Cmd {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    // The matches travel with the arguments: `--config` needs to know which flags were typed.
+    let matches = Cli::command().get_matches();
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    let typed = matches
+        .subcommand()
+        .map_or_else(clap::ArgMatches::default, |(_, typed)| typed.clone());
     let result = match cli.cmd {
-        Cmd::Io(args) => io_cmd::run(*args),
+        Cmd::Io(args) => io_cmd::run(*args, &typed),
         Cmd::Probe(args) => probe_cmd::run(args),
         Cmd::Micro(args) => micro_cmd::run(args),
         Cmd::Ladder(args) => ladder_cmd::run(*args),
-        Cmd::Ycsb(args) => ycsb_cmd::run(*args),
+        Cmd::Ycsb(args) => ycsb_cmd::run(*args, &typed),
         Cmd::Advise(args) => advise_cmd::run(*args),
         Cmd::PutMany(args) => kv_cmd::put_many(*args),
         Cmd::Get(args) => match kv_cmd::get(args) {

@@ -1,7 +1,8 @@
 //! `ringdb ycsb`: a YCSB workload (A-F, or update-only) on an embedded database.
 
-use clap::Args;
-use ringdb::{DbStats, LocalDb, Options};
+use crate::config_flags::given_on_command_line;
+use clap::{ArgMatches, Args};
+use ringdb::{ConfigFile, DbStats, LocalDb, Options};
 use ringdb_bench::units::{parse_duration, parse_size};
 use ringdb_bench::ycsb::{self, Distribution, OpGenerator, PhaseReport, RunSpec, Workload};
 use ringdb_io::{Batching, EngineKind, IoConfig, SetupMode};
@@ -88,18 +89,30 @@ pub struct YcsbArgs {
     /// reads, page writes).
     #[arg(long, default_value = "500ms")]
     pub(crate) model_time: String,
+    /// Settings from a configuration file (TOML, as `ringdb advise` writes it): [io] (the
+    /// engine and every switch; its queue depth replaces the one derived from --tasks), [db]
+    /// (pool, page_size, shards, durability, steal, evict_batch, group_commit, direct) and
+    /// [workload] (tasks, value_size, records, ycsb, distribution). A flag given on the
+    /// command line overrides the file's value for that one setting; the file overrides the
+    /// flags' defaults.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// The file's settings, less those the command line overrides.
+    #[arg(skip)]
+    applied: Option<ConfigFile>,
 }
 
 pub(crate) type CmdResult<T = ()> = Result<T, Box<dyn std::error::Error>>;
 
-pub fn run(a: YcsbArgs) -> CmdResult {
+pub fn run(mut a: YcsbArgs, typed: &ArgMatches) -> CmdResult {
+    take_config(&mut a, typed)?;
     let settings = Settings::parse(&a)?;
     if a.shards.is_some() || a.clients > 0 || a.db.join(ringdb::MANIFEST_FILE).exists() {
         return crate::ycsb_shards::run(&a, &settings, a.shards);
     }
     let load = a.load || !holds_a_database(&a.db);
     let options = settings.db_options(&a, load)?;
-    let io = options.io.clone();
+    let (io, steal, group_commit) = (options.io.clone(), options.steal, options.group_commit);
     let mut db = LocalDb::open(&a.db, options)?;
     warn_fallbacks(&db.stats().io);
     let progress = std::io::stderr().is_terminal();
@@ -126,10 +139,8 @@ pub fn run(a: YcsbArgs) -> CmdResult {
         &before,
         &stats,
         &r,
-        !a.no_group_commit,
-        a.steal
-            .parse::<ringdb::Steal>()?
-            .applies_to(stats.durability),
+        group_commit,
+        steal.applies_to(stats.durability),
     );
     db.close()?;
     let (model_lines, model_json) = crate::ycsb_model::beside(&model, &r, &a);
@@ -201,7 +212,7 @@ impl Settings {
 
     /// The database's options; `fresh` starts from an empty database.
     pub(crate) fn db_options(&self, a: &YcsbArgs, fresh: bool) -> CmdResult<Options> {
-        Ok(Options {
+        let mut options = Options {
             page_size: self.page_size,
             pool_pages: self.pool_pages,
             io: IoConfig {
@@ -220,8 +231,88 @@ impl Settings {
             group_commit: !a.no_group_commit,
             steal: a.steal.parse()?,
             ..Options::default()
-        })
+        };
+        if let Some(file) = &a.applied {
+            file.apply_to(&mut options);
+        }
+        Ok(options)
     }
+}
+
+/// With `--config`: the file's settings into `a` (see [`apply_config`]).
+fn take_config(a: &mut YcsbArgs, typed: &ArgMatches) -> CmdResult {
+    let Some(path) = &a.config else {
+        return Ok(());
+    };
+    let file = crate::config_flags::load(path)?;
+    apply_config(a, file, typed)
+}
+
+/// Takes `file`'s settings into `a`: each one whose flag was not typed (`typed` says which
+/// were). The workload and the shard count go into the arguments; the rest stays in the file,
+/// less what the command line overrides, for [`Settings::db_options`] to apply.
+fn apply_config(a: &mut YcsbArgs, mut file: ConfigFile, typed: &ArgMatches) -> CmdResult {
+    let given = |id: &str| given_on_command_line(typed, id);
+    let workload = file.workload.clone();
+    if !given("tasks") {
+        a.tasks = workload.tasks.unwrap_or(a.tasks);
+    }
+    if !given("value_size") {
+        a.value_size = workload.value_size.unwrap_or(a.value_size);
+    }
+    if !given("records") {
+        a.records = workload.records.unwrap_or(a.records);
+    }
+    if let (false, Some(ycsb)) = (given("workload"), workload.ycsb) {
+        a.workload = ycsb;
+    }
+    if let (false, Some(distribution)) = (given("distribution"), workload.distribution) {
+        a.distribution = distribution;
+    }
+    let db = &mut file.db;
+    if !given("shards") && db.shards.is_some() {
+        a.shards = db.shards;
+    }
+    if given("pool") {
+        db.pool_bytes = None;
+    }
+    if given("page_size") {
+        db.page_size_bytes = None;
+    }
+    if given("durability") {
+        db.durability = None;
+    }
+    if given("steal") {
+        db.steal = None;
+    }
+    if given("no_group_commit") {
+        db.group_commit = None;
+    }
+    if let Some(io) = &mut file.io {
+        override_io(a, io, typed)?;
+    }
+    a.applied = Some(file);
+    Ok(())
+}
+
+/// The file's `[io]` with the I/O flags typed on the command line over it; the engine's name
+/// goes into `a` either way (the report names it).
+fn override_io(a: &mut YcsbArgs, io: &mut IoConfig, typed: &ArgMatches) -> CmdResult {
+    let given = |id: &str| given_on_command_line(typed, id);
+    if given("engine") {
+        io.engine = a.engine.parse()?;
+    } else {
+        a.engine = io.engine.name().to_string();
+    }
+    if given("batch") {
+        io.batching = a.batch.parse()?;
+    } else {
+        a.batch = io.batching.to_string();
+    }
+    if given("fixedbufs") {
+        io.fixed_buffers = a.fixedbufs;
+    }
+    Ok(())
 }
 
 /// Whether `db` already holds a database: a non-empty file or device, or a directory with a

@@ -135,6 +135,7 @@ impl FromStr for SetupMode {
 
 /// A kernel thread polls the submission queue (`IORING_SETUP_SQPOLL`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct SqPoll {
     /// Milliseconds the poller spins without work before it sleeps.
     pub idle_ms: u32,
@@ -142,9 +143,11 @@ pub struct SqPoll {
     pub cpu: Option<u32>,
 }
 
-/// When queued submissions are handed to the kernel.
+/// When queued submissions are handed to the kernel. Its serde form is its text (`"each"`,
+/// `"adaptive"`, `"fixed(16)"`; `"fixed:16"` is read too), so a config file reads as the
+/// command line does.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
+#[serde(into = "String", try_from = "String")]
 pub enum Batching {
     /// One `io_uring_enter` per request.
     Each,
@@ -199,6 +202,19 @@ impl FromStr for Batching {
     }
 }
 
+impl From<Batching> for String {
+    fn from(batching: Batching) -> String {
+        batching.to_string()
+    }
+}
+
+impl TryFrom<String> for Batching {
+    type Error = IoError;
+    fn try_from(text: String) -> Result<Batching> {
+        text.parse()
+    }
+}
+
 impl Batching {
     /// Whether the `pending` requests queued so far should go to the kernel now rather than
     /// with the next wait. `in_flight` counts pending ones too; `depth` is the ring's limit.
@@ -233,8 +249,11 @@ pub fn adaptive_low_water(depth: usize) -> usize {
 }
 
 /// One engine and its switches. Every io_uring feature is off by default so that each can be
-/// turned on alone and measured against the same baseline.
+/// turned on alone and measured against the same baseline. Deserialized, a missing field is
+/// the default's and an unknown one is refused (a config file's misspelt switch must not be
+/// silently off).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct IoConfig {
     /// Which kernel interface carries the I/O.
     pub engine: EngineKind,

@@ -73,6 +73,7 @@
 pub struct ReadmeDoctests;
 
 mod chunked;
+mod config_file;
 mod db;
 mod error;
 mod key_order;
@@ -106,14 +107,15 @@ pub mod wal;
 pub use buffer::PoolStats;
 pub use catalog::{TableId, MAX_NAME_BYTES};
 pub use checkpoint::CheckpointStats;
+pub use config_file::{ConfigFile, DbSettings, WorkloadSettings};
 pub use db::{
     Db as LocalDb, DbHandle, DbStats, DeviceLayout, FileSet, Options, Steal, Storage, WriteBatch,
     DATA_FILE, DW_FILE, WAL_FILE,
 };
 pub use error::{
-    CatalogFault, CheckpointFailure, CheckpointPart, Corruption, DbError, LayoutError, LogFailure,
-    OpenError, ReadError, Result, ShardError, ShardSetupError, StorageError, TargetKind, WaitFor,
-    WriteError,
+    CatalogFault, CheckpointFailure, CheckpointPart, ConfigError, Corruption, DbError, LayoutError,
+    LogFailure, OpenError, ReadError, Result, ShardError, ShardSetupError, StorageError,
+    TargetKind, WaitFor, WriteError,
 };
 pub use memory::{MemoryStats, PartBytes};
 pub use page::PageError;

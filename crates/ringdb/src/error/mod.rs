@@ -20,11 +20,13 @@
 //! variants to its own hints. The `io_cause` methods find the I/O layer's error behind any of
 //! them without knowing the nesting.
 
+mod config;
 mod open;
 mod shard;
 mod storage;
 mod write;
 
+pub use config::ConfigError;
 pub use open::{LayoutError, OpenError, TargetKind};
 pub use shard::{ShardError, ShardSetupError};
 pub use storage::{
@@ -59,6 +61,9 @@ pub enum DbError {
     /// A request could not reach its shard.
     #[error(transparent)]
     Shard(#[from] ShardError),
+    /// A configuration file could not become settings.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
 }
 
 impl DbError {
@@ -70,7 +75,7 @@ impl DbError {
             DbError::Write(e) => e.io_cause(),
             DbError::Read(e) => e.io_cause(),
             DbError::Storage(e) => e.io_cause(),
-            DbError::Shard(_) => None,
+            DbError::Shard(_) | DbError::Config(_) => None,
         }
     }
 }
