@@ -67,6 +67,10 @@ pub struct AdviseArgs {
     /// Also write the JSON report here.
     #[arg(long)]
     output: Option<PathBuf>,
+    /// Write the recommendation as a configuration file (TOML) that `ringdb ycsb/io/ladder
+    /// --config` and `Db::open` options take.
+    #[arg(long)]
+    write_config: Option<PathBuf>,
 }
 
 pub fn run(a: AdviseArgs) -> Result<(), Box<dyn std::error::Error>> {
@@ -84,6 +88,13 @@ pub fn run(a: AdviseArgs) -> Result<(), Box<dyn std::error::Error>> {
     }
     if let Some(p) = &a.output {
         std::fs::write(p, json + "\n").map_err(|e| format!("writing {}: {e}", p.display()))?;
+    }
+    if let Some(p) = &a.write_config {
+        let config = advise::config_of(&advice, &opts)
+            .ok_or("no configuration to write: no candidate can run on this target")?;
+        std::fs::write(p, advise::config_text(&advice, &config))
+            .map_err(|e| format!("writing {}: {e}", p.display()))?;
+        eprintln!("advise: configuration written to {}", p.display());
     }
     Ok(())
 }

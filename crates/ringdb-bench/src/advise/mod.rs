@@ -15,6 +15,7 @@
 
 pub mod candidate;
 mod ceiling;
+mod config;
 pub mod reasons;
 mod rings;
 mod table;
@@ -22,6 +23,7 @@ pub mod verify;
 pub mod workload;
 
 pub use candidate::{Candidate, Machine, CANDIDATES};
+pub use config::{config_of, config_text};
 pub use reasons::Reason;
 pub use table::table;
 pub use verify::{Verification, VerifiedCandidate};
