@@ -116,10 +116,18 @@ impl BarChart {
             .y_label_area_size(84)
             .build_cartesian_2d(0.0..groups, y_low..y_high)?;
         let log_y = self.log_y;
+        // In decades, one tick per decade; otherwise a handful of round numbers.
+        let y_ticks = if log_y {
+            (y_high - y_low).ceil() as usize + 1
+        } else {
+            6
+        };
         chart
             .configure_mesh()
             .disable_x_mesh()
             .x_labels(0)
+            .y_labels(y_ticks)
+            .light_line_style(RGBColor(238, 238, 238))
             .y_desc(self.y_label.as_str())
             .y_label_formatter(&|v: &f64| axis_number(if log_y { 10f64.powf(*v) } else { *v }))
             .label_style(("sans-serif", 13))
@@ -179,7 +187,7 @@ impl BarChart {
                 chart.draw_series(std::iter::once(bar))?;
                 if let Some(label) = &series.labels[group] {
                     let at = chart.backend_coord(&(left + width / 2.0, top));
-                    let style = text_style(12, BLACK, HPos::Center, VPos::Bottom);
+                    let style = text_style(13, BLACK, HPos::Center, VPos::Bottom);
                     root.draw(&Text::new(label.clone(), (at.0, at.1 - 3), style))?;
                 }
             }
@@ -269,11 +277,13 @@ pub(crate) fn finite_or_zero(value: f64) -> f64 {
 pub(crate) fn axis_number(value: f64) -> String {
     let magnitude = value.abs();
     if magnitude >= 1e6 {
-        format!("{:.1}M", value / 1e6)
+        let millions = format!("{:.1}", value / 1e6);
+        format!("{}M", millions.trim_end_matches(".0"))
     } else if magnitude >= 1e4 {
         format!("{:.0}k", value / 1e3)
     } else if magnitude >= 1e3 {
-        format!("{:.1}k", value / 1e3)
+        let thousands = format!("{:.1}", value / 1e3);
+        format!("{}k", thousands.trim_end_matches(".0"))
     } else if magnitude >= 10.0 || magnitude == 0.0 {
         format!("{value:.0}")
     } else if magnitude >= 0.1 {

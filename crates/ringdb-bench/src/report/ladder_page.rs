@@ -23,7 +23,7 @@ const STEP_COLUMNS: [&str; 16] = [
     "p99 us",
     "iowq",
     "io/raw",
-    "bound / status",
+    "bound",
 ];
 
 /// The ladder's report page; `subtitle` is the line under the title (machine, date).
@@ -55,10 +55,26 @@ pub fn ladder_page(report: &LadderReport, subtitle: &str) -> HtmlReport {
                     calibration_rows(&report.calibration),
                 ),
         )
-        .section(Section::new("Steps").table(
-            STEP_COLUMNS.iter().map(|c| c.to_string()).collect(),
-            report.steps.iter().map(step_cells).collect(),
-        ))
+        .section(steps_section(&report.steps))
+}
+
+/// The steps table, then why each step that did not run did not (a status is a sentence:
+/// in a list it wraps, in a table cell it would widen the table past the page).
+fn steps_section(steps: &[Step]) -> Section {
+    let section = Section::new("Steps").table(
+        STEP_COLUMNS.iter().map(|c| c.to_string()).collect(),
+        steps.iter().map(step_cells).collect(),
+    );
+    let not_run: Vec<String> = steps
+        .iter()
+        .filter(|s| s.status != "ok")
+        .map(|s| format!("{}: {}", s.name, s.status))
+        .collect();
+    if not_run.is_empty() {
+        section
+    } else {
+        section.paragraph("Steps that did not run:").list(not_run)
+    }
 }
 
 /// The calibrated costs, one per row: name, value, unit.
@@ -120,12 +136,13 @@ fn calibration_rows(c: &Calibration) -> Vec<Vec<String>> {
     ]
 }
 
-/// One step's cells; a step that did not run shows `-` for its figures and its status.
+/// One step's cells; a step that did not run shows `-` for its figures and "not run" (its
+/// status is listed under the table).
 fn step_cells(st: &Step) -> Vec<String> {
     if st.status != "ok" {
         let mut cells = vec![st.name.clone()];
         cells.extend(std::iter::repeat_n("-".to_string(), STEP_COLUMNS.len() - 2));
-        cells.push(st.status.clone());
+        cells.push("not run".into());
         return cells;
     }
     vec![

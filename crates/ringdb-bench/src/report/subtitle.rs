@@ -3,16 +3,19 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-/// "host <name>, Linux <release>, <n> CPUs, <YYYY-MM-DD HH:MM> UTC, target <target>".
+/// "host <name>, Linux <release>, <n> CPUs available, <YYYY-MM-DD HH:MM> UTC, target <target>".
 pub fn machine_line(target: &str) -> String {
     let read = |path: &str| {
         std::fs::read_to_string(path)
             .map(|s| s.trim().to_string())
             .unwrap_or_else(|_| "?".into())
     };
-    let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let cpus = match std::thread::available_parallelism().map_or(0, |n| n.get()) {
+        1 => "1 CPU".to_string(),
+        n => format!("{n} CPUs"),
+    };
     format!(
-        "host {}, Linux {}, {cpus} CPUs, {} UTC, target {target}",
+        "host {}, Linux {}, {cpus} available, {} UTC, target {target}",
         read("/proc/sys/kernel/hostname"),
         read("/proc/sys/kernel/osrelease"),
         utc_now()
