@@ -77,6 +77,18 @@ impl Section {
 }
 
 /// A report page under construction: a title, a subtitle line, sections in order.
+///
+/// ```
+/// use ringdb_bench::report::{HtmlReport, Section};
+/// let page = HtmlReport::new("demo")
+///     .subtitle("host, date")
+///     .section(Section::new("Figures").paragraph("1 < 2").table(
+///         vec!["name".into(), "tx/s".into()],
+///         vec![vec!["posix".into(), "9150".into()]],
+///     ))
+///     .render();
+/// assert!(page.contains("1 &lt; 2") && page.contains("<td class=\"num\">9150</td>"));
+/// ```
 #[derive(Clone, Debug)]
 pub struct HtmlReport {
     title: String,

@@ -3,7 +3,7 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-/// "host <name>, Linux <release>, <n> CPUs available, <YYYY-MM-DD HH:MM> UTC, target <target>".
+/// The machine line: `host vm, Linux 6.18.44, 2 CPUs available, 2026-01-01 12:00 UTC, target /path`.
 pub fn machine_line(target: &str) -> String {
     let read = |path: &str| {
         std::fs::read_to_string(path)
