@@ -304,6 +304,15 @@ pub enum BenchError {
         reason: String,
     },
 
+    /// A report (an HTML page, an SVG chart, or the folder holding them) could not be written.
+    #[error("writing the report {}: {source}", path.display())]
+    WriteReport {
+        /// The file or folder being written.
+        path: PathBuf,
+        /// What the filesystem said.
+        source: std::io::Error,
+    },
+
     /// fio, run for a side-by-side comparison, failed.
     #[error("fio: {0}")]
     Fio(#[from] FioError),

@@ -8,6 +8,7 @@
 //! - [`ycsb_model`]: the cost model beside a YCSB run (`c_tx` + reads and writes x their costs).
 
 //! - [`ladder`]: the paper's Fig. 5 ladder with its cost model (`ringdb ladder`).
+//! - [`report`]: SVG charts and self-contained HTML report pages.
 //! - [`units`]: parsing of sizes (`4k`, `2G`) and durations (`10s`).
 
 pub mod advise;
@@ -17,6 +18,7 @@ pub mod ladder;
 pub mod micro;
 pub mod pattern;
 pub mod rawio;
+pub mod report;
 pub mod units;
 pub mod ycsb;
 pub mod ycsb_model;

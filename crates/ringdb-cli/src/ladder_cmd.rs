@@ -52,6 +52,12 @@ pub struct LadderArgs {
     /// Also write the JSON report here.
     #[arg(long)]
     output: Option<PathBuf>,
+    /// Also draw the ladder as an SVG chart into this file.
+    #[arg(long)]
+    plot: Option<PathBuf>,
+    /// Also write an HTML report (charts and tables) as DIR/index.html.
+    #[arg(long, value_name = "DIR")]
+    report: Option<PathBuf>,
 }
 
 pub fn run(a: LadderArgs) -> Result<(), Box<dyn std::error::Error>> {
@@ -87,6 +93,26 @@ pub fn run(a: LadderArgs) -> Result<(), Box<dyn std::error::Error>> {
     }
     if let Some(p) = &a.output {
         std::fs::write(p, json + "\n").map_err(|e| format!("writing {}: {e}", p.display()))?;
+    }
+    write_pictures(&a.plot, &a.report, &report)?;
+    Ok(())
+}
+
+/// `--plot`: the ladder as an SVG chart; `--report`: the HTML page. Each path written is
+/// named on stderr.
+fn write_pictures(
+    plot: &Option<PathBuf>,
+    report_dir: &Option<PathBuf>,
+    report: &ladder::LadderReport,
+) -> Result<(), ringdb_bench::BenchError> {
+    if let Some(path) = plot {
+        ringdb_bench::report::write_file(path, &ringdb_bench::report::ladder_svg(report))?;
+        eprintln!("ladder: chart written to {}", path.display());
+    }
+    if let Some(dir) = report_dir {
+        let subtitle = ringdb_bench::report::machine_line(&report.target);
+        let page = ringdb_bench::report::ladder_page(report, &subtitle).write(dir)?;
+        eprintln!("ladder: report written to {}", page.display());
     }
     Ok(())
 }
