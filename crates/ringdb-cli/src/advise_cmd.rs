@@ -71,6 +71,9 @@ pub struct AdviseArgs {
     /// --config` and `Db::open` options take.
     #[arg(long)]
     write_config: Option<PathBuf>,
+    /// Also write the advice as an HTML page with SVG charts: DIR/index.html.
+    #[arg(long, value_name = "DIR")]
+    report: Option<PathBuf>,
 }
 
 pub fn run(a: AdviseArgs) -> Result<(), Box<dyn std::error::Error>> {
@@ -95,6 +98,11 @@ pub fn run(a: AdviseArgs) -> Result<(), Box<dyn std::error::Error>> {
         std::fs::write(p, advise::config_text(&advice, &config))
             .map_err(|e| format!("writing {}: {e}", p.display()))?;
         eprintln!("advise: configuration written to {}", p.display());
+    }
+    if let Some(dir) = &a.report {
+        let subtitle = ringdb_bench::report::machine_line(&advice.target);
+        let page = ringdb_bench::report::advice_page(&advice, &subtitle).write(dir)?;
+        eprintln!("advise: report written to {}", page.display());
     }
     Ok(())
 }

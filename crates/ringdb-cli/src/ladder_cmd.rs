@@ -1,6 +1,7 @@
 //! `ringdb ladder`: the paper's Fig. 5, step by step, beside the cost model.
 
-use clap::Args;
+use crate::config_flags::given_on_command_line;
+use clap::{ArgMatches, Args};
 use ringdb_bench::ladder::{self, LadderOpts};
 use ringdb_bench::units::{parse_duration, parse_size};
 use std::io::IsTerminal;
@@ -58,12 +59,19 @@ pub struct LadderArgs {
     /// Also write an HTML report (charts and tables) as DIR/index.html.
     #[arg(long, value_name = "DIR")]
     report: Option<PathBuf>,
+    /// Settings from a configuration file (TOML, as `ringdb advise --write-config` writes it):
+    /// its [io] runs as one more step, "config", beside the ladder's, priced by the model for
+    /// the switches it turns on; [db] pool and page_size and [workload] tasks, value_size and
+    /// records apply unless the flag is given on the command line.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
 }
 
-pub fn run(a: LadderArgs) -> Result<(), Box<dyn std::error::Error>> {
+pub fn run(mut a: LadderArgs, typed: &ArgMatches) -> Result<(), Box<dyn std::error::Error>> {
     if a.target == Path::new(DEFAULT_TARGET) {
         std::fs::create_dir_all("ringdb-data")?;
     }
+    let config_io = take_config(&mut a, typed)?;
     let page_size = parse_size(&a.page_size)? as usize;
     let pool = parse_size(&a.pool)? as usize;
     let mut opts = LadderOpts::new(&a.target);
@@ -80,6 +88,7 @@ pub fn run(a: LadderArgs) -> Result<(), Box<dyn std::error::Error>> {
     }
     opts.steps = a.steps;
     opts.cpu = a.cpu;
+    opts.config_io = config_io;
     let tty = std::io::stderr().is_terminal();
     opts.progress = tty;
     // Steps are announced even without a terminal: the whole run takes minutes.
@@ -96,6 +105,35 @@ pub fn run(a: LadderArgs) -> Result<(), Box<dyn std::error::Error>> {
     }
     write_pictures(&a.plot, &a.report, &report)?;
     Ok(())
+}
+
+/// With `--config`: the file's sizes and workload into `a` where the flag was not typed, and
+/// its `[io]` (the step `config`).
+fn take_config(
+    a: &mut LadderArgs,
+    typed: &ArgMatches,
+) -> Result<Option<ringdb_io::IoConfig>, Box<dyn std::error::Error>> {
+    let Some(path) = &a.config else {
+        return Ok(None);
+    };
+    let file = crate::config_flags::load(path)?;
+    let given = |id: &str| given_on_command_line(typed, id);
+    if let (false, Some(pool)) = (given("pool"), file.db.pool_bytes) {
+        a.pool = pool.to_string();
+    }
+    if let (false, Some(page)) = (given("page_size"), file.db.page_size_bytes) {
+        a.page_size = page.to_string();
+    }
+    if let (false, Some(tasks)) = (given("tasks"), file.workload.tasks) {
+        a.tasks = tasks;
+    }
+    if let (false, Some(value_size)) = (given("value_size"), file.workload.value_size) {
+        a.value_size = value_size;
+    }
+    if !given("records") && file.workload.records.is_some() {
+        a.records = file.workload.records;
+    }
+    Ok(file.io)
 }
 
 /// `--plot`: the ladder as an SVG chart; `--report`: the HTML page. Each path written is

@@ -74,7 +74,7 @@ fn main() -> ExitCode {
         Cmd::Io(args) => io_cmd::run(*args, &typed),
         Cmd::Probe(args) => probe_cmd::run(args),
         Cmd::Micro(args) => micro_cmd::run(args),
-        Cmd::Ladder(args) => ladder_cmd::run(*args),
+        Cmd::Ladder(args) => ladder_cmd::run(*args, &typed),
         Cmd::Ycsb(args) => ycsb_cmd::run(*args, &typed),
         Cmd::Advise(args) => advise_cmd::run(*args),
         Cmd::PutMany(args) => kv_cmd::put_many(*args),

@@ -15,8 +15,14 @@ fn json_of(out: &std::process::Output) -> serde_json::Value {
 #[test]
 fn a_small_advice_is_priced_explained_and_verified() {
     let target = tmp("advise.ringdb");
+    let config = tmp("advise-config.toml");
+    let report = tmp("advise-report");
     let out = ringdb(&[
         "advise",
+        "--write-config",
+        config.to_str().unwrap(),
+        "--report",
+        report.to_str().unwrap(),
         "--target",
         target.to_str().unwrap(),
         "--pool",
@@ -68,7 +74,57 @@ fn a_small_advice_is_priced_explained_and_verified() {
         assert!(c["reads_per_op"].as_f64().unwrap() > 0.2, "{c}");
     }
     assert!(v["verification"]["verdict"].as_str().unwrap().len() > 10);
+    check_written(recommended, &config, &report);
     let _ = std::fs::remove_file(&target);
+}
+
+/// The configuration file holds the recommendation and the ladder runs it; the report page
+/// holds the charts.
+fn check_written(recommended: &str, config: &std::path::Path, report: &std::path::Path) {
+    let file = ringdb::ConfigFile::from_path(config).expect("the written configuration loads");
+    let text = std::fs::read_to_string(config).unwrap();
+    assert!(
+        text.contains(&format!("# recommended: {recommended}")),
+        "{text}"
+    );
+    let io = file.io.expect("an [io] section");
+    assert_eq!(
+        io.fixed_buffers,
+        recommended == "+regbufs" || recommended == "+sqpoll",
+        "{text}"
+    );
+    let page = std::fs::read_to_string(report.join("index.html")).unwrap();
+    assert!(page.matches("<svg").count() >= 4, "charts in the report");
+    assert!(page.contains("Verification on the engine") && page.contains("[GL1]"));
+    let ladder_target = tmp("advise-ladder.ringdb");
+    let out = ringdb(&[
+        "ladder",
+        "--config",
+        config.to_str().unwrap(),
+        "--target",
+        ladder_target.to_str().unwrap(),
+        "--pool",
+        "2M",
+        "--records",
+        "20000",
+        "--steps",
+        "posix",
+        "--quick",
+        "--runtime",
+        "300ms",
+        "--json",
+    ]);
+    let v = json_of(&out);
+    let steps = v["steps"].as_array().unwrap();
+    let step = steps
+        .iter()
+        .find(|s| s["name"] == "config")
+        .expect("a config step");
+    assert_eq!(step["status"], "ok", "{step}");
+    assert!(step["predicted_tps"].as_f64().unwrap() > 0.0);
+    let _ = std::fs::remove_file(&ladder_target);
+    let _ = std::fs::remove_file(config);
+    let _ = std::fs::remove_dir_all(report);
 }
 
 #[test]

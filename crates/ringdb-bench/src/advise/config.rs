@@ -60,10 +60,16 @@ pub fn config_text(advice: &Advice, config: &ConfigFile) -> String {
     if let Some(v) = &advice.verification {
         head.push(format!("# verified: {}", v.verdict));
     }
-    head.extend(advice.reasons.iter().filter(|r| r.guideline != "probe").map(|r| {
-        format!("# [{}] {}", r.guideline, r.text)
-    }));
-    head.push("# [db] shards: one ring per shard; durability is left at the engine's default".into());
+    head.extend(
+        advice
+            .reasons
+            .iter()
+            .filter(|r| r.guideline != "probe")
+            .map(|r| format!("# [{}] {}", r.guideline, r.text)),
+    );
+    head.push(
+        "# [db] shards: one ring per shard; durability is left at the engine's default".into(),
+    );
     let mut text = head.join("\n");
     text.push_str("\n\n");
     text.push_str(&config.to_toml());

@@ -99,7 +99,17 @@ pub(super) fn verify(
         candidates.push(run.unwrap_or_else(|status| not_run(advice, name, status)));
     }
     rings::remove_copies(opts, most_rings);
-    let steps = candidates.iter().map(as_step).collect();
+    let posix = candidates
+        .iter()
+        .find(|c| c.name == "posix" && c.status == "ok")
+        .map(|c| c.measured_ops_per_s);
+    let steps = candidates
+        .iter()
+        .map(|c| Step {
+            speedup_posix: posix.map_or(0.0, |p| c.measured_ops_per_s / p.max(f64::MIN_POSITIVE)),
+            ..as_step(c)
+        })
+        .collect();
     let report = prepared.report(opts, steps);
     judge(advice, candidates, report)
 }

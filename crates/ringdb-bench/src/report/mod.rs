@@ -10,6 +10,7 @@
 //! - `html`: the page builder ([`HtmlReport`], [`Section`]);
 //! - `ladder_page`: the ladder's page; `subtitle`: the machine line under a title.
 
+mod advice_page;
 mod bars;
 mod cycles_chart;
 mod html;
@@ -18,6 +19,7 @@ mod ladder_page;
 mod latency_chart;
 mod subtitle;
 
+pub use advice_page::advice_page;
 pub use cycles_chart::cycles_per_io_svg;
 pub use html::{escape, write_file, HtmlReport, Section};
 pub use ladder_chart::ladder_svg;
