@@ -24,6 +24,8 @@ pub fn config_of(advice: &Advice, opts: &AdviseOpts) -> Option<ConfigFile> {
         workload: WorkloadSettings {
             tasks: Some(best.tasks_per_ring),
             value_size: Some(opts.value_size),
+            // The presets draw keys uniformly (the advice's model assumes it).
+            distribution: ycsb.as_ref().map(|_| "uniform".to_string()),
             ycsb,
             ..WorkloadSettings::default()
         },

@@ -81,22 +81,28 @@ pub(super) fn or_fixed(measured: f64, fixed: f64) -> f64 {
     }
 }
 
+/// The paper's Table 1 costs, 3.7 GHz (for the model's tests and the advisor's).
+#[cfg(test)]
+pub(crate) fn paper_costs() -> Calibration {
+    Calibration {
+        tsc_ghz: 3.7,
+        read_lat_us: 70.0,
+        write_lat_us: 12.0,
+        c_tx: 8264.0,
+        c_read_single: 10200.0,
+        c_read_batch: 5400.0,
+        c_write_batch: 5700.0,
+        ..Default::default()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     /// The paper's Table 1 costs, 3.7 GHz, 70% faults with one write per fault.
     fn paper() -> Calibration {
-        Calibration {
-            tsc_ghz: 3.7,
-            read_lat_us: 70.0,
-            write_lat_us: 12.0,
-            c_tx: 8264.0,
-            c_read_single: 10200.0,
-            c_read_batch: 5400.0,
-            c_write_batch: 5700.0,
-            ..Default::default()
-        }
+        paper_costs()
     }
 
     #[test]

@@ -37,25 +37,31 @@ pub(crate) fn costs_line(c: &Calibration) -> String {
     )
 }
 
+/// The steps table's columns, shared with the HTML page (`report::ladder_page`).
+pub(crate) const STEP_COLUMNS: [&str; 16] = [
+    "step",
+    "tx/s",
+    "model",
+    "meas/m",
+    "vs prev",
+    "vs posix",
+    "faults",
+    "cyc/tx",
+    "model cyc",
+    "enters",
+    "writes",
+    "p50 us",
+    "p99 us",
+    "iowq",
+    "io/raw",
+    "bound",
+];
+
 fn column_headers() -> String {
+    let c = STEP_COLUMNS;
     format!(
         "{:<14} {:>10} {:>10} {:>7} {:>7} {:>7} {:>7} {:>9} {:>9} {:>7} {:>7} {:>8} {:>8} {:>5} {:>6}  {}\n",
-        "step",
-        "tx/s",
-        "model",
-        "meas/m",
-        "vs prev",
-        "vs posix",
-        "faults",
-        "cyc/tx",
-        "model cyc",
-        "enters",
-        "writes",
-        "p50 us",
-        "p99 us",
-        "iowq",
-        "io/raw",
-        "bound"
+        c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7], c[8], c[9], c[10], c[11], c[12], c[13], c[14], c[15]
     )
 }
 

@@ -17,9 +17,9 @@ max-width:1000px;margin:24px auto;padding:0 16px;color:#222;line-height:1.45}\
 h1{font-size:1.7em;margin-bottom:4px}h2{margin-top:32px;border-bottom:1px solid #ccc;\
 padding-bottom:4px}.subtitle{color:#555;margin-top:0}\
 table{border-collapse:collapse;margin:12px 0;font-size:0.8em;display:block;overflow-x:auto}\
-th,td{border:1px solid #bbb;padding:3px 4px;text-align:left;white-space:nowrap}\
+th,td{border:1px solid #bbb;padding:3px 4px;text-align:left}th{white-space:nowrap}\
 th{background:#e8e8e8}tr:nth-child(even) td{background:#f5f5f5}td.num{text-align:right;\
-font-variant-numeric:tabular-nums}svg{max-width:100%;height:auto;display:block;margin:12px 0}";
+white-space:nowrap;font-variant-numeric:tabular-nums}svg{max-width:100%;height:auto;display:block;margin:12px 0}";
 
 /// What a section holds, in order.
 #[derive(Clone, Debug)]

@@ -7,24 +7,7 @@ use super::{cycles_per_io_svg, ladder_svg, latency_svg};
 use crate::ladder::{Calibration, LadderReport, Step};
 
 /// Columns of the steps table, as in the text table (`ladder::table`).
-const STEP_COLUMNS: [&str; 16] = [
-    "step",
-    "tx/s",
-    "model",
-    "meas/m",
-    "vs prev",
-    "vs posix",
-    "faults",
-    "cyc/tx",
-    "model cyc",
-    "enters",
-    "writes",
-    "p50 us",
-    "p99 us",
-    "iowq",
-    "io/raw",
-    "bound",
-];
+use crate::ladder::table::STEP_COLUMNS;
 
 /// The ladder's report page; `subtitle` is the line under the title (machine, date).
 pub fn ladder_page(report: &LadderReport, subtitle: &str) -> HtmlReport {
