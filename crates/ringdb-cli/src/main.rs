@@ -1,7 +1,8 @@
 //! `ringdb`: the command line of the ringdb storage engine and I/O lab.
 
-// The doc comments on the commands are clap's help text, printed verbatim (`k<i>` is not HTML).
-#![allow(rustdoc::invalid_html_tags)]
+// The doc comments on the commands are clap's help text, printed verbatim (`k<i>` is not HTML,
+// `[io]` names a section of a configuration file, not a link).
+#![allow(rustdoc::invalid_html_tags, rustdoc::broken_intra_doc_links)]
 
 mod advise_cmd;
 mod config_flags;
