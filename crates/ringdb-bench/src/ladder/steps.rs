@@ -56,6 +56,9 @@ pub(crate) fn step_config(
         evict_batch: batch,
         model: Model::Async { c_read, c_write },
     };
+    if let (super::CONFIG_STEP, Some(io)) = (name, &opts.config_io) {
+        return Ok(from_file(opts, io.clone(), batch));
+    }
     Ok(match name {
         "posix" => synchronous(io.base(EngineKind::Posix), 1, Model::Sync),
         "uring-sync" => synchronous(io.base(EngineKind::UringSync), 1, Model::Sync),
@@ -79,13 +82,6 @@ pub(crate) fn step_config(
         ),
         "+sqpoll" => concurrent(io.sqpoll()?, |c| c.c_read_sqpoll, |c| c.c_write_sqpoll),
         "libaio-async" => concurrent(io.libaio(), |c| c.c_read_libaio, |c| c.c_write_libaio),
-        super::CONFIG_STEP if opts.config_io.is_some() => {
-            return Ok(from_file(
-                opts,
-                opts.config_io.clone().unwrap_or_default(),
-                batch,
-            ))
-        }
         other => return Err(unknown_step(other)),
     })
 }
