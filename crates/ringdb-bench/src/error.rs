@@ -317,6 +317,64 @@ pub enum BenchError {
     #[error("fio: {0}")]
     Fio(#[from] FioError),
 
+    /// TPC-C cardinalities that break a rule of the population's shape.
+    #[error("TPC-C scale {scale} breaks a rule: {rule}")]
+    TpccShape {
+        /// The scale given.
+        scale: crate::tpcc::TpccScale,
+        /// The rule it breaks, in a few words.
+        rule: &'static str,
+    },
+
+    /// A TPC-C load into a database that holds a TPC-C population already.
+    #[error(
+        "the database holds TPC-C data already ({loaded}); loading {requested} needs a fresh one"
+    )]
+    TpccAlreadyLoaded {
+        /// The scale the database was loaded with.
+        loaded: crate::tpcc::TpccScale,
+        /// The scale asked for.
+        requested: crate::tpcc::TpccScale,
+    },
+
+    /// A TPC-C run or check on a database loaded with another scale.
+    #[error("the database was loaded with {loaded}, not {requested}")]
+    TpccScaleMismatch {
+        /// The scale the database was loaded with.
+        loaded: crate::tpcc::TpccScale,
+        /// The scale asked for.
+        requested: crate::tpcc::TpccScale,
+    },
+
+    /// A database without (a complete) TPC-C population.
+    #[error("{} holds no complete TPC-C population: {missing} is missing", path.display())]
+    NotTpcc {
+        /// The database.
+        path: PathBuf,
+        /// What is missing (a table's name, or the row a finished load writes last).
+        missing: &'static str,
+    },
+
+    /// A TPC-C row that does not decode.
+    #[error("TPC-C data is damaged: {source}")]
+    TpccRow {
+        /// The row's decoding error.
+        source: crate::tpcc::RowError,
+    },
+
+    /// A TPC-C row that the population always holds is missing (the check reads it).
+    #[error("TPC-C data is damaged: {table} has no row for key {key:02x?}")]
+    TpccMissingRow {
+        /// The table.
+        table: &'static str,
+        /// The key.
+        key: Vec<u8>,
+    },
+
+    /// A TPC-C transaction failed (other than by the rollback the workload asks for).
+    #[error(transparent)]
+    Tpcc(#[from] crate::tpcc::TpccError),
+
     /// A helper thread of a benchmark failed.
     #[error("the {thread} thread {failure}")]
     Job {
@@ -367,6 +425,10 @@ pub enum BenchSetting {
     Threads,
     /// Operations an application keeps in flight per thread.
     Concurrency,
+    /// TPC-C warehouses.
+    Warehouses,
+    /// TPC-C districts per warehouse.
+    Districts,
 }
 
 impl BenchSetting {
@@ -409,6 +471,8 @@ impl fmt::Display for BenchSetting {
             BenchSetting::Microbenchmark => "microbenchmark",
             BenchSetting::Threads => "thread count",
             BenchSetting::Concurrency => "operations in flight per thread",
+            BenchSetting::Warehouses => "warehouse count",
+            BenchSetting::Districts => "districts per warehouse",
         })
     }
 }

@@ -9,6 +9,7 @@
 
 //! - [`ladder`]: the paper's Fig. 5 ladder with its cost model (`ringdb ladder`).
 //! - [`report`]: SVG charts and self-contained HTML report pages.
+//! - [`tpcc`]: TPC-C: schema, population, the five transactions, consistency checks.
 //! - [`units`]: parsing of sizes (`4k`, `2G`) and durations (`10s`).
 
 pub mod advise;
@@ -19,6 +20,7 @@ pub mod micro;
 pub mod pattern;
 pub mod rawio;
 pub mod report;
+pub mod tpcc;
 pub mod units;
 pub mod ycsb;
 pub mod ycsb_model;

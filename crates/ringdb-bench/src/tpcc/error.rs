@@ -1,0 +1,37 @@
+//! [`TpccError`]: how one TPC-C transaction fails. A lock conflict is its own variant, with
+//! the timestamp to retry with (wait-die lets the retry grow older until it wins); the 1%
+//! NewOrder rollback is no error at all but an outcome (`TxOutcome::RolledBack`).
+
+use super::codec::RowError;
+use super::txn_shim::{TxnError, TxnTimestamp};
+
+/// Why a TPC-C transaction did not commit.
+#[non_exhaustive]
+#[derive(Debug, thiserror::Error)]
+pub enum TpccError {
+    /// The transaction died in a lock conflict (wait-die) and changed nothing: run it again
+    /// with this timestamp.
+    #[error("the transaction (timestamp {timestamp:?}) died in a lock conflict; retry it with its timestamp")]
+    Conflict {
+        /// The transaction's timestamp, to retry with.
+        timestamp: TxnTimestamp,
+    },
+
+    /// The transaction API failed (a read or the commit's write).
+    #[error(transparent)]
+    Txn(#[from] TxnError),
+
+    /// A row the population and the transactions always keep is missing: the data is not a
+    /// consistent TPC-C database.
+    #[error("{table} has no row for key {key:02x?}")]
+    MissingRow {
+        /// The table.
+        table: &'static str,
+        /// The key looked up.
+        key: Vec<u8>,
+    },
+
+    /// A row that does not decode.
+    #[error(transparent)]
+    Row(#[from] RowError),
+}

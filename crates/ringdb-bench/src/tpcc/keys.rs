@@ -1,0 +1,172 @@
+//! Keys of the TPC-C tables: big-endian, fixed-width composites of the primary keys of clause
+//! 1.3, so that byte order is the clause's order. A scan of NEW-ORDER from the start of a
+//! district finds its oldest order, a reverse scan of ORDER-BY-CUSTOMER a customer's newest,
+//! and a customer-by-name scan returns a name group sorted by first name.
+
+/// Bytes a last or first name takes in the customer-by-name key (both are at most 16).
+pub const NAME_KEY_BYTES: usize = 16;
+
+/// A key built field by field.
+struct KeyBuilder(Vec<u8>);
+
+impl KeyBuilder {
+    fn new(capacity: usize) -> Self {
+        KeyBuilder(Vec::with_capacity(capacity))
+    }
+    fn u32(mut self, v: u32) -> Self {
+        self.0.extend_from_slice(&v.to_be_bytes());
+        self
+    }
+    fn u8(mut self, v: u32) -> Self {
+        let byte = u8::try_from(v).expect("a district or line number fits a byte (scale checked)");
+        self.0.push(byte);
+        self
+    }
+    /// `text` padded with zero bytes to `NAME_KEY_BYTES`: a shorter name sorts first, as in
+    /// a string comparison.
+    fn name(mut self, text: &str) -> Self {
+        let bytes = text.as_bytes();
+        assert!(bytes.len() <= NAME_KEY_BYTES, "names are at most 16 bytes");
+        self.0.extend_from_slice(bytes);
+        self.0
+            .resize(self.0.len() + NAME_KEY_BYTES - bytes.len(), 0);
+        self
+    }
+    fn done(self) -> Vec<u8> {
+        self.0
+    }
+}
+
+/// WAREHOUSE: (W_ID).
+pub fn warehouse(w: u32) -> Vec<u8> {
+    KeyBuilder::new(4).u32(w).done()
+}
+
+/// DISTRICT: (D_W_ID, D_ID).
+pub fn district(w: u32, d: u32) -> Vec<u8> {
+    KeyBuilder::new(5).u32(w).u8(d).done()
+}
+
+/// CUSTOMER: (C_W_ID, C_D_ID, C_ID).
+pub fn customer(w: u32, d: u32, c: u32) -> Vec<u8> {
+    KeyBuilder::new(9).u32(w).u8(d).u32(c).done()
+}
+
+/// The customer-by-name index: (C_W_ID, C_D_ID, C_LAST, C_FIRST, C_ID).
+pub fn customer_by_name(w: u32, d: u32, last: &str, first: &str, c: u32) -> Vec<u8> {
+    KeyBuilder::new(41)
+        .u32(w)
+        .u8(d)
+        .name(last)
+        .name(first)
+        .u32(c)
+        .done()
+}
+
+/// The prefix of every customer-by-name key of `last` in district (w, d).
+pub fn customer_name_prefix(w: u32, d: u32, last: &str) -> Vec<u8> {
+    KeyBuilder::new(21).u32(w).u8(d).name(last).done()
+}
+
+/// The customer id at the end of a customer-by-name key, if the key has the index's shape.
+pub fn customer_id_of_name_key(key: &[u8]) -> Option<u32> {
+    let tail: [u8; 4] = key.get(key.len().checked_sub(4)?..)?.try_into().ok()?;
+    (key.len() == 41).then(|| u32::from_be_bytes(tail))
+}
+
+/// HISTORY: (H_C_W_ID, H_C_D_ID, H_C_ID, payment number): the table has no primary key in
+/// the standard, so the customer's payment count (its row is locked by the payment) makes one.
+pub fn history(w: u32, d: u32, c: u32, payment: u32) -> Vec<u8> {
+    KeyBuilder::new(13).u32(w).u8(d).u32(c).u32(payment).done()
+}
+
+/// NEW-ORDER: (NO_W_ID, NO_D_ID, NO_O_ID).
+pub fn new_order(w: u32, d: u32, o: u32) -> Vec<u8> {
+    KeyBuilder::new(9).u32(w).u8(d).u32(o).done()
+}
+
+/// ORDER: (O_W_ID, O_D_ID, O_ID).
+pub fn order(w: u32, d: u32, o: u32) -> Vec<u8> {
+    KeyBuilder::new(9).u32(w).u8(d).u32(o).done()
+}
+
+/// The order-by-customer index: (O_W_ID, O_D_ID, O_C_ID, O_ID).
+pub fn order_by_customer(w: u32, d: u32, c: u32, o: u32) -> Vec<u8> {
+    KeyBuilder::new(13).u32(w).u8(d).u32(c).u32(o).done()
+}
+
+/// ORDER-LINE: (OL_W_ID, OL_D_ID, OL_O_ID, OL_NUMBER).
+pub fn order_line(w: u32, d: u32, o: u32, number: u32) -> Vec<u8> {
+    KeyBuilder::new(10).u32(w).u8(d).u32(o).u8(number).done()
+}
+
+/// ITEM: (I_ID).
+pub fn item(i: u32) -> Vec<u8> {
+    KeyBuilder::new(4).u32(i).done()
+}
+
+/// STOCK: (S_W_ID, S_I_ID).
+pub fn stock(w: u32, i: u32) -> Vec<u8> {
+    KeyBuilder::new(8).u32(w).u32(i).done()
+}
+
+/// The prefix every key of district (w, d) starts with (NEW-ORDER, ORDER, ORDER-LINE, the
+/// indexes).
+pub fn district_prefix(w: u32, d: u32) -> Vec<u8> {
+    district(w, d)
+}
+
+/// The first key after every key that starts with `prefix` (`None`: none is after them all).
+pub fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
+    let mut end = prefix.to_vec();
+    while let Some(last) = end.pop() {
+        if last < u8::MAX {
+            end.push(last + 1);
+            return Some(end);
+        }
+    }
+    None
+}
+
+/// The 4-byte big-endian number at `offset` of `key`, if the key is long enough.
+pub fn u32_at(key: &[u8], offset: usize) -> Option<u32> {
+    let bytes: [u8; 4] = key.get(offset..offset + 4)?.try_into().ok()?;
+    Some(u32::from_be_bytes(bytes))
+}
+
+/// Where the order id sits in NEW-ORDER, ORDER and ORDER-LINE keys.
+pub const ORDER_ID_OFFSET: usize = 5;
+/// Where the order id sits in an order-by-customer key.
+pub const ORDER_ID_BY_CUSTOMER_OFFSET: usize = 9;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn key_order_is_clause_order() {
+        assert!(new_order(1, 2, 9) < new_order(1, 2, 10));
+        assert!(new_order(1, 2, 3000) < new_order(1, 3, 1));
+        assert!(order_line(1, 1, 5, 15) < order_line(1, 1, 6, 1));
+        assert!(
+            customer_by_name(1, 1, "ABLE", "Z", 9) < customer_by_name(1, 1, "ABLEABLE", "A", 1)
+        );
+        let prefix = customer_name_prefix(1, 1, "BARBAR");
+        assert!(customer_by_name(1, 1, "BARBAR", "x", 3).starts_with(&prefix));
+        assert!(!customer_by_name(1, 1, "BARBARABLE", "x", 3).starts_with(&prefix));
+    }
+
+    #[test]
+    fn ids_come_back_out_of_keys() {
+        assert_eq!(
+            customer_id_of_name_key(&customer_by_name(3, 4, "A", "B", 77)),
+            Some(77)
+        );
+        assert_eq!(customer_id_of_name_key(b"short"), None);
+        assert_eq!(u32_at(&new_order(1, 2, 345), ORDER_ID_OFFSET), Some(345));
+        let by_customer = order_by_customer(1, 2, 3, 456);
+        assert_eq!(u32_at(&by_customer, ORDER_ID_BY_CUSTOMER_OFFSET), Some(456));
+        assert_eq!(prefix_end(&[1, 2, 0xff]), Some(vec![1, 3]));
+        assert_eq!(prefix_end(&[0xff]), None);
+    }
+}

@@ -1,0 +1,111 @@
+//! NewOrder (clause 2.4): take the district's next order id, insert the ORDER, its NEW-ORDER
+//! and its index row, and for each line read the item, update its STOCK (the S_QUANTITY rule
+//! of 2.4.2.2) and insert the ORDER-LINE. An item id that does not exist (the 1% whose last
+//! line names an unused one) rolls the whole transaction back.
+
+use super::access::{self, Intent};
+use super::codec::Row;
+use super::error::TpccError;
+use super::input::{NewOrderInput, NewOrderLine};
+use super::keys;
+use super::population::now_micros;
+use super::rows::{Customer, District, Item, Order, OrderLine, Stock, Warehouse};
+use super::tables::TpccTables;
+use super::txn_shim::Transaction;
+use super::TxOutcome;
+
+/// Runs NewOrder's reads and writes in `txn` (the caller commits or aborts).
+pub async fn new_order(
+    txn: &mut Transaction,
+    tables: &TpccTables,
+    input: &NewOrderInput,
+) -> Result<TxOutcome, TpccError> {
+    let (w, d) = (input.warehouse, input.district);
+    let warehouse: Warehouse =
+        access::read(txn, tables.warehouse, &keys::warehouse(w), Intent::Read).await?;
+    let district_key = keys::district(w, d);
+    let mut district: District =
+        access::read(txn, tables.district, &district_key, Intent::Update).await?;
+    let o = district.next_order_id;
+    district.next_order_id = o + 1;
+    access::write(txn, tables.district, &district_key, &district).await?;
+    let customer_key = keys::customer(w, d, input.customer);
+    let customer: Customer =
+        access::read(txn, tables.customer, &customer_key, Intent::Read).await?;
+    let order = Order {
+        customer: input.customer,
+        entry_micros: now_micros(),
+        carrier: None,
+        line_count: input.lines.len() as u8,
+        all_local: input.lines.iter().all(|l| l.supply_warehouse == w),
+    };
+    access::write(txn, tables.order, &keys::order(w, d, o), &order).await?;
+    txn.put(tables.new_order, &keys::new_order(w, d, o), &[])
+        .await?;
+    let by_customer = keys::order_by_customer(w, d, input.customer, o);
+    txn.put(tables.order_by_customer, &by_customer, &[]).await?;
+    let mut total_cents = 0i64;
+    for (number, line) in (1..).zip(&input.lines) {
+        let place = LinePlace { w, d, o, number };
+        match order_line(txn, tables, place, line).await? {
+            Some(amount) => total_cents += amount,
+            None => return Ok(TxOutcome::RolledBack),
+        }
+    }
+    // The total the terminal would show (clause 2.4.2.2), in cents.
+    let rates =
+        i128::from(10_000 - customer.discount) * i128::from(10_000 + warehouse.tax + district.tax);
+    let total = i128::from(total_cents) * rates / 100_000_000;
+    debug_assert!(total >= 0, "an order's total is never negative");
+    Ok(TxOutcome::Committed)
+}
+
+/// Where an order line goes.
+#[derive(Clone, Copy)]
+struct LinePlace {
+    w: u32,
+    d: u32,
+    o: u32,
+    number: u32,
+}
+
+/// One line: the item, its stock, the ORDER-LINE. Returns its amount, or `None` for an item
+/// that does not exist (the transaction rolls back).
+async fn order_line(
+    txn: &mut Transaction,
+    tables: &TpccTables,
+    place: LinePlace,
+    line: &NewOrderLine,
+) -> Result<Option<i64>, TpccError> {
+    let Some(item_bytes) = txn.get(tables.item, &keys::item(line.item)).await? else {
+        return Ok(None);
+    };
+    let item = Item::decode(&item_bytes)?;
+    let stock_key = keys::stock(line.supply_warehouse, line.item);
+    let mut stock: Stock = access::read(txn, tables.stock, &stock_key, Intent::Update).await?;
+    let quantity = i32::from(line.quantity);
+    stock.quantity = if stock.quantity >= quantity + 10 {
+        stock.quantity - quantity
+    } else {
+        stock.quantity - quantity + 91
+    };
+    stock.ytd += u64::from(line.quantity);
+    stock.order_count += 1;
+    if line.supply_warehouse != place.w {
+        stock.remote_count += 1;
+    }
+    let dist_info = stock.dist[(place.d as usize - 1).min(9)].clone();
+    access::write(txn, tables.stock, &stock_key, &stock).await?;
+    let amount_cents = i64::from(line.quantity) * item.price_cents;
+    let row = OrderLine {
+        item: line.item,
+        supply_warehouse: line.supply_warehouse,
+        delivery_micros: None,
+        quantity: line.quantity,
+        amount_cents,
+        dist_info,
+    };
+    let key = keys::order_line(place.w, place.d, place.o, place.number);
+    access::write(txn, tables.order_line, &key, &row).await?;
+    Ok(Some(amount_cents))
+}

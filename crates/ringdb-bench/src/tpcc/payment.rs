@@ -1,0 +1,63 @@
+//! Payment (clause 2.5): add the amount to the warehouse's and the district's year-to-date,
+//! charge the customer (found by id, or by last name through the index: the middle of the
+//! name group), prefix a bad-credit customer's C_DATA with the payment, and insert HISTORY.
+
+use super::access::{self, Intent};
+use super::error::TpccError;
+use super::input::PaymentInput;
+use super::keys;
+use super::population::now_micros;
+use super::rows::{District, History, Warehouse};
+use super::tables::TpccTables;
+use super::txn_shim::Transaction;
+use super::TxOutcome;
+
+/// C_DATA's largest size.
+const CUSTOMER_DATA_MAX: usize = 500;
+
+/// Runs Payment's reads and writes in `txn` (the caller commits).
+pub async fn payment(
+    txn: &mut Transaction,
+    tables: &TpccTables,
+    input: &PaymentInput,
+) -> Result<TxOutcome, TpccError> {
+    let (w, d) = (input.warehouse, input.district);
+    let amount = input.amount_cents;
+    let warehouse_key = keys::warehouse(w);
+    let mut warehouse: Warehouse =
+        access::read(txn, tables.warehouse, &warehouse_key, Intent::Update).await?;
+    warehouse.ytd_cents += amount;
+    access::write(txn, tables.warehouse, &warehouse_key, &warehouse).await?;
+    let district_key = keys::district(w, d);
+    let mut district: District =
+        access::read(txn, tables.district, &district_key, Intent::Update).await?;
+    district.ytd_cents += amount;
+    access::write(txn, tables.district, &district_key, &district).await?;
+    let (cw, cd) = (input.customer_warehouse, input.customer_district);
+    let (c, mut customer) =
+        access::find_customer(txn, tables, (cw, cd), &input.customer, Intent::Update).await?;
+    customer.balance_cents -= amount;
+    customer.ytd_payment_cents += amount;
+    customer.payment_count += 1;
+    if customer.credit == "BC" {
+        let entry = format!(
+            "{c} {cd} {cw} {d} {w} {}.{:02} ",
+            amount / 100,
+            amount % 100
+        );
+        let mut data = entry + &customer.data;
+        data.truncate(CUSTOMER_DATA_MAX);
+        customer.data = data;
+    }
+    access::write(txn, tables.customer, &keys::customer(cw, cd, c), &customer).await?;
+    let history = History {
+        district: d,
+        warehouse: w,
+        date_micros: now_micros(),
+        amount_cents: amount,
+        data: format!("{}    {}", warehouse.name, district.name),
+    };
+    let history_key = keys::history(cw, cd, c, customer.payment_count);
+    access::write(txn, tables.history, &history_key, &history).await?;
+    Ok(TxOutcome::Committed)
+}
