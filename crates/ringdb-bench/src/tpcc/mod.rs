@@ -33,6 +33,8 @@ mod payment;
 mod population;
 mod random;
 mod rows;
+#[cfg(test)]
+mod rows_tests;
 mod scale;
 mod stock_level;
 mod tables;
@@ -51,6 +53,7 @@ pub use mix::{TxKind, MIX_PERCENT};
 pub use random::{nurand, Constants};
 pub use scale::{TpccScale, DISTRICTS_STANDARD, WAREHOUSES_MAX};
 pub use tables::{TpccTables, TABLE_NAMES};
+pub use txn_shim::{Isolation, TxnTimestamp};
 
 use crate::error::{BenchError, Result};
 use rand::SeedableRng;
