@@ -425,3 +425,178 @@ fn a_younger_insert_into_a_scanned_range_dies_and_a_cut_scan_locks_only_what_it_
         })
         .unwrap();
 }
+
+/// The pairs of `model` inside (`start`, `end`) in `direction`, at most `limit`.
+fn model_scan(
+    model: &BTreeMap<Vec<u8>, Vec<u8>>,
+    (start, end): (Bound<&[u8]>, Bound<&[u8]>),
+    direction: Direction,
+    limit: usize,
+) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let range = model.range::<[u8], _>((start, end));
+    let pairs = range.map(|(k, v)| (k.clone(), v.clone()));
+    match direction {
+        Direction::Forward => pairs.take(limit).collect(),
+        _ => pairs.rev().take(limit).collect(),
+    }
+}
+
+#[test]
+fn a_transaction_sees_its_own_writes_in_gets_and_scans() {
+    let (mut db, table) = small_db("own-writes", 30);
+    let h = db.handle();
+    db.runtime()
+        .block_on(async move {
+            let mut model: BTreeMap<Vec<u8>, Vec<u8>> = (0..30)
+                .map(|i| (key(i), format!("v{i}").into_bytes()))
+                .collect();
+            let mut t = h.begin();
+            for (k, v) in [
+                (key(5), &b"new5"[..]),
+                (key(40), b"new40"),
+                (b"k0125".to_vec(), b"mid"),
+            ] {
+                t.put(table, &k, v).await.unwrap();
+                model.insert(k, v.to_vec());
+            }
+            for i in [10, 11, 12, 0, 29] {
+                t.delete(table, &key(i)).await.unwrap();
+                model.remove(&key(i));
+            }
+            t.put(table, &key(11), b"back").await.unwrap();
+            model.insert(key(11), b"back".to_vec());
+            for i in [5, 10, 11, 12, 13, 40] {
+                assert_eq!(
+                    t.get(table, &key(i)).await.unwrap(),
+                    model.get(&key(i)).cloned()
+                );
+            }
+            let (k8, k20) = (key(8), key(20));
+            let ranges = [
+                (Bound::Unbounded, Bound::Unbounded),
+                (Bound::Included(&k8[..]), Bound::Excluded(&k20[..])),
+                (Bound::Excluded(&k8[..]), Bound::Included(&k20[..])),
+            ];
+            for range in ranges {
+                for direction in [Direction::Forward, Direction::Reverse] {
+                    for limit in [1, 2, 3, 5, 8, 13, 40] {
+                        let got = t
+                            .scan(table, range.0, range.1, direction, limit)
+                            .await
+                            .unwrap();
+                        let want = model_scan(&model, range, direction, limit);
+                        assert_eq!(got, want, "{range:?} {direction:?} limit {limit}");
+                    }
+                }
+            }
+            t.commit().await.unwrap();
+            let all = h
+                .scan_in(
+                    table,
+                    Bound::Unbounded,
+                    Bound::Unbounded,
+                    Direction::Forward,
+                    100,
+                )
+                .await
+                .unwrap();
+            assert_eq!(all, model.into_iter().collect::<Vec<_>>());
+        })
+        .unwrap();
+    assert!(db.verify().unwrap().is_ok());
+}
+
+#[test]
+fn abort_and_drop_discard_writes_and_release_locks() {
+    let (mut db, table) = small_db("abort", 10);
+    let h = db.handle();
+    db.runtime()
+        .block_on(async move {
+            for how in ["abort", "drop"] {
+                let mut t = h.begin();
+                t.put(table, &key(1), b"gone").await.unwrap();
+                t.delete(table, &key(2)).await.unwrap();
+                t.get(table, &key(3)).await.unwrap();
+                let (k0, k9) = (key(0), key(9));
+                t.scan(
+                    table,
+                    Bound::Included(&k0),
+                    Bound::Included(&k9),
+                    Direction::Forward,
+                    100,
+                )
+                .await
+                .unwrap();
+                assert_eq!(h.txn_stats().locks_held, 4);
+                if how == "abort" {
+                    t.abort();
+                } else {
+                    drop(t);
+                }
+                assert_eq!(h.txn_stats().locks_held, 0, "{how}");
+                // A younger transaction would die on any lock left: it gets them all.
+                let mut later = h.begin();
+                for i in [1, 2, 3, 5] {
+                    later.get_for_update(table, &key(i)).await.unwrap();
+                }
+                later.commit().await.unwrap();
+                assert_eq!(
+                    h.get_in(table, &key(1)).await.unwrap().as_deref(),
+                    Some(&b"v1"[..])
+                );
+                assert_eq!(
+                    h.get_in(table, &key(2)).await.unwrap().as_deref(),
+                    Some(&b"v2"[..])
+                );
+            }
+            let stats = h.txn_stats();
+            assert_eq!((stats.aborts, stats.commits, stats.conflicts), (2, 2, 0));
+        })
+        .unwrap();
+}
+
+#[test]
+fn with_a_log_a_commit_is_one_record_and_survives_a_crash() {
+    let d = dir("durable");
+    let mut db = LocalDb::open(&d, opts(64, Durability::Fdatasync)).unwrap();
+    let table = db.create_table("t").unwrap();
+    let h = db.handle();
+    let records = |db: &LocalDb| db.stats().wal.unwrap().records;
+    let before = records(&db);
+    db.runtime()
+        .block_on(async move {
+            let mut t = h.begin();
+            for i in 0..20 {
+                t.put(table, &key(i), b"committed").await.unwrap();
+            }
+            t.put(TableId::DEFAULT, b"other-table", b"too")
+                .await
+                .unwrap();
+            t.commit().await.unwrap();
+            let mut dropped = h.begin();
+            dropped.put(table, &key(100), b"never").await.unwrap();
+            dropped.delete(table, &key(0)).await.unwrap();
+            drop(dropped);
+        })
+        .unwrap();
+    assert_eq!(records(&db) - before, 1, "one transaction, one log record");
+    std::mem::forget(db); // a crash: nothing flushed or checkpointed on the way out
+    let reopen = Options {
+        fresh: false,
+        ..opts(64, Durability::Fdatasync)
+    };
+    let mut db = LocalDb::open(&d, reopen).unwrap();
+    for i in 0..20 {
+        assert_eq!(
+            db.get_in(table, &key(i)).unwrap().as_deref(),
+            Some(&b"committed"[..])
+        );
+    }
+    assert_eq!(
+        db.get(b"other-table").unwrap().as_deref(),
+        Some(&b"too"[..])
+    );
+    assert_eq!(db.get_in(table, &key(100)).unwrap(), None);
+    assert!(db.verify().unwrap().is_ok());
+    db.close().unwrap();
+}
