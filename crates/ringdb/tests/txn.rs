@@ -212,63 +212,67 @@ async fn yield_rounds(rounds: u32) {
     }
 }
 
+/// The younger transaction meets the older one's lock: it dies, and reports it once the lock
+/// has changed (so its retry does not meet it again at once).
+async fn younger_dies(h: DbHandle, io: ringdb_io::Io, table: TableId, ev: Events) {
+    let mut older = h.begin();
+    let mut younger = h.begin();
+    assert!(older.timestamp() < younger.timestamp());
+    older.get_for_update(table, &key(1)).await.unwrap();
+    let (ev2, older_ts) = (ev.clone(), older.timestamp());
+    let dies = io.spawn(async move {
+        let e = younger.get(table, &key(1)).await.unwrap_err();
+        ev2.borrow_mut().push("younger died");
+        assert!(e.is_conflict(), "{e}");
+        let TxnError::Conflict {
+            timestamp,
+            holder,
+            table: t,
+            key: k,
+            with,
+            ..
+        } = e
+        else {
+            unreachable!()
+        };
+        assert_eq!((timestamp, holder), (younger.timestamp(), older_ts));
+        assert_eq!((t, k, with), (table, key(1), ConflictWith::ExclusiveKey));
+        // Dead: every later call repeats the conflict.
+        assert!(younger.get(table, &key(5)).await.unwrap_err().is_conflict());
+    });
+    yield_rounds(5).await;
+    ev.borrow_mut().push("older commits");
+    older.commit().await.unwrap();
+    dies.await;
+}
+
+/// The older transaction meets the younger one's lock: it waits until the younger commits.
+async fn older_waits(h: DbHandle, io: ringdb_io::Io, table: TableId, ev: Events) {
+    let mut older = h.begin();
+    let mut younger = h.begin();
+    younger.put(table, &key(2), b"young").await.unwrap();
+    let ev2 = ev.clone();
+    let waits = io.spawn(async move {
+        older.put(table, &key(2), b"old").await.unwrap();
+        ev2.borrow_mut().push("older got the key");
+        older.commit().await.unwrap();
+    });
+    yield_rounds(5).await;
+    ev.borrow_mut().push("younger commits");
+    younger.commit().await.unwrap();
+    waits.await;
+}
+
 #[test]
 fn a_younger_transaction_dies_and_an_older_one_waits() {
     let (mut db, table) = small_db("wait-die", 10);
     let h = db.handle();
     let events: Events = Rc::default();
-    let (hh, ev) = (h.clone(), events.clone());
     let io = db.runtime().io();
-    db.runtime()
-        .block_on(async move {
-            // The younger one meets the older one's lock: it dies, and reports it once the
-            // lock has changed (so its retry does not meet it again at once).
-            let mut older = hh.begin();
-            let mut younger = hh.begin();
-            assert!(older.timestamp() < younger.timestamp());
-            older.get_for_update(table, &key(1)).await.unwrap();
-            let (ev2, older_ts) = (ev.clone(), older.timestamp());
-            let dies = io.spawn(async move {
-                let e = younger.get(table, &key(1)).await.unwrap_err();
-                ev2.borrow_mut().push("younger died");
-                assert!(e.is_conflict(), "{e}");
-                let TxnError::Conflict {
-                    timestamp,
-                    holder,
-                    table: t,
-                    key: k,
-                    with,
-                    ..
-                } = e
-                else {
-                    unreachable!()
-                };
-                assert_eq!((timestamp, holder), (younger.timestamp(), older_ts));
-                assert_eq!((t, k, with), (table, key(1), ConflictWith::ExclusiveKey));
-                // Dead: every later call repeats the conflict.
-                assert!(younger.get(table, &key(5)).await.unwrap_err().is_conflict());
-            });
-            yield_rounds(5).await;
-            ev.borrow_mut().push("older commits");
-            older.commit().await.unwrap();
-            dies.await;
-
-            // The older one meets the younger one's lock: it waits until the younger commits.
-            let mut older = hh.begin();
-            let mut younger = hh.begin();
-            younger.put(table, &key(2), b"young").await.unwrap();
-            let ev2 = ev.clone();
-            let waits = io.spawn(async move {
-                older.put(table, &key(2), b"old").await.unwrap();
-                ev2.borrow_mut().push("older got the key");
-                older.commit().await.unwrap();
-            });
-            yield_rounds(5).await;
-            ev.borrow_mut().push("younger commits");
-            younger.commit().await.unwrap();
-            waits.await;
-        })
-        .unwrap();
+    let step = younger_dies(h.clone(), io.clone(), table, events.clone());
+    db.runtime().block_on(step).unwrap();
+    let step = older_waits(h.clone(), io, table, events.clone());
+    db.runtime().block_on(step).unwrap();
     let order = [
         "older commits",
         "younger died",
