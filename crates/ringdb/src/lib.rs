@@ -20,6 +20,10 @@
 //!   runs, and what the benchmarks drive directly ([`LocalDb::handle`], [`DbHandle`]: many
 //!   tasks of its runtime at once; a task that faults a page parks, the others run, and their
 //!   commits share one log write and one durability point).
+//! - Transactions ([`DbHandle::begin`], [`Transaction`]): serializable reads, writes and
+//!   scans across the tables of one [`LocalDb`] (strict two-phase locking on keys and scanned
+//!   ranges, deadlock-free by wait-die: a younger transaction gets [`TxnError::Conflict`] and
+//!   retries with its old [`TxnTimestamp`]), committed as one [`WriteBatch`] (one log record).
 //! - Errors are one type per entry point: [`OpenError`] (open), [`WriteError`] (insert,
 //!   remove, write, flush, close), [`ReadError`] (get, range), each wrapping the
 //!   [`StorageError`] any operation can meet below the API and the [`ShardError`] of a request
@@ -80,6 +84,7 @@ mod key_order;
 mod keylock;
 mod memory;
 mod sharded;
+mod txn;
 
 // The engine's inner layers, public only for this crate's property tests, the benchmarks'
 // calibration and the fuzz targets: not part of the API, no stability promised.
@@ -115,7 +120,7 @@ pub use db::{
 pub use error::{
     CatalogFault, CheckpointFailure, CheckpointPart, ConfigError, Corruption, DbError, LayoutError,
     LogFailure, OpenError, ReadError, Result, ShardError, ShardSetupError, StorageError,
-    TargetKind, WaitFor, WriteError,
+    TargetKind, TxnError, WaitFor, WriteError,
 };
 pub use memory::{MemoryStats, PartBytes};
 pub use page::PageError;
@@ -124,5 +129,6 @@ pub use sharded::{
     SHARD_HASH, SYSTEM_PREFIX,
 };
 pub use tree::{Direction, TreeStats};
+pub use txn::{ConflictWith, Isolation, Transaction, TxnStats, TxnTimestamp};
 pub use verify::VerifyReport;
 pub use wal::{Durability, WalStats};

@@ -49,6 +49,9 @@ pub struct DbHandle {
     /// Every table, the default one included.
     pub(super) tables: Rc<Catalog>,
     pub(super) durable: Option<Rc<Durable>>,
+    /// The transactions' lock table, clock and counters: one per database, shared by every
+    /// clone of the handle.
+    pub(crate) txn: Rc<crate::txn::TxnShared>,
 }
 
 /// Applies one operation to its table; returns whether its key existed.
@@ -84,6 +87,7 @@ impl DbHandle {
             tree: tables.default_tree().clone(),
             tables,
             durable,
+            txn: Rc::default(),
         }
     }
 

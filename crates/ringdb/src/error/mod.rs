@@ -24,6 +24,7 @@ mod config;
 mod open;
 mod shard;
 mod storage;
+mod txn;
 mod write;
 
 pub use config::ConfigError;
@@ -32,6 +33,7 @@ pub use shard::{ShardError, ShardSetupError};
 pub use storage::{
     CatalogFault, CheckpointFailure, CheckpointPart, Corruption, LogFailure, StorageError, WaitFor,
 };
+pub use txn::TxnError;
 pub use write::{ReadError, WriteError};
 
 use ringdb_io::IoError;
@@ -64,6 +66,9 @@ pub enum DbError {
     /// A configuration file could not become settings.
     #[error(transparent)]
     Config(#[from] ConfigError),
+    /// A transaction failed (a wait-die conflict included).
+    #[error(transparent)]
+    Txn(#[from] TxnError),
 }
 
 impl DbError {
@@ -75,6 +80,7 @@ impl DbError {
             DbError::Write(e) => e.io_cause(),
             DbError::Read(e) => e.io_cause(),
             DbError::Storage(e) => e.io_cause(),
+            DbError::Txn(e) => e.io_cause(),
             DbError::Shard(_) | DbError::Config(_) => None,
         }
     }

@@ -1,0 +1,130 @@
+//! Transactions on one shard ([`LocalDb`](crate::LocalDb)): serializable reads and writes
+//! across tables, committed as one [`WriteBatch`](crate::WriteBatch).
+//!
+//! Why this shape: the engine's tasks interleave at every page fault (the paper's fibers), so
+//! a read-modify-write spread over several awaits needs concurrency control, and a commit
+//! needs to be all or nothing. Both already exist below: a `WriteBatch` is one log record
+//! (replayed whole or not at all), so a transaction buffers its writes and commits them as
+//! one batch; what it adds is **strict two-phase locking** with wait-die:
+//!
+//! - a read takes a shared lock on its key (an absent key too, so nobody inserts it
+//!   meanwhile), a write or `get_for_update` an exclusive one; a scan takes a shared *range*
+//!   lock, which conflicts with an exclusive key lock inside it, so no insert or delete can
+//!   create a phantom in a range a transaction has read;
+//! - every lock is held until commit or abort (strict), so nobody sees a write before its
+//!   batch is in the tree;
+//! - deadlocks cannot form: on a conflict the older transaction (smaller [`TxnTimestamp`])
+//!   waits and the younger dies with [`TxnError::Conflict`](crate::TxnError::Conflict), so
+//!   every wait goes from older to younger. A retry passes its first timestamp again, grows
+//!   older with every transaction that starts after it, and eventually wins.
+//!
+//! Where to look: `transaction.rs` ([`Transaction`], its reads, writes and commit);
+//! `scan.rs` (scans merged with the transaction's own writes); `write_set.rs` (the buffered
+//! writes); `locks.rs` (the lock table: key and range locks, wait-die), `lock_entry.rs` (one
+//! key's holders and waiters), `wait.rs` (parking on a lock), `release.rs` (releasing and
+//! narrowing); `stats.rs` ([`TxnStats`], and the state the transactions share).
+
+mod lock_entry;
+mod locks;
+mod release;
+mod scan;
+mod stats;
+mod transaction;
+mod wait;
+mod write_set;
+
+pub use stats::TxnStats;
+pub use transaction::Transaction;
+
+pub(crate) use stats::TxnShared;
+
+use crate::db::DbHandle;
+
+/// How a transaction isolates itself. `Off` takes no locks (its writes are still buffered and
+/// committed as one batch): only for showing what goes wrong without concurrency control.
+#[non_exhaustive]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Isolation {
+    /// Strict two-phase locking on keys and scanned ranges, wait-die: serializable.
+    #[default]
+    Serializable,
+    /// No locks at all: lost updates and phantoms happen (for demonstrations and baselines).
+    Off,
+}
+
+/// A transaction's age for wait-die: smaller is older. A retry passes its first timestamp
+/// again (see [`DbHandle::begin_with`]) so it grows older.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct TxnTimestamp(u64);
+
+impl TxnTimestamp {
+    /// The timestamp as a number (they count up from 1 per database as transactions begin).
+    pub const fn get(self) -> u64 {
+        self.0
+    }
+}
+
+impl std::fmt::Display for TxnTimestamp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "t{}", self.0)
+    }
+}
+
+/// What the older transaction that made a younger one die holds, or waits for.
+#[non_exhaustive]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConflictWith {
+    /// A shared lock on the key (it read the key).
+    SharedKey,
+    /// An exclusive lock on the key (it wrote the key, or read it for update).
+    ExclusiveKey,
+    /// A shared range lock that holds the key (it scanned over it).
+    Range,
+    /// It waits for the key already, and came first by age.
+    Queued,
+}
+
+impl std::fmt::Display for ConflictWith {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            ConflictWith::SharedKey => "a shared key lock",
+            ConflictWith::ExclusiveKey => "an exclusive key lock",
+            ConflictWith::Range => "a shared range lock of a scan",
+            ConflictWith::Queued => "it waits for the key first",
+        })
+    }
+}
+
+/// Who a transaction is to the lock table: its timestamp (age for wait-die) and a number
+/// unique per database (so two transactions given the same timestamp never share locks).
+/// Ordered by timestamp, then number.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub(crate) struct Age {
+    timestamp: TxnTimestamp,
+    id: u64,
+}
+
+impl DbHandle {
+    /// Begins a serializable transaction with a fresh timestamp.
+    pub fn begin(&self) -> Transaction {
+        self.begin_with(Isolation::Serializable, None)
+    }
+
+    /// Begins a transaction with `isolation`; `timestamp` is a retry's first timestamp (none:
+    /// a fresh one, younger than every transaction begun before).
+    pub fn begin_with(&self, isolation: Isolation, timestamp: Option<TxnTimestamp>) -> Transaction {
+        let shared = self.txn.clone();
+        let id = shared.next_id();
+        let age = Age {
+            timestamp: timestamp.unwrap_or(TxnTimestamp(id)),
+            id,
+        };
+        Transaction::new(self.clone(), shared, isolation, age)
+    }
+
+    /// What the transactions on this database counted: commits, conflicts, waits, aborts,
+    /// and the lock table's memory.
+    pub fn txn_stats(&self) -> TxnStats {
+        self.txn.stats()
+    }
+}

@@ -1,0 +1,236 @@
+//! [`Transaction`]: reads that lock, writes that are buffered, and the commit that turns them
+//! into one batch (its scans are in `scan.rs`).
+//!
+//! Commit writes the buffered writes as one `WriteBatch` through [`DbHandle::write`]: with a
+//! log, one record, all or nothing across a crash, and durable before the locks go; without
+//! one, applied while the exclusive locks are still held, so no other transaction sees half
+//! of it. Only then are the locks released and their waiters woken (strict two-phase
+//! locking). Abort, and dropping a transaction, discard the writes and release the locks.
+
+use super::locks::Grant;
+use super::wait::Refusal;
+use super::write_set::WriteSet;
+use super::{Age, ConflictWith, Isolation, TxnShared, TxnTimestamp};
+use crate::catalog::TableId;
+use crate::db::{DbHandle, WriteBatch};
+use crate::error::{ReadError, TxnError, WriteError};
+use std::rc::Rc;
+
+/// A transaction on one database (see the module doc of `txn`): reads see its own writes,
+/// writes are buffered until [`commit`](Self::commit). Not `Send`: it holds a [`DbHandle`].
+/// Dropping it aborts it.
+pub struct Transaction {
+    pub(super) handle: DbHandle,
+    pub(super) shared: Rc<TxnShared>,
+    pub(super) isolation: Isolation,
+    pub(super) age: Age,
+    /// Key locks held, to release at the end (each key shared with the lock table).
+    keys: Vec<(TableId, Rc<[u8]>)>,
+    /// Range locks held: table and lock number.
+    pub(super) ranges: Vec<(TableId, u64)>,
+    pub(super) writes: WriteSet,
+    /// Committed or aborted: the locks are gone.
+    finished: bool,
+    /// The conflict that killed it: its locks are gone, every later call repeats it.
+    doomed: Option<Doomed>,
+}
+
+/// The conflict a transaction died of, to repeat on every later call.
+struct Doomed {
+    holder: TxnTimestamp,
+    table: TableId,
+    key: Vec<u8>,
+    with: ConflictWith,
+}
+
+impl Transaction {
+    /// A transaction of `age` on `handle`'s database.
+    pub(super) fn new(
+        handle: DbHandle,
+        shared: Rc<TxnShared>,
+        isolation: Isolation,
+        age: Age,
+    ) -> Self {
+        Transaction {
+            handle,
+            shared,
+            isolation,
+            age,
+            keys: Vec::new(),
+            ranges: Vec::new(),
+            writes: WriteSet::default(),
+            finished: false,
+            doomed: None,
+        }
+    }
+
+    /// The transaction's timestamp: pass it to [`DbHandle::begin_with`] to retry after a
+    /// [`TxnError::Conflict`].
+    pub fn timestamp(&self) -> TxnTimestamp {
+        self.age.timestamp
+    }
+
+    /// Locks `key` of `table` (unless isolation is off), recording a new lock to release.
+    async fn lock(&mut self, table: TableId, key: &[u8], exclusive: bool) -> Result<(), TxnError> {
+        if self.isolation == Isolation::Off {
+            return Ok(());
+        }
+        self.check_alive()?;
+        match self.shared.lock_key(table, key, self.age, exclusive).await {
+            Ok(Grant::Key(key)) => self.keys.push((table, key)),
+            Ok(_) => {}
+            Err(refusal) => return Err(self.refused(refusal).await),
+        }
+        Ok(())
+    }
+
+    /// Refuses every call after the transaction died of a conflict (its locks are gone).
+    pub(super) fn check_alive(&self) -> Result<(), TxnError> {
+        match &self.doomed {
+            None => Ok(()),
+            Some(d) => Err(TxnError::Conflict {
+                timestamp: self.age.timestamp,
+                holder: d.holder,
+                table: d.table,
+                key: d.key.clone(),
+                with: d.with,
+            }),
+        }
+    }
+
+    /// Handles a refused lock request. On a conflict the transaction is dead: it releases
+    /// every lock at once (so the older transactions waiting for it go on), then waits until
+    /// the lock in its way changes (holding nothing, it can be in no deadlock), so that its
+    /// retry does not meet the same holder again at once; then the conflict is reported.
+    pub(super) async fn refused(&mut self, refusal: Refusal) -> TxnError {
+        let Some((table, blocker)) = refusal.blocker else {
+            return refusal.error;
+        };
+        if let TxnError::Conflict {
+            holder,
+            table,
+            key,
+            with,
+            ..
+        } = &refusal.error
+        {
+            self.doomed = Some(Doomed {
+                holder: *holder,
+                table: *table,
+                key: key.clone(),
+                with: *with,
+            });
+        }
+        self.release_locks();
+        self.shared.wait_for_change(table, blocker, self.age).await;
+        refusal.error
+    }
+
+    /// The value of `key` in `table` (this transaction's own write if it made one), under a
+    /// shared lock: nobody else can change or insert the key until this one ends.
+    pub async fn get(&mut self, table: TableId, key: &[u8]) -> Result<Option<Vec<u8>>, TxnError> {
+        self.check_alive()?;
+        if let Some(own) = self.writes.get(table, key) {
+            return Ok(own.map(<[u8]>::to_vec));
+        }
+        self.lock(table, key, false).await?;
+        Ok(self.handle.get_in(table, key).await?)
+    }
+
+    /// The value of `key` in `table` under an exclusive lock (for a read-modify-write: two
+    /// transactions cannot both read the old value).
+    pub async fn get_for_update(
+        &mut self,
+        table: TableId,
+        key: &[u8],
+    ) -> Result<Option<Vec<u8>>, TxnError> {
+        self.lock(table, key, true).await?;
+        if let Some(own) = self.writes.get(table, key) {
+            return Ok(own.map(<[u8]>::to_vec));
+        }
+        Ok(self.handle.get_in(table, key).await?)
+    }
+
+    /// Puts `key` -> `value` in `table` under an exclusive lock; buffered until commit. A
+    /// table the database does not hold, an empty key or a record too large is refused here.
+    pub async fn put(&mut self, table: TableId, key: &[u8], value: &[u8]) -> Result<(), TxnError> {
+        self.check_write(table, key, value)?;
+        self.lock(table, key, true).await?;
+        self.writes.set(table, key, Some(value));
+        Ok(())
+    }
+
+    /// Deletes `key` from `table` under an exclusive lock; buffered until commit.
+    pub async fn delete(&mut self, table: TableId, key: &[u8]) -> Result<(), TxnError> {
+        self.check_write(table, key, &[])?;
+        self.lock(table, key, true).await?;
+        self.writes.set(table, key, None);
+        Ok(())
+    }
+
+    /// Refuses a write the commit would refuse, before it takes a lock.
+    fn check_write(&self, table: TableId, key: &[u8], value: &[u8]) -> Result<(), TxnError> {
+        let tree = self.handle.tree_of(table).map_err(|e| match e {
+            ReadError::NoSuchTable { table } => TxnError::Write(WriteError::NoSuchTable { table }),
+            e => TxnError::Read(e),
+        })?;
+        Ok(tree.check_record(key, value)?)
+    }
+
+    /// Commits: the writes as one [`WriteBatch`] through [`DbHandle::write`] (one log record,
+    /// durable per the database's mode when this returns), then the locks are released. On
+    /// an error nothing of the batch is committed (unless the database failed mid-way, which
+    /// the error says) and the locks are released as by an abort.
+    pub async fn commit(mut self) -> Result<(), TxnError> {
+        if let Err(e) = self.check_alive() {
+            self.finish(false);
+            return Err(e);
+        }
+        let writes = std::mem::take(&mut self.writes);
+        let result = if writes.is_empty() {
+            Ok(())
+        } else {
+            let batch = WriteBatch::from_ops(writes.into_ops());
+            self.handle.write(&batch).await
+        };
+        self.finish(result.is_ok());
+        Ok(result?)
+    }
+
+    /// Discards the writes and releases the locks (what dropping the transaction does).
+    pub fn abort(mut self) {
+        self.finish(false);
+    }
+
+    /// Releases every lock, wakes their waiters, and counts the end.
+    fn finish(&mut self, committed: bool) {
+        assert!(!self.finished, "a transaction finished twice");
+        self.finished = true;
+        self.writes = WriteSet::default();
+        self.release_locks();
+        if committed {
+            self.shared.count_commit();
+        } else {
+            self.shared.count_abort();
+        }
+    }
+}
+
+impl Transaction {
+    /// Releases every lock held and wakes their waiters.
+    fn release_locks(&mut self) {
+        self.shared
+            .locks
+            .release(self.age, &self.keys, &self.ranges);
+        self.keys.clear();
+        self.ranges.clear();
+    }
+}
+
+impl Drop for Transaction {
+    fn drop(&mut self) {
+        if !self.finished {
+            self.finish(false);
+        }
+    }
+}
