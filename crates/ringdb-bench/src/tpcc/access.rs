@@ -8,7 +8,7 @@ use super::input::CustomerChoice;
 use super::keys;
 use super::rows::Customer;
 use super::tables::TpccTables;
-use super::txn_shim::Transaction;
+use ringdb::Transaction;
 use ringdb::{Direction, TableId};
 use std::ops::Bound;
 

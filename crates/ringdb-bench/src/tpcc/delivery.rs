@@ -10,9 +10,9 @@ use super::keys;
 use super::population::now_micros;
 use super::rows::{Customer, Order, OrderLine};
 use super::tables::TpccTables;
-use super::txn_shim::Transaction;
 use super::TxOutcome;
 use ringdb::Direction;
+use ringdb::Transaction;
 
 /// Runs Delivery's reads and writes in `txn` (the caller commits).
 pub async fn delivery(

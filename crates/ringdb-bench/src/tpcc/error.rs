@@ -3,7 +3,7 @@
 //! NewOrder rollback is no error at all but an outcome (`TxOutcome::RolledBack`).
 
 use super::codec::RowError;
-use super::txn_shim::{TxnError, TxnTimestamp};
+use ringdb::{TxnError, TxnTimestamp};
 
 /// Why a TPC-C transaction did not commit.
 #[non_exhaustive]

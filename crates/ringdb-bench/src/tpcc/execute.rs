@@ -10,8 +10,8 @@ use super::order_status::order_status;
 use super::payment::payment;
 use super::stock_level::stock_level;
 use super::tables::TpccTables;
-use super::txn_shim::{Begin, Isolation, TxnTimestamp};
 use ringdb::DbHandle;
+use ringdb::{Isolation, TxnTimestamp};
 
 /// How a transaction ended when it did not fail.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]

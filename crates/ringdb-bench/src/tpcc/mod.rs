@@ -38,7 +38,6 @@ mod rows_tests;
 mod scale;
 mod stock_level;
 mod tables;
-pub mod txn_shim;
 
 pub use check::{check, CheckReport, ConditionResult};
 pub use codec::RowError;
@@ -51,9 +50,9 @@ pub use input::{
 pub use load::{load, LoadReport};
 pub use mix::{TxKind, MIX_PERCENT};
 pub use random::{nurand, Constants};
+pub use ringdb::{Isolation, TxnTimestamp};
 pub use scale::{TpccScale, DISTRICTS_STANDARD, WAREHOUSES_MAX};
 pub use tables::{TpccTables, TABLE_NAMES};
-pub use txn_shim::{Isolation, TxnTimestamp};
 
 use crate::error::{BenchError, Result};
 use rand::SeedableRng;

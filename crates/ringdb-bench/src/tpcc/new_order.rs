@@ -11,8 +11,8 @@ use super::keys;
 use super::population::now_micros;
 use super::rows::{Customer, District, Item, Order, OrderLine, Stock, Warehouse};
 use super::tables::TpccTables;
-use super::txn_shim::Transaction;
 use super::TxOutcome;
+use ringdb::Transaction;
 
 /// Runs NewOrder's reads and writes in `txn` (the caller commits or aborts).
 pub async fn new_order(

@@ -8,9 +8,9 @@ use super::input::OrderStatusInput;
 use super::keys;
 use super::rows::{Order, OrderLine};
 use super::tables::TpccTables;
-use super::txn_shim::Transaction;
 use super::TxOutcome;
 use ringdb::Direction;
+use ringdb::Transaction;
 
 /// Lines an order has at most (O_OL_CNT is 5-15).
 pub const ORDER_LINES_MAX: usize = 15;

@@ -9,8 +9,8 @@ use super::keys;
 use super::population::now_micros;
 use super::rows::{District, History, Warehouse};
 use super::tables::TpccTables;
-use super::txn_shim::Transaction;
 use super::TxOutcome;
+use ringdb::Transaction;
 
 /// C_DATA's largest size.
 const CUSTOMER_DATA_MAX: usize = 500;

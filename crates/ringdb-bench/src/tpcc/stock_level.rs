@@ -10,9 +10,9 @@ use super::keys;
 use super::order_status::ORDER_LINES_MAX;
 use super::rows::{District, OrderLine, Stock};
 use super::tables::TpccTables;
-use super::txn_shim::Transaction;
 use super::TxOutcome;
 use ringdb::Direction;
+use ringdb::Transaction;
 use std::collections::BTreeSet;
 use std::ops::Bound;
 
