@@ -27,7 +27,15 @@ fn tpcc(dir: &Path, extra: &[&str]) -> Output {
 
 /// Loads the small population (one transaction, so the load is all the run does).
 fn load_small(dir: &Path, extra: &[&str]) {
-    let mut args = vec!["--load", "--max-transactions", "1", "--pool", "2M"];
+    let mut args = vec![
+        "--load",
+        "--max-transactions",
+        "1",
+        "--tasks",
+        "1",
+        "--pool",
+        "2M",
+    ];
     args.extend_from_slice(extra);
     let out = tpcc(dir, &args);
     assert!(

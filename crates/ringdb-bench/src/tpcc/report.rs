@@ -232,7 +232,10 @@ fn ladder_row(step: &TpccStep) -> String {
     };
     let checks = match step.checks_passed {
         Some(true) => "passed".to_string(),
-        Some(false) => format!("FAILED: {}", step.check_violations.join("; ")),
+        Some(false) => format!(
+            "FAILED ({})",
+            step.check_violations.first().map_or("", String::as_str)
+        ),
         None => "-".to_string(),
     };
     format!(

@@ -120,7 +120,8 @@ pub fn check_loaded_scale(loaded: &TpccScale, asked: &TpccScale) -> Result<()> {
 /// What a TPC-C run does: how many tasks, for how long, how isolated.
 #[derive(Clone, Debug)]
 pub struct TpccRunSpec {
-    /// Concurrent tasks; task `t` has home warehouse `t % W + 1`.
+    /// Concurrent tasks; task `t` has home warehouse `t % W + 1` (with fewer tasks than
+    /// warehouses, each transaction draws its home warehouse).
     pub tasks: usize,
     /// How long the run lasts.
     pub duration: Duration,
@@ -253,6 +254,7 @@ struct RunContext {
     constants: Constants,
     isolation: Isolation,
     seed: u64,
+    tasks: usize,
     duration: Duration,
     max_transactions: Option<u64>,
     shared: Shared,
@@ -286,6 +288,7 @@ pub fn run(
         constants: *constants,
         isolation: spec.isolation,
         seed: spec.seed,
+        tasks: spec.tasks,
         duration: spec.duration,
         max_transactions: spec.max_transactions,
         shared: Shared::new(),
@@ -328,8 +331,15 @@ async fn run_task(handle: DbHandle, task: usize, context: Rc<RunContext>) {
     let mut rng = rand::rngs::SmallRng::seed_from_u64(
         context.seed ^ (task as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15),
     );
-    let home_warehouse = (task as u32 % context.scale.warehouses) + 1;
+    let warehouses = context.scale.warehouses;
+    // A terminal per task, homed at `task % W + 1`; with fewer tasks than warehouses (posix's
+    // one task) each transaction draws its home, so every warehouse's data is touched.
+    let fixed_home = (context.tasks >= warehouses as usize).then_some(task as u32 % warehouses + 1);
     while !shared.stop.get() {
+        let home_warehouse = fixed_home.unwrap_or_else(|| {
+            use rand::RngExt;
+            rng.random_range(1..=warehouses)
+        });
         let input = TxInput::generate(&context.scale, &context.constants, home_warehouse, &mut rng);
         let started_tsc = rdtsc();
         let (outcome, conflicts) = match run_to_the_end(&handle, &context, &input).await {
