@@ -375,6 +375,10 @@ pub enum BenchError {
     #[error(transparent)]
     Tpcc(#[from] crate::tpcc::TpccError),
 
+    /// A TPC-C run refused its settings or failed (the runner's own errors).
+    #[error(transparent)]
+    TpccRun(#[from] crate::tpcc::TpccRunError),
+
     /// A helper thread of a benchmark failed.
     #[error("the {thread} thread {failure}")]
     Job {

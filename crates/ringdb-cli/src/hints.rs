@@ -12,6 +12,7 @@ use std::error::Error;
 pub fn hint(error: &(dyn Error + 'static)) -> Option<String> {
     crate::hints_db::db_hint(error)
         .or_else(|| io_cause(error).and_then(io_hint))
+        .or_else(|| crate::hints_tpcc::tpcc_hint(error))
         .or_else(|| crate::hints_bench::bench_hint(error))
         .or_else(|| crate::hints_net::net_hint(error))
 }

@@ -106,6 +106,7 @@ pub fn setting_flag(setting: BenchSetting) -> &'static str {
         BenchSetting::Microbenchmark => "`ringdb micro <name>`",
         BenchSetting::Threads => "--threads",
         BenchSetting::Concurrency => "--concurrency",
+        BenchSetting::Warehouses => "--warehouses",
         _ => "the setting",
     }
 }

@@ -10,12 +10,14 @@ mod hints;
 mod hints_bench;
 mod hints_db;
 mod hints_net;
+mod hints_tpcc;
 mod io_cmd;
 mod kv_cmd;
 mod ladder_cmd;
 mod micro_cmd;
 mod net_cmd;
 mod probe_cmd;
+mod tpcc_cmd;
 mod ycsb_cmd;
 mod ycsb_model;
 mod ycsb_shards;
@@ -50,6 +52,10 @@ enum Cmd {
     /// A YCSB workload (a-f, update-only) on an embedded database: load, timed run,
     /// throughput per second, latency percentiles, page faults per operation.
     Ycsb(Box<ycsb_cmd::YcsbArgs>),
+    /// TPC-C (all five transactions, serializable, 128 tasks by default) on an embedded
+    /// database, ending with the consistency checks (exit 1 when they fail); --check runs only
+    /// the checks, --ladder the paper's Fig. 6.
+    Tpcc(Box<tpcc_cmd::TpccArgs>),
     /// Inserts keys k<i> with values derived from i, one commit (or --batch keys) each, from
     /// parallel tasks; with --ack-log, records each acknowledged key (for crash tests).
     PutMany(Box<kv_cmd::PutManyArgs>),
@@ -78,6 +84,11 @@ fn main() -> ExitCode {
         Cmd::Ladder(args) => ladder_cmd::run(*args, &typed),
         Cmd::Ycsb(args) => ycsb_cmd::run(*args, &typed),
         Cmd::Advise(args) => advise_cmd::run(*args),
+        Cmd::Tpcc(args) => match tpcc_cmd::run(*args) {
+            Ok(true) => Ok(()),
+            Ok(false) => return ExitCode::from(1),
+            Err(e) => Err(e),
+        },
         Cmd::PutMany(args) => kv_cmd::put_many(*args),
         Cmd::Get(args) => match kv_cmd::get(args) {
             Ok(true) => Ok(()),

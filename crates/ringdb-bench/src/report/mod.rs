@@ -20,6 +20,7 @@ mod latency_chart;
 mod subtitle;
 
 pub use advice_page::advice_page;
+pub(crate) use bars::{BarChart, BarSeries};
 pub use cycles_chart::cycles_per_io_svg;
 pub use html::{escape, write_file, HtmlReport, Section};
 pub use ladder_chart::ladder_svg;

@@ -25,6 +25,7 @@ mod error;
 mod execute;
 mod input;
 mod keys;
+mod ladder;
 mod load;
 mod mix;
 mod new_order;
@@ -32,9 +33,11 @@ mod order_status;
 mod payment;
 mod population;
 mod random;
+mod report;
 mod rows;
 #[cfg(test)]
 mod rows_tests;
+mod run;
 mod scale;
 mod stock_level;
 mod tables;
@@ -47,10 +50,19 @@ pub use input::{
     CustomerChoice, DeliveryInput, NewOrderInput, NewOrderLine, OrderStatusInput, PaymentInput,
     StockLevelInput, TxChoice, TxInput,
 };
+pub use ladder::{
+    run_ladder, TpccLadderOpts, TpccLadderReport, TpccStep, TypeLatency, WarehouseGroup,
+    OUT_OF_MEMORY_RATIO, TPCC_STEPS,
+};
 pub use load::{load, LoadReport};
 pub use mix::{TxKind, MIX_PERCENT};
 pub use random::{nurand, Constants};
 pub use ringdb::{Isolation, TxnTimestamp};
+pub use report::{every_type_ran, ladder_svg, ladder_table, TpccRunReport, TxTypeReport};
+pub use run::{
+    check_loaded_scale, check_pool, hot_set_pages, run, TpccRunError, TpccRunSpec, MAX_ATTEMPTS,
+    TX_KINDS,
+};
 pub use scale::{TpccScale, DISTRICTS_STANDARD, WAREHOUSES_MAX};
 pub use tables::{TpccTables, TABLE_NAMES};
 

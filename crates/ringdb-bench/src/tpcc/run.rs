@@ -1,0 +1,455 @@
+//! Runs the TPC-C mix on a loaded database with many concurrent tasks (the paper's fibers):
+//! each task has a home warehouse, draws its transactions' inputs before they run
+//! ([`TxInput::generate`]), runs them as serializable transactions (or without isolation, to
+//! show what goes wrong), and retries a transaction that lost a wait-die conflict with its
+//! first timestamp, so that it grows older and eventually wins.
+//!
+//! A transaction's latency runs from its first attempt to its commit (retries included): what
+//! a terminal would see. The database's counters before and after the run give the page faults,
+//! writes and kernel entries per transaction, and the process's CPU time the cycles per
+//! transaction (io-wq and SQPOLL threads included), as in `ycsb`.
+
+use super::report::{TpccRunReport, TxTypeReport};
+use ringdb::{Isolation, TxnTimestamp};
+use super::{execute, Constants, TpccError, TpccScale, TpccTables, TxInput, TxKind, TxOutcome};
+use crate::error::{BenchError, Result};
+use ringdb::{DbHandle, DbStats, LocalDb};
+use ringdb_lab::counters::{rdtsc, ticks_to_ns, tsc_hz, CpuTime, LatencyHist};
+use ringdb_lab::iowq::IowqTracker;
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+/// Most attempts one transaction gets before the run fails: under wait-die a retry keeps its
+/// first timestamp, so it becomes the oldest transaction within a bounded number of attempts;
+/// a transaction that still loses after this many means the concurrency control is broken.
+pub const MAX_ATTEMPTS: u32 = 100_000;
+
+/// The five transaction types, in the order the reports list them.
+pub const TX_KINDS: [TxKind; 5] = [
+    TxKind::NewOrder,
+    TxKind::Payment,
+    TxKind::OrderStatus,
+    TxKind::Delivery,
+    TxKind::StockLevel,
+];
+
+/// Bytes an ITEM row takes in a leaf, key, slot and lengths included (its value is clause
+/// 1.3.1's I_IM_ID, I_NAME up to 24, I_PRICE and I_DATA up to 50 bytes).
+const ITEM_RECORD_BYTES: u64 = 100;
+/// Leaf fill after a load (B+tree inserts: about ln 2).
+const LOAD_FILL: f64 = 0.69;
+
+/// What a TPC-C run refuses or fails with, beyond the population's and the engine's errors.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum TpccRunError {
+    /// A buffer pool smaller than the pages every transaction of one warehouse keeps reading.
+    #[error(
+        "a buffer pool of {pool_pages} pages ({} KiB) is too small for TPC-C's hot set: about {hot_set_pages} pages ({} KiB: the ITEM table of {items} rows, the warehouse and district rows, and a frame for each of {tasks} tasks' faults)",
+        pool_pages * page_size_bytes / 1024,
+        hot_set_pages * *page_size_bytes as u64 / 1024
+    )]
+    PoolTooSmallForHotSet {
+        /// Pages in the pool asked for.
+        pool_pages: usize,
+        /// The hot set's estimated pages.
+        hot_set_pages: u64,
+        /// The page size in bytes.
+        page_size_bytes: usize,
+        /// Rows of ITEM.
+        items: u32,
+        /// Concurrent tasks.
+        tasks: usize,
+    },
+
+    /// A transaction that kept losing conflicts.
+    #[error("a {kind:?} transaction lost {attempts} conflicts in a row: the concurrency control does not let the oldest transaction win")]
+    RetriesExhausted {
+        /// Its type.
+        kind: TxKind,
+        /// Attempts it made.
+        attempts: u32,
+    },
+}
+
+/// The pages TPC-C touches in nearly every transaction, whatever the warehouse count: the
+/// ITEM table (every NewOrder reads 5-15 random items), the warehouse's and its districts'
+/// rows, and one frame per task for the page its fault is reading in.
+pub fn hot_set_pages(scale: &TpccScale, page_size: usize, tasks: usize) -> u64 {
+    let item_bytes = scale.items as f64 * ITEM_RECORD_BYTES as f64;
+    let item_pages = (item_bytes / (page_size as f64 * LOAD_FILL)).ceil() as u64;
+    let row_pages = 1 + scale.districts as u64;
+    item_pages + row_pages + (tasks.max(ringdb::buffer::MIN_FRAMES)) as u64
+}
+
+/// Refuses a pool too small for the hot set of one warehouse at `scale` (see
+/// [`hot_set_pages`]), before anything is loaded.
+pub fn check_pool(
+    scale: &TpccScale,
+    page_size: usize,
+    pool_pages: usize,
+    tasks: usize,
+) -> Result<()> {
+    let hot_set_pages = hot_set_pages(scale, page_size, tasks);
+    if (pool_pages as u64) < hot_set_pages {
+        return Err(TpccRunError::PoolTooSmallForHotSet {
+            pool_pages,
+            hot_set_pages,
+            page_size_bytes: page_size,
+            items: scale.items,
+            tasks,
+        }
+        .into());
+    }
+    Ok(())
+}
+
+/// Refuses a loaded database whose scale is not the one asked for (another warehouse count,
+/// or the other population at the same count), naming both.
+pub fn check_loaded_scale(loaded: &TpccScale, asked: &TpccScale) -> Result<()> {
+    if loaded != asked {
+        return Err(BenchError::TpccScaleMismatch {
+            loaded: *loaded,
+            requested: *asked,
+        });
+    }
+    Ok(())
+}
+
+/// What a TPC-C run does: how many tasks, for how long, how isolated.
+#[derive(Clone, Debug)]
+pub struct TpccRunSpec {
+    /// Concurrent tasks; task `t` has home warehouse `t % W + 1` (with fewer tasks than
+    /// warehouses, each transaction draws its home warehouse).
+    pub tasks: usize,
+    /// How long the run lasts.
+    pub duration: Duration,
+    /// Stop after this many finished transactions (committed or rolled back), whatever the
+    /// duration.
+    pub max_transactions: Option<u64>,
+    /// How the transactions isolate themselves.
+    pub isolation: Isolation,
+    /// Seed of the tasks' random choices (task `t` draws from `seed` and `t`).
+    pub seed: u64,
+    /// Draw a progress bar on stderr.
+    pub progress: bool,
+    /// Name of the run in the progress bar and the report.
+    pub label: String,
+}
+
+impl TpccRunSpec {
+    /// `tasks` serializable tasks for `duration`, seed 42, no progress bar.
+    pub fn new(tasks: usize, duration: Duration) -> TpccRunSpec {
+        TpccRunSpec {
+            tasks,
+            duration,
+            max_transactions: None,
+            isolation: Isolation::Serializable,
+            seed: 42,
+            progress: false,
+            label: "tpcc".into(),
+        }
+    }
+}
+
+/// The position of `kind` in [`TX_KINDS`].
+pub(crate) fn kind_index(kind: TxKind) -> usize {
+    match kind {
+        TxKind::NewOrder => 0,
+        TxKind::Payment => 1,
+        TxKind::OrderStatus => 2,
+        TxKind::Delivery => 3,
+        TxKind::StockLevel => 4,
+    }
+}
+
+/// What the tasks of one transaction type counted.
+#[derive(Default)]
+pub(crate) struct TypeCounters {
+    /// Transactions committed.
+    pub(crate) committed: u64,
+    /// Transactions rolled back on purpose (NewOrder's invalid item).
+    pub(crate) rolled_back: u64,
+    /// Attempts that lost a conflict and were retried.
+    pub(crate) conflicts: u64,
+    /// Latency from the first attempt to the commit (or the rollback), nanoseconds.
+    pub(crate) latency: LatencyHist,
+}
+
+/// What the tasks of a run share: the counters they add to, and the stop flag.
+pub(crate) struct Shared {
+    pub(crate) per_type: RefCell<[TypeCounters; 5]>,
+    /// Transactions finished (committed or rolled back).
+    pub(crate) finished: Cell<u64>,
+    /// Transactions finished in each second of the run.
+    pub(crate) per_second: RefCell<Vec<u64>>,
+    first_error: RefCell<Option<BenchError>>,
+    stop: Cell<bool>,
+    pub(crate) iowq: RefCell<IowqTracker>,
+    /// The time-stamp counter when the run began.
+    start_tsc: u64,
+}
+
+impl Shared {
+    fn new() -> Shared {
+        Shared {
+            per_type: RefCell::new(Default::default()),
+            finished: Cell::new(0),
+            per_second: RefCell::new(Vec::new()),
+            first_error: RefCell::new(None),
+            stop: Cell::new(false),
+            iowq: RefCell::new(IowqTracker::default()),
+            start_tsc: rdtsc(),
+        }
+    }
+
+    /// Counts one finished transaction of `kind` begun (first attempt) at `started_tsc`, after
+    /// `conflicts` lost attempts. Returns the transactions finished so far and the time since
+    /// the run began.
+    fn record(
+        &self,
+        kind: TxKind,
+        outcome: &TxOutcome,
+        conflicts: u64,
+        started_tsc: u64,
+    ) -> (u64, Duration) {
+        let now = rdtsc();
+        {
+            let mut per_type = self.per_type.borrow_mut();
+            let counters = &mut per_type[kind_index(kind)];
+            match outcome {
+                TxOutcome::Committed => counters.committed += 1,
+                TxOutcome::RolledBack => counters.rolled_back += 1,
+            }
+            counters.conflicts += conflicts;
+            counters
+                .latency
+                .record_ns(ticks_to_ns(now.saturating_sub(started_tsc)));
+        }
+        let finished = self.finished.get() + 1;
+        self.finished.set(finished);
+        let elapsed = Duration::from_nanos(ticks_to_ns(now.saturating_sub(self.start_tsc)));
+        let second = elapsed.as_secs() as usize;
+        let mut per_second = self.per_second.borrow_mut();
+        if per_second.len() <= second {
+            per_second.resize(second + 1, 0);
+            self.iowq.borrow_mut().sample();
+        }
+        per_second[second] += 1;
+        (finished, elapsed)
+    }
+
+    /// Keeps the run's first error and stops every task.
+    fn fail(&self, error: BenchError) {
+        self.first_error.borrow_mut().get_or_insert(error);
+        self.stop.set(true);
+    }
+}
+
+/// What every task of a run reads: the schema, the scale, the run's limits.
+struct RunContext {
+    tables: TpccTables,
+    scale: TpccScale,
+    constants: Constants,
+    isolation: Isolation,
+    seed: u64,
+    tasks: usize,
+    duration: Duration,
+    max_transactions: Option<u64>,
+    shared: Shared,
+    progress_bar: Option<indicatif::ProgressBar>,
+}
+
+/// Runs the TPC-C mix on `db` (loaded by [`super::load`]) as `spec` says, and reports what
+/// it measured.
+pub fn run(
+    db: &mut LocalDb,
+    tables: &TpccTables,
+    scale: &TpccScale,
+    constants: &Constants,
+    spec: &TpccRunSpec,
+) -> Result<TpccRunReport> {
+    crate::error::check_range(
+        crate::error::BenchSetting::Tasks,
+        spec.tasks as u64,
+        1,
+        4096,
+    )?;
+    let progress_bar = crate::ycsb::bar(
+        spec.duration.as_millis() as u64,
+        "{spinner} {msg} [{bar:30}] {elapsed}/{duration} {prefix}",
+        &spec.label,
+        spec.progress,
+    );
+    let context = Rc::new(RunContext {
+        tables: *tables,
+        scale: *scale,
+        constants: *constants,
+        isolation: spec.isolation,
+        seed: spec.seed,
+        tasks: spec.tasks,
+        duration: spec.duration,
+        max_transactions: spec.max_transactions,
+        shared: Shared::new(),
+        progress_bar: progress_bar.clone(),
+    });
+    let before = db.stats();
+    let cpu_before = CpuTime::now();
+    let start = Instant::now();
+    let handles: Vec<_> = (0..spec.tasks)
+        .map(|task| {
+            let handle = db.handle();
+            db.runtime().spawn(run_task(handle, task, context.clone()))
+        })
+        .collect();
+    db.runtime().block_on(async move {
+        for handle in handles {
+            handle.await;
+        }
+    })?;
+    if let Some(bar) = progress_bar {
+        bar.finish_and_clear();
+    }
+    let measured = Measured {
+        secs: start.elapsed().as_secs_f64(),
+        cpu_secs: CpuTime::now().since(cpu_before).total().as_secs_f64(),
+        before,
+        after: db.stats(),
+    };
+    if let Some(error) = context.shared.first_error.borrow_mut().take() {
+        return Err(error);
+    }
+    Ok(summarise(&context.shared, spec, scale, &measured))
+}
+
+/// One task: draws and runs transactions for its home warehouse until the run's time or
+/// transactions are up, or a task failed.
+async fn run_task(handle: DbHandle, task: usize, context: Rc<RunContext>) {
+    use rand::SeedableRng;
+    let shared = &context.shared;
+    let mut rng = rand::rngs::SmallRng::seed_from_u64(
+        context.seed ^ (task as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15),
+    );
+    let warehouses = context.scale.warehouses;
+    // A terminal per task, homed at `task % W + 1`; with fewer tasks than warehouses (posix's
+    // one task) each transaction draws its home, so every warehouse's data is touched.
+    let fixed_home = (context.tasks >= warehouses as usize).then_some(task as u32 % warehouses + 1);
+    while !shared.stop.get() {
+        let home_warehouse = fixed_home.unwrap_or_else(|| {
+            use rand::RngExt;
+            rng.random_range(1..=warehouses)
+        });
+        let input = TxInput::generate(&context.scale, &context.constants, home_warehouse, &mut rng);
+        let started_tsc = rdtsc();
+        let (outcome, conflicts) = match run_to_the_end(&handle, &context, &input).await {
+            Ok(done) => done,
+            Err(error) => {
+                shared.fail(error);
+                break;
+            }
+        };
+        let (finished, elapsed) = shared.record(input.kind(), &outcome, conflicts, started_tsc);
+        if let Some(bar) = &context.progress_bar {
+            if finished.is_multiple_of(64) {
+                bar.set_position(elapsed.as_millis() as u64);
+                bar.set_prefix(format!("{finished} tx"));
+            }
+        }
+        if elapsed >= context.duration || context.max_transactions.is_some_and(|m| finished >= m) {
+            shared.stop.set(true);
+        }
+        // A transaction boundary: let the others run (a transaction whose pages are all
+        // resident never parks, and would keep the thread to itself).
+        ringdb_io::yield_now().await;
+    }
+}
+
+/// Runs `input` until it commits or rolls back, retrying a lost conflict with the first
+/// attempt's timestamp. Returns the outcome and the attempts that were retried.
+async fn run_to_the_end(
+    handle: &DbHandle,
+    context: &RunContext,
+    input: &TxInput,
+) -> Result<(TxOutcome, u64)> {
+    let mut timestamp: Option<TxnTimestamp> = None;
+    for attempt in 0..MAX_ATTEMPTS {
+        match execute(handle, &context.tables, input, context.isolation, timestamp).await {
+            Ok(outcome) => return Ok((outcome, attempt as u64)),
+            Err(TpccError::Conflict { timestamp: first }) => {
+                timestamp = Some(first);
+                // Let the older transaction that won go on before this one tries again.
+                ringdb_io::yield_now().await;
+            }
+            Err(other) => return Err(other.into()),
+        }
+    }
+    Err(TpccRunError::RetriesExhausted {
+        kind: input.kind(),
+        attempts: MAX_ATTEMPTS,
+    }
+    .into())
+}
+
+/// The run's time, CPU time and the database's counters around it.
+struct Measured {
+    secs: f64,
+    cpu_secs: f64,
+    before: DbStats,
+    after: DbStats,
+}
+
+/// The run's report from what its tasks counted and the counters around it.
+fn summarise(
+    shared: &Shared,
+    spec: &TpccRunSpec,
+    scale: &TpccScale,
+    measured: &Measured,
+) -> TpccRunReport {
+    shared.iowq.borrow_mut().sample();
+    let per_type = shared.per_type.borrow();
+    let types: Vec<TxTypeReport> = TX_KINDS
+        .iter()
+        .map(|&kind| TxTypeReport::from_counters(kind, &per_type[kind_index(kind)]))
+        .collect();
+    let (before, after) = (&measured.before, &measured.after);
+    let committed: u64 = types.iter().map(|t| t.committed).sum();
+    let per_tx = |count: u64| {
+        if committed == 0 {
+            0.0
+        } else {
+            count as f64 / committed as f64
+        }
+    };
+    let secs = measured.secs.max(1e-9);
+    let mut per_second = shared.per_second.borrow().clone();
+    // The last second is partial: keep whole seconds only.
+    per_second.truncate((measured.secs as usize).max(1));
+    let faults = after.pool.reads - before.pool.reads;
+    let writes = after.pool.writes - before.pool.writes;
+    TpccRunReport {
+        label: spec.label.clone(),
+        warehouses: scale.warehouses,
+        tasks: spec.tasks,
+        isolation: format!("{:?}", spec.isolation).to_lowercase(),
+        secs: measured.secs,
+        committed,
+        rolled_back: types.iter().map(|t| t.rolled_back).sum(),
+        conflicts: types.iter().map(|t| t.conflicts).sum(),
+        tx_per_s: committed as f64 / secs,
+        tpmc: types[kind_index(TxKind::NewOrder)].committed as f64 * 60.0 / secs,
+        faults_per_tx: per_tx(faults),
+        writes_per_tx: per_tx(writes),
+        ios_per_tx: per_tx(faults + writes),
+        enters_per_tx: per_tx(after.runtime.engine.enters - before.runtime.engine.enters),
+        cycles_per_tx: if committed == 0 {
+            0.0
+        } else {
+            measured.cpu_secs * tsc_hz() / committed as f64
+        },
+        cpu_pct: 100.0 * measured.cpu_secs / secs,
+        per_second,
+        iowq_workers: shared.iowq.borrow().seen(),
+        per_type: types,
+    }
+}

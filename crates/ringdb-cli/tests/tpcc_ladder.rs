@@ -1,0 +1,94 @@
+//! `ringdb tpcc --ladder` end to end on the small population: an in-memory and an
+//! out-of-memory warehouse count, each step on its own copy of the loaded data, the checks'
+//! verdict per step, the steps this target cannot run named with their reason, JSON and SVG.
+
+mod common;
+
+use common::{assert_refused, ringdb, tmp};
+
+#[test]
+fn a_small_ladder_runs_both_warehouse_counts_and_checks_each_step() {
+    let dir = tmp("tpcc-ladder");
+    let _ = std::fs::remove_dir_all(&dir);
+    let json = tmp("tpcc-ladder.json");
+    let svg = tmp("tpcc-ladder.svg");
+    let out = ringdb(&[
+        "tpcc",
+        "--ladder",
+        "--small",
+        "--path",
+        dir.to_str().unwrap(),
+        "--pool",
+        "1M",
+        "--tasks",
+        "32",
+        "--warehouses-out",
+        "3",
+        "--steps",
+        "posix,+async,+passthrough",
+        "--duration",
+        "1s",
+        "--warmup",
+        "200ms",
+        "--json",
+        json.to_str().unwrap(),
+        "--plot",
+        svg.to_str().unwrap(),
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("W=1") && text.contains("W=8"), "{text}");
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let groups = v["groups"].as_array().unwrap();
+    assert_eq!(groups.len(), 2);
+    // The out-of-memory count's data is larger than the in-memory one's.
+    assert!(groups[1]["data_pages"].as_u64() > groups[0]["data_pages"].as_u64());
+    for g in groups {
+        for s in g["steps"].as_array().unwrap() {
+            let (name, status) = (s["name"].as_str().unwrap(), s["status"].as_str().unwrap());
+            if name == "+passthrough" {
+                assert!(status.starts_with("unsupported here: "), "{status}");
+                continue;
+            }
+            assert_eq!(status, "ok", "W={} {name}", g["warehouses"]);
+            assert!(s["tx_per_s"].as_f64().unwrap() > 0.0, "{name}");
+            assert_eq!(
+                s["checks_passed"], true,
+                "{name}: {}",
+                s["check_violations"]
+            );
+            assert_eq!(s["latencies"].as_array().unwrap().len(), 5);
+        }
+        let posix = &g["steps"][0];
+        assert_eq!(posix["tasks"], 1, "posix runs one transaction at a time");
+        assert!((posix["speedup_posix"].as_f64().unwrap() - 1.0).abs() < 1e-9);
+    }
+    let picture = std::fs::read_to_string(&svg).unwrap();
+    assert!(
+        picture.starts_with("<svg") && picture.contains("W=8"),
+        "{picture}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_file(&json);
+    let _ = std::fs::remove_file(&svg);
+}
+
+#[test]
+fn unknown_steps_are_refused() {
+    let dir = tmp("tpcc-ladder-bad");
+    let out = ringdb(&[
+        "tpcc",
+        "--ladder",
+        "--small",
+        "--path",
+        dir.to_str().unwrap(),
+        "--steps",
+        "posix,+warp",
+    ]);
+    assert_refused(&out, "+warp");
+    let _ = std::fs::remove_dir_all(&dir);
+}
