@@ -93,3 +93,47 @@ fn tpcc_a_damaged_district_fails_condition_two() {
         two.violations
     );
 }
+
+#[test]
+fn tpcc_hand_built_inputs_out_of_range_are_refused() {
+    use ringdb_bench::tpcc::{
+        CustomerChoice, NewOrderInput, NewOrderLine, OrderStatusInput, TpccError, TxChoice,
+    };
+    let dir = TempDir::new("inputs");
+    let scale = TpccScale::small(1);
+    let mut db = open(&dir, 4096, true);
+    let (tables, _) = tpcc::load(&mut db, &scale, false).expect("load");
+    let line = NewOrderLine {
+        item: 1,
+        supply_warehouse: 1,
+        quantity: 1,
+    };
+    let too_many_lines = TxChoice::NewOrder(NewOrderInput {
+        warehouse: 1,
+        district: 1,
+        customer: 1,
+        lines: vec![line; 300],
+        rollback: false,
+    });
+    let long_name = TxChoice::OrderStatus(OrderStatusInput {
+        warehouse: 1,
+        district: 1,
+        customer: CustomerChoice::LastName("X".repeat(40)),
+    });
+    let no_such_district = TxChoice::OrderStatus(OrderStatusInput {
+        warehouse: 1,
+        district: 300,
+        customer: CustomerChoice::Id(1),
+    });
+    let h = db.handle();
+    for choice in [too_many_lines, long_name, no_such_district] {
+        let input = TxInput::from_choice(choice);
+        let run = tpcc::execute(&h, &tables, &input, Isolation::Serializable, None);
+        let result = db.runtime().block_on(run).expect("runtime");
+        assert!(
+            matches!(result, Err(TpccError::InvalidInput { .. })),
+            "{result:?}"
+        );
+    }
+    assert!(tpcc::check(&mut db, &tables, &scale).unwrap().passed());
+}

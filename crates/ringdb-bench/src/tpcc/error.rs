@@ -31,6 +31,14 @@ pub enum TpccError {
         key: Vec<u8>,
     },
 
+    /// An input no TPC-C transaction can have (built by hand, not drawn by
+    /// `TxInput::generate`): nothing was read or written.
+    #[error("invalid transaction input: {rule}")]
+    InvalidInput {
+        /// The rule it breaks.
+        rule: &'static str,
+    },
+
     /// A row that does not decode.
     #[error(transparent)]
     Row(#[from] RowError),

@@ -31,6 +31,7 @@ pub async fn execute(
     isolation: Isolation,
     timestamp: Option<TxnTimestamp>,
 ) -> Result<TxOutcome, TpccError> {
+    input.validate()?;
     let mut txn = h.begin_with(isolation, timestamp);
     let timestamp = txn.timestamp();
     let done = match input.choice() {

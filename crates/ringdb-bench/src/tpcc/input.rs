@@ -2,9 +2,13 @@
 //! before it runs, so a retry after a conflict runs the same transaction again and a run is
 //! reproducible from its seed.
 
+use super::error::TpccError;
+use super::keys;
 use super::mix::TxKind;
+use super::order_status::ORDER_LINES_MAX;
 use super::random::{self, nurand, Constants};
 use super::scale::TpccScale;
+use super::scale::DISTRICTS_STANDARD;
 use rand::{Rng, RngExt};
 
 /// Which customer a Payment or OrderStatus is for.
@@ -163,6 +167,38 @@ impl TxInput {
     /// Its choices.
     pub fn choice(&self) -> &TxChoice {
         &self.choice
+    }
+
+    /// Refuses choices outside what the keys and rows can hold (a hand-built input): districts
+    /// 1-10, 1-15 order lines, last names of at most 16 bytes.
+    pub fn validate(&self) -> Result<(), TpccError> {
+        let district_ok = |d: u32| (1..=DISTRICTS_STANDARD).contains(&d);
+        let name_ok = |c: &CustomerChoice| match c {
+            CustomerChoice::LastName(last) => last.len() <= keys::NAME_KEY_BYTES,
+            CustomerChoice::Id(_) => true,
+        };
+        let rule = match &self.choice {
+            TxChoice::NewOrder(i) if !district_ok(i.district) => "a district is 1-10",
+            TxChoice::NewOrder(i) if !(1..=ORDER_LINES_MAX).contains(&i.lines.len()) => {
+                "an order has 1-15 lines"
+            }
+            TxChoice::Payment(i)
+                if !district_ok(i.district) || !district_ok(i.customer_district) =>
+            {
+                "a district is 1-10"
+            }
+            TxChoice::Payment(PaymentInput { customer, .. })
+            | TxChoice::OrderStatus(OrderStatusInput { customer, .. })
+                if !name_ok(customer) =>
+            {
+                "a last name is at most 16 bytes"
+            }
+            TxChoice::OrderStatus(i) if !district_ok(i.district) => "a district is 1-10",
+            TxChoice::Delivery(i) if !district_ok(i.districts) => "a warehouse has 1-10 districts",
+            TxChoice::StockLevel(i) if !district_ok(i.district) => "a district is 1-10",
+            _ => return Ok(()),
+        };
+        Err(TpccError::InvalidInput { rule })
     }
 }
 
