@@ -32,7 +32,7 @@
 //! page): recovery writes the whole double-write file in place again. So a torn page is always
 //! repaired, and the data file never mixes two checkpoints.
 
-use crate::buffer::{BufferManager, FreeListCut, PageId, PoolCut};
+use crate::buffer::{BufferManager, DirtyPage, FreeListCut, PageId, PoolCut};
 use crate::catalog::{Catalog, CatalogRecord};
 use crate::chunked;
 use crate::error::{CheckpointFailure, CheckpointPart, StorageError};
@@ -227,6 +227,11 @@ impl Checkpointer {
         let t0 = std::time::Instant::now();
         // 1. The cut: nothing else runs until the first await.
         let cut = self.cut(tables);
+        let mut taken = TakenPages {
+            bm: &self.bm,
+            pages: &cut.pages.pages,
+            clean: false,
+        };
         let _copies = self.staging.hold(cut.copied_bytes(self.bm.page_size()));
         // 2. The write-ahead rule.
         self.wal.wait_durable(cut.end).await?;
@@ -244,6 +249,7 @@ impl Checkpointer {
         }
         // 5. Done.
         self.bm.mark_clean(&cut.pages.pages, cut.in_flight);
+        taken.clean = true;
         tables.stored(cut.catalog);
         self.bm.free_list_written(cut.free_list.number);
         self.wal.checkpointed(cut.redo);
@@ -678,6 +684,23 @@ pub async fn apply_dw(
         check_len(r, page_size, CheckpointPart::RestoredPage { page: *pid }).map_err(failed)?;
     }
     sync_data_file(io, data).await.map_err(failed)
+}
+
+/// The pages a checkpoint's cut marked: unless the checkpoint marked them clean, they are
+/// handed back on drop ([`BufferManager::abandon_cut`]), so a checkpoint that failed before
+/// its in-place writes, or whose future was dropped, does not leave them marked for the next.
+struct TakenPages<'a> {
+    bm: &'a BufferManager,
+    pages: &'a [DirtyPage],
+    clean: bool,
+}
+
+impl Drop for TakenPages<'_> {
+    fn drop(&mut self) {
+        if !self.clean {
+            self.bm.abandon_cut(self.pages);
+        }
+    }
 }
 
 struct Running<'a> {

@@ -14,12 +14,12 @@
 
 use super::report::TpccRunReport;
 use super::run::{check_pool, run, TpccRunSpec, TX_KINDS};
-use ringdb::Isolation;
 use super::{check, load, open_loaded, TpccScale, TxKind};
 use crate::error::{BenchError, BenchSetting, Result};
 use crate::ladder::steps::step_config;
 use crate::ladder::workload::{db_options, evict_batch};
 use crate::ladder::LadderOpts;
+use ringdb::Isolation;
 use ringdb::LocalDb;
 use ringdb_io::{EngineKind, IoConfig};
 use serde::Serialize;

@@ -57,8 +57,8 @@ pub use ladder::{
 pub use load::{load, LoadReport};
 pub use mix::{TxKind, MIX_PERCENT};
 pub use random::{nurand, Constants};
-pub use ringdb::{Isolation, TxnTimestamp};
 pub use report::{every_type_ran, ladder_svg, ladder_table, TpccRunReport, TxTypeReport};
+pub use ringdb::{Isolation, TxnTimestamp};
 pub use run::{
     check_loaded_scale, check_pool, hot_set_pages, run, TpccRunError, TpccRunSpec, MAX_ATTEMPTS,
     TX_KINDS,

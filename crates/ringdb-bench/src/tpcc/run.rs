@@ -10,10 +10,10 @@
 //! transaction (io-wq and SQPOLL threads included), as in `ycsb`.
 
 use super::report::{TpccRunReport, TxTypeReport};
-use ringdb::{Isolation, TxnTimestamp};
 use super::{execute, Constants, TpccError, TpccScale, TpccTables, TxInput, TxKind, TxOutcome};
 use crate::error::{BenchError, Result};
 use ringdb::{DbHandle, DbStats, LocalDb};
+use ringdb::{Isolation, TxnTimestamp};
 use ringdb_lab::counters::{rdtsc, ticks_to_ns, tsc_hz, CpuTime, LatencyHist};
 use ringdb_lab::iowq::IowqTracker;
 use std::cell::{Cell, RefCell};

@@ -165,6 +165,28 @@ impl BufferManager {
         inner.wake_frames();
     }
 
+    /// The checkpoint that took `pages` ended before [`mark_clean`](Self::mark_clean) (its
+    /// log wait or a write failed, or its future was dropped): the pages stay dirty as they
+    /// are and lose their `in_checkpoint` mark, so the next checkpoint takes them again and
+    /// eviction may write them back.
+    pub fn abandon_cut(&self, pages: &[DirtyPage]) {
+        let inner = &self.inner;
+        let mut st = inner.state.borrow_mut();
+        for p in pages {
+            if st.table.get(&p.pid) != Some(&p.slot) {
+                continue;
+            }
+            let s = st.slot_mut(p.slot);
+            if s.in_checkpoint {
+                s.in_checkpoint = false;
+                inner.in_checkpoint.set(inner.in_checkpoint.get() - 1);
+            }
+        }
+        drop(st);
+        inner.debug_check();
+        inner.wake_frames();
+    }
+
     /// Writes every dirty page (in batches), keeping them resident; with `sync`, then makes
     /// the data file durable.
     pub async fn flush_all(&self, sync: bool) -> Result<(), StorageError> {
