@@ -203,11 +203,12 @@ impl Settings {
 
     /// The database's options: the I/O flags, and the durability asked for (or, not asked,
     /// `off` for a new database and `fdatasync` for one that has a log, so that opening it
-    /// recovers what the log holds). `fresh`: the load, always without a log.
+    /// recovers what the log holds). `fresh`: the load, without a log unless one is asked for
+    /// (a database made without a log cannot be opened with one later).
     fn options(&self, a: &TpccArgs, fresh: bool) -> CmdResult<Options> {
         let durability = match (&a.durability, fresh) {
-            (_, true) => Durability::Off,
-            (Some(mode), false) => mode.parse()?,
+            (Some(mode), _) => mode.parse()?,
+            (None, true) => Durability::Off,
             (None, false) if a.path.join(ringdb::WAL_FILE).exists() => Durability::Fdatasync,
             (None, false) => Durability::Off,
         };
