@@ -41,7 +41,7 @@ fn a_small_ladder_runs_both_warehouse_counts_and_checks_each_step() {
         "{text}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(text.contains("W=1") && text.contains("W=8"), "{text}");
+    assert!(text.contains("W=1") && text.contains("W=3"), "{text}");
     let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
     let groups = v["groups"].as_array().unwrap();
     assert_eq!(groups.len(), 2);
@@ -69,7 +69,7 @@ fn a_small_ladder_runs_both_warehouse_counts_and_checks_each_step() {
     }
     let picture = std::fs::read_to_string(&svg).unwrap();
     assert!(
-        picture.starts_with("<svg") && picture.contains("W=8"),
+        picture.starts_with("<svg") && picture.contains("W=3"),
         "{picture}"
     );
     let _ = std::fs::remove_dir_all(&dir);
