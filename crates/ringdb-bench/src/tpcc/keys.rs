@@ -116,17 +116,8 @@ pub fn district_prefix(w: u32, d: u32) -> Vec<u8> {
     district(w, d)
 }
 
-/// The first key after every key that starts with `prefix` (`None`: none is after them all).
-pub fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
-    let mut end = prefix.to_vec();
-    while let Some(last) = end.pop() {
-        if last < u8::MAX {
-            end.push(last + 1);
-            return Some(end);
-        }
-    }
-    None
-}
+/// The first key after every key that starts with `prefix`: the engine's own helper.
+pub use ringdb::prefix_end;
 
 /// The 4-byte big-endian number at `offset` of `key`, if the key is long enough.
 pub fn u32_at(key: &[u8], offset: usize) -> Option<u32> {

@@ -83,8 +83,9 @@ fn owned(bound: Bound<&[u8]>) -> Bound<Vec<u8>> {
     bound.map(<[u8]>::to_vec)
 }
 
-/// The smallest key greater than every key with `prefix` (`None`: there is none).
-fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
+/// The smallest key greater than every key with `prefix` (`None`: there is none): the
+/// excluded end of a scan over that prefix.
+pub fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
     let mut end = prefix.to_vec();
     while let Some(last) = end.pop() {
         if last < u8::MAX {

@@ -48,7 +48,7 @@ mod tables;
 
 pub use batch_log::BATCH_LOG_FILE;
 pub use builder::DbBuilder;
-pub use iter::Range;
+pub use iter::{prefix_end, Range};
 pub use manifest::{MANIFEST_FILE, SHARDS_MAX, SHARD_HASH};
 pub use shard_handle::Shard;
 pub use stats::ShardedStats;
