@@ -60,7 +60,9 @@ pub struct ShardedReport {
     pub secs: f64,
     /// Operations per second, all shards.
     pub ops_per_s: f64,
-    /// Operations per second served by each shard.
+    /// Per shard: operations per second with tasks on the shards; with clients, requests
+    /// served per second (one request is one call's part on that shard: a `multi_get` of 16
+    /// keys over two shards is one request on each).
     pub per_shard_ops_per_s: Vec<f64>,
     /// Latency of one operation (clients: of one call, a whole `multi_get` batch included).
     pub lat_us: LatencySummary,

@@ -8,8 +8,8 @@ use clap::Args;
 use ringdb::{Durability, LocalDb, Options};
 use ringdb_bench::tpcc::Isolation;
 use ringdb_bench::tpcc::{
-    self, check_loaded_scale, check_pool, every_type_ran, CheckReport, TpccLadderOpts, TpccRunSpec,
-    TpccScale,
+    self, check_loaded_scale, check_pool, every_type_ran, CheckReport, LockRelease, TpccLadderOpts,
+    TpccRunSpec, TpccScale,
 };
 use ringdb_bench::units::{parse_duration, parse_size};
 use ringdb_io::{Batching, EngineKind, IoConfig, SetupMode};
@@ -69,6 +69,8 @@ pub struct TpccArgs {
     cpu: Option<u32>,
     /// off (no log, as in the paper) | fdatasync (group commit) | none | thread | odsync.
     /// Default: off, or fdatasync for a database that has a log (so that it is recovered).
+    /// With --ladder: every step's log (default off); a database with a log is loaded apart
+    /// (wN-log).
     #[arg(long)]
     durability: Option<String>,
     /// posix | libaio | uring-sync | uring | auto
@@ -83,6 +85,10 @@ pub struct TpccArgs {
     /// serializable | off (no locks: shows what goes wrong without concurrency control).
     #[arg(long, default_value = "serializable", hide = true)]
     isolation: String,
+    /// With a log, release a transaction's locks only after its commit is durable (strict
+    /// two-phase locking across the sync) instead of once its writes are applied.
+    #[arg(long, hide = true)]
+    hold_locks_until_durable: bool,
     #[arg(long, default_value_t = 42)]
     seed: u64,
     /// Also write the JSON report here.
@@ -130,6 +136,11 @@ pub fn run(a: TpccArgs) -> CmdResult<bool> {
         duration: settings.duration,
         max_transactions: a.max_transactions,
         isolation: settings.isolation,
+        lock_release: if a.hold_locks_until_durable {
+            LockRelease::AfterSync
+        } else {
+            LockRelease::Early
+        },
         seed: a.seed,
         progress: std::io::stderr().is_terminal(),
         label: "tpcc".into(),
@@ -266,6 +277,9 @@ fn run_ladder(a: &TpccArgs, settings: &Settings) -> CmdResult<bool> {
     opts.steps = a.steps.clone();
     opts.cpu = a.cpu;
     opts.seed = a.seed;
+    if let Some(mode) = &a.durability {
+        opts.durability = mode.parse()?;
+    }
     opts.progress = std::io::stderr().is_terminal();
     let progress = |s: &str| eprintln!("tpcc ladder: {s}");
     let report = tpcc::run_ladder(&opts, &progress)?;

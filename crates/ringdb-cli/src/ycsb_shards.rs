@@ -115,7 +115,12 @@ fn print_table(load: Option<&ShardedReport>, r: &ShardedReport, wake_us: Option<
         .iter()
         .map(|o| format!("{o:.0}"))
         .collect();
-    println!("      per shard ops/s: {}", per_shard.join(" "));
+    if r.clients == 0 {
+        println!("      per shard ops/s: {}", per_shard.join(" "));
+    } else {
+        // A client's call is one request on each shard its keys fall on.
+        println!("      per shard requests served/s: {}", per_shard.join(" "));
+    }
     println!(
         "      page reads/op {:.3}  writes/op {:.3}  cycles/op {:.0}  CPU {:.0}%  hops {}  misses {}",
         r.reads_per_op, r.writes_per_op, r.cycles_per_op, r.cpu_pct, r.hops, r.misses

@@ -92,3 +92,67 @@ fn unknown_steps_are_refused() {
     assert_refused(&out, "+warp");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_ladder_with_a_log_loads_apart_commits_through_it_and_checks_each_step() {
+    let dir = tmp("tpcc-ladder-log");
+    let _ = std::fs::remove_dir_all(&dir);
+    let json = tmp("tpcc-ladder-log.json");
+    let out = ringdb(&[
+        "tpcc",
+        "--ladder",
+        "--small",
+        "--path",
+        dir.to_str().unwrap(),
+        "--pool",
+        "1M",
+        "--tasks",
+        "32",
+        "--warehouses-out",
+        "0",
+        "--steps",
+        "posix,+async",
+        "--durability",
+        "fdatasync",
+        "--duration",
+        "1s",
+        "--warmup",
+        "200ms",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("durability fdatasync"), "{text}");
+    // Loaded with a log, apart from a database without one.
+    assert!(dir.join("w1-log").join(ringdb::WAL_FILE).exists());
+    assert!(!dir.join("w1").exists());
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert_eq!(v["durability"], "fdatasync");
+    let steps = v["groups"][0]["steps"].as_array().unwrap();
+    assert_eq!(steps.len(), 2);
+    for s in steps {
+        let name = s["name"].as_str().unwrap();
+        assert_eq!(s["status"], "ok", "{name}");
+        assert_eq!(
+            s["checks_passed"], true,
+            "{name}: {}",
+            s["check_violations"]
+        );
+        let syncs = s["log_syncs_per_tx"].as_f64().unwrap();
+        let per_sync = s["commits_per_log_sync"].as_f64().unwrap();
+        assert!(syncs > 0.0 && per_sync >= 1.0, "{name}: {s}");
+    }
+    // With 32 tasks, commits share their log syncs (group commit); one task cannot.
+    let async_per_sync = steps[1]["commits_per_log_sync"].as_f64().unwrap();
+    assert!(
+        async_per_sync > 1.5,
+        "+async: {async_per_sync} commits per sync"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_file(&json);
+}

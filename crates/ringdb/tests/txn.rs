@@ -604,3 +604,69 @@ fn with_a_log_a_commit_is_one_record_and_survives_a_crash() {
     assert!(db.verify().unwrap().is_ok());
     db.close().unwrap();
 }
+
+/// An older transaction wants the key a younger one is committing with a log; returns the
+/// order of what happened. With `strict`, the younger holds its locks until its sync.
+async fn wait_on_a_commit(
+    h: DbHandle,
+    io: ringdb_io::Io,
+    table: TableId,
+    strict: bool,
+) -> Vec<&'static str> {
+    let ev: Events = Rc::default();
+    let mut older = h.begin();
+    let mut younger = h.begin();
+    if strict {
+        younger.hold_locks_until_durable();
+    }
+    younger.put(table, &key(3), b"committed").await.unwrap();
+    let ev2 = ev.clone();
+    let reader = io.spawn(async move {
+        // Older: it waits for the younger's lock instead of dying.
+        let seen = older.get_for_update(table, &key(3)).await.unwrap();
+        ev2.borrow_mut().push("older granted");
+        assert_eq!(seen.as_deref(), Some(&b"committed"[..]));
+        // It wrote nothing: its commit waits until what it read is durable.
+        older.commit().await.unwrap();
+        ev2.borrow_mut().push("older committed");
+    });
+    yield_rounds(5).await;
+    younger.commit().await.unwrap();
+    ev.borrow_mut().push("younger committed");
+    reader.await;
+    let order = ev.borrow().clone();
+    order
+}
+
+#[test]
+fn with_a_log_locks_go_before_the_sync_and_a_reader_waits_for_it() {
+    let d = dir("early-release");
+    let mut db = LocalDb::open(&d, opts(64, Durability::Fdatasync)).unwrap();
+    let table = db.create_table("t").unwrap();
+    let h = db.handle();
+    let io = db.runtime().io();
+    let early = db
+        .runtime()
+        .block_on(wait_on_a_commit(h.clone(), io.clone(), table, false))
+        .unwrap();
+    // The older transaction has the key while the younger's commit still waits for its sync,
+    // and its own commit returns only once that sync is done.
+    assert_eq!(
+        early,
+        ["older granted", "younger committed", "older committed"]
+    );
+    let strict = db
+        .runtime()
+        .block_on(wait_on_a_commit(h.clone(), io, table, true))
+        .unwrap();
+    assert_eq!(
+        strict,
+        ["younger committed", "older granted", "older committed"]
+    );
+    let stats = h.txn_stats();
+    assert_eq!(
+        (stats.commits, stats.conflicts, stats.locks_held),
+        (4, 0, 0)
+    );
+    db.close().unwrap();
+}

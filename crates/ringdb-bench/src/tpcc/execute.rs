@@ -23,7 +23,8 @@ pub enum TxOutcome {
 }
 
 /// Runs `input` as one transaction with `isolation`, aged `timestamp` (a retry passes the
-/// timestamp its conflict returned; `None` for a first attempt).
+/// timestamp its conflict returned; `None` for a first attempt). With a log, its locks go
+/// as soon as its writes are applied (early lock release, see `ringdb::Transaction`).
 pub async fn execute(
     h: &DbHandle,
     tables: &TpccTables,
@@ -31,8 +32,34 @@ pub async fn execute(
     isolation: Isolation,
     timestamp: Option<TxnTimestamp>,
 ) -> Result<TxOutcome, TpccError> {
+    execute_with(h, tables, input, isolation, timestamp, LockRelease::Early).await
+}
+
+/// When a committing transaction releases its locks (see `ringdb::Transaction`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LockRelease {
+    /// Once its writes are in the tree, before the log sync.
+    #[default]
+    Early,
+    /// Once its commit is durable (strict two-phase locking across the sync).
+    AfterSync,
+}
+
+/// [`execute`], releasing the locks as `release` says.
+pub async fn execute_with(
+    h: &DbHandle,
+    tables: &TpccTables,
+    input: &TxInput,
+    isolation: Isolation,
+    timestamp: Option<TxnTimestamp>,
+    release: LockRelease,
+) -> Result<TxOutcome, TpccError> {
     input.validate()?;
     let mut txn = h.begin_with(isolation, timestamp);
+    if release == LockRelease::AfterSync {
+        txn.hold_locks_until_durable();
+    }
     let timestamp = txn.timestamp();
     let done = match input.choice() {
         TxChoice::NewOrder(i) => new_order(&mut txn, tables, i).await,

@@ -14,13 +14,13 @@
 
 use super::report::TpccRunReport;
 use super::run::{check_pool, run, TpccRunSpec, TX_KINDS};
-use super::{check, load, open_loaded, TpccScale, TxKind};
+use super::{check, load, open_loaded, LockRelease, TpccScale, TxKind};
 use crate::error::{BenchError, BenchSetting, Result};
 use crate::ladder::steps::step_config;
 use crate::ladder::workload::{db_options, evict_batch};
 use crate::ladder::LadderOpts;
-use ringdb::Isolation;
 use ringdb::LocalDb;
+use ringdb::{Durability, Isolation};
 use ringdb_io::{EngineKind, IoConfig};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
@@ -72,6 +72,9 @@ pub struct TpccLadderOpts {
     pub cpu: Option<u32>,
     /// Seed of the transactions' random choices.
     pub seed: u64,
+    /// The log of every step: `Off` (no log, as in the paper) or a mode with a log and group
+    /// commit, whose databases are loaded with a log (in their own directories).
+    pub durability: Durability,
     /// Progress bars on stderr.
     pub progress: bool,
 }
@@ -94,8 +97,25 @@ impl TpccLadderOpts {
             steps: None,
             cpu: None,
             seed: 42,
+            durability: Durability::Off,
             progress: false,
         }
+    }
+
+    /// The directory of the loaded database of `warehouses` (a database with a log is
+    /// loaded apart: one made without a log cannot be opened with one).
+    fn loaded_dir(&self, warehouses: u32) -> PathBuf {
+        match self.durability {
+            Durability::Off => self.dir.join(format!("w{warehouses}")),
+            _ => self.dir.join(format!("w{warehouses}-log")),
+        }
+    }
+
+    /// The database options of a step (or the load) with this ladder's durability.
+    fn with_durability(&self, mut options: ringdb::Options) -> ringdb::Options {
+        options.durability = self.durability;
+        options.group_commit = true;
+        options
     }
 
     /// The population of `warehouses` warehouses at this ladder's scale.
@@ -141,6 +161,9 @@ pub struct TpccStep {
     pub cycles_per_tx: f64,
     /// Kernel entries per transaction.
     pub enters_per_tx: f64,
+    /// With a log: log syncs per transaction and commits per sync (0 without one).
+    pub log_syncs_per_tx: f64,
+    pub commits_per_log_sync: f64,
     /// Attempts that lost a conflict (retried) over attempts.
     pub conflict_rate: f64,
     /// NewOrders rolled back (invalid item) over NewOrders finished.
@@ -198,6 +221,8 @@ pub struct TpccLadderReport {
     pub pool_pages: usize,
     /// Tasks of the asynchronous steps.
     pub tasks: usize,
+    /// The steps' durability (`off`: no log, as in the paper).
+    pub durability: String,
     /// One group per warehouse count: in memory first, then out of memory.
     pub groups: Vec<WarehouseGroup>,
 }
@@ -222,6 +247,7 @@ pub fn run_ladder(opts: &TpccLadderOpts, progress: &dyn Fn(&str)) -> Result<Tpcc
         page_size: opts.page_size,
         pool_pages: opts.pool_pages,
         tasks: opts.tasks,
+        durability: opts.durability.to_string(),
         groups,
     })
 }
@@ -258,7 +284,7 @@ fn run_group(
     names: &[String],
     progress: &dyn Fn(&str),
 ) -> Result<WarehouseGroup> {
-    let loaded = opts.dir.join(format!("w{warehouses}"));
+    let loaded = opts.loaded_dir(warehouses);
     let (data_pages, load_secs) = load_once(opts, warehouses, &loaded, progress)?;
     let mut steps = Vec::with_capacity(names.len());
     for name in names {
@@ -275,14 +301,14 @@ fn run_group(
     })
 }
 
-/// The load's database options: the ladder's pages and pool, `auto` I/O, no log.
+/// The load's database options: the ladder's pages, pool and durability, `auto` I/O.
 fn load_options(opts: &TpccLadderOpts, loaded: &Path, fresh: bool) -> ringdb::Options {
     let ladder = opts.ladder_opts(loaded);
     let io = IoConfig {
         queue_depth: 128,
         ..IoConfig::new(EngineKind::Auto)
     };
-    db_options(&ladder, io, evict_batch(&ladder), fresh)
+    opts.with_durability(db_options(&ladder, io, evict_batch(&ladder), fresh))
 }
 
 /// Loads `warehouses` into `loaded` unless a database of that scale is there already.
@@ -345,7 +371,7 @@ fn measure_step(
     tasks: usize,
     batch: usize,
 ) -> Result<TpccStep> {
-    let options = db_options(&opts.ladder_opts(copy), io, batch, false);
+    let options = opts.with_durability(db_options(&opts.ladder_opts(copy), io, batch, false));
     let mut db = LocalDb::open(copy, options)?;
     let (tables, scale, constants) = open_loaded(&mut db)?;
     let mut spec = TpccRunSpec {
@@ -353,6 +379,7 @@ fn measure_step(
         duration: opts.warmup,
         max_transactions: opts.max_transactions,
         isolation: Isolation::Serializable,
+        lock_release: LockRelease::Early,
         seed: opts.seed,
         progress: false,
         label: format!("W={} {name} warm-up", scale.warehouses),
@@ -414,6 +441,8 @@ impl TpccStep {
             ios_per_tx: r.ios_per_tx,
             cycles_per_tx: r.cycles_per_tx,
             enters_per_tx: r.enters_per_tx,
+            log_syncs_per_tx: r.log_syncs_per_tx,
+            commits_per_log_sync: r.commits_per_log_sync,
             conflict_rate: r.conflict_rate(),
             rollback_rate: r.rollback_rate(),
             latencies,

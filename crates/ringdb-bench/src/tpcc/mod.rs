@@ -45,7 +45,7 @@ mod tables;
 pub use check::{check, CheckReport, ConditionResult};
 pub use codec::RowError;
 pub use error::TpccError;
-pub use execute::{execute, TxOutcome};
+pub use execute::{execute, execute_with, LockRelease, TxOutcome};
 pub use input::{
     CustomerChoice, DeliveryInput, NewOrderInput, NewOrderLine, OrderStatusInput, PaymentInput,
     StockLevelInput, TxChoice, TxInput,

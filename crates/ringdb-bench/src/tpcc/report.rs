@@ -74,6 +74,8 @@ pub struct TpccRunReport {
     pub tasks: usize,
     /// `serializable` or `off`.
     pub isolation: String,
+    /// When commits released their locks: `early` (once applied) or `after-sync`.
+    pub lock_release: super::LockRelease,
     /// Seconds the run took.
     pub secs: f64,
     /// Transactions committed (all types).
@@ -96,6 +98,10 @@ pub struct TpccRunReport {
     pub enters_per_tx: f64,
     /// CPU cycles of the whole process per committed transaction.
     pub cycles_per_tx: f64,
+    /// With a log: durability points (log syncs) per committed transaction, and commits
+    /// (log records) per durability point, group commit's effect; 0 without a log.
+    pub log_syncs_per_tx: f64,
+    pub commits_per_log_sync: f64,
     /// CPU time of the process over the run's time, percent.
     pub cpu_pct: f64,
     /// Transactions finished (committed or rolled back) in each whole second.
@@ -129,8 +135,16 @@ impl TpccRunReport {
     /// The report as text: throughput, counters, then one line per transaction type.
     pub fn text(&self) -> String {
         let mut s = format!(
-            "{}: {} warehouse(s), {} tasks, isolation {}, {:.1} s\n",
-            self.label, self.warehouses, self.tasks, self.isolation, self.secs
+            "{}: {} warehouse(s), {} tasks, isolation {}, locks released {}, {:.1} s\n",
+            self.label,
+            self.warehouses,
+            self.tasks,
+            self.isolation,
+            match self.lock_release {
+                super::LockRelease::Early => "once applied",
+                super::LockRelease::AfterSync => "after the log sync",
+            },
+            self.secs
         );
         s.push_str(&format!(
             "  {:.0} tx/s  tpmC {:.0}  committed {}  conflicts {} ({:.2}% of attempts, retried)  rollbacks {} ({:.2}% of NewOrders)\n",
@@ -142,6 +156,12 @@ impl TpccRunReport {
             self.faults_per_tx, self.writes_per_tx, self.enters_per_tx, self.cycles_per_tx,
             self.cpu_pct, self.iowq_workers
         ));
+        if self.log_syncs_per_tx > 0.0 {
+            s.push_str(&format!(
+                "  log: {:.3} syncs per tx, {:.1} commits per sync (group commit)\n",
+                self.log_syncs_per_tx, self.commits_per_log_sync
+            ));
+        }
         s.push_str(&format!(
             "  {:<12} {:>9} {:>9} {:>9} {:>8} {:>10} {:>10} {:>10}\n",
             "type", "committed", "rollback", "conflict", "abort%", "p50 us", "p99 us", "max us"
@@ -180,12 +200,13 @@ pub fn every_type_ran(report: &TpccRunReport) -> bool {
 /// The ladder as a table: one block per warehouse count, one row per step.
 pub fn ladder_table(report: &TpccLadderReport) -> String {
     let mut s = format!(
-        "dir {}  {} population  page {} B  pool {} pages  {} tasks\n",
+        "dir {}  {} population  page {} B  pool {} pages  {} tasks  durability {}\n",
         report.dir,
         if report.small { "small" } else { "standard" },
         report.page_size,
         report.pool_pages,
-        report.tasks
+        report.tasks,
+        report.durability
     );
     for group in &report.groups {
         s.push_str(&format!(

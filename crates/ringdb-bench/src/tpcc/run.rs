@@ -10,7 +10,10 @@
 //! transaction (io-wq and SQPOLL threads included), as in `ycsb`.
 
 use super::report::{TpccRunReport, TxTypeReport};
-use super::{execute, Constants, TpccError, TpccScale, TpccTables, TxInput, TxKind, TxOutcome};
+use super::{
+    execute_with, Constants, LockRelease, TpccError, TpccScale, TpccTables, TxInput, TxKind,
+    TxOutcome,
+};
 use crate::error::{BenchError, Result};
 use ringdb::{DbHandle, DbStats, LocalDb};
 use ringdb::{Isolation, TxnTimestamp};
@@ -130,6 +133,8 @@ pub struct TpccRunSpec {
     pub max_transactions: Option<u64>,
     /// How the transactions isolate themselves.
     pub isolation: Isolation,
+    /// When a commit releases its locks (with a log: before or after the sync).
+    pub lock_release: LockRelease,
     /// Seed of the tasks' random choices (task `t` draws from `seed` and `t`).
     pub seed: u64,
     /// Draw a progress bar on stderr.
@@ -146,6 +151,7 @@ impl TpccRunSpec {
             duration,
             max_transactions: None,
             isolation: Isolation::Serializable,
+            lock_release: LockRelease::Early,
             seed: 42,
             progress: false,
             label: "tpcc".into(),
@@ -253,6 +259,7 @@ struct RunContext {
     scale: TpccScale,
     constants: Constants,
     isolation: Isolation,
+    lock_release: LockRelease,
     seed: u64,
     tasks: usize,
     duration: Duration,
@@ -287,6 +294,7 @@ pub fn run(
         scale: *scale,
         constants: *constants,
         isolation: spec.isolation,
+        lock_release: spec.lock_release,
         seed: spec.seed,
         tasks: spec.tasks,
         duration: spec.duration,
@@ -374,7 +382,9 @@ async fn run_to_the_end(
 ) -> Result<(TxOutcome, u64)> {
     let mut timestamp: Option<TxnTimestamp> = None;
     for attempt in 0..MAX_ATTEMPTS {
-        match execute(handle, &context.tables, input, context.isolation, timestamp).await {
+        let release = context.lock_release;
+        let tables = &context.tables;
+        match execute_with(handle, tables, input, context.isolation, timestamp, release).await {
             Ok(outcome) => return Ok((outcome, attempt as u64)),
             Err(TpccError::Conflict { timestamp: first }) => {
                 timestamp = Some(first);
@@ -427,11 +437,16 @@ fn summarise(
     per_second.truncate((measured.secs as usize).max(1));
     let faults = after.pool.reads - before.pool.reads;
     let writes = after.pool.writes - before.pool.writes;
+    let (log_syncs, log_records) = match (&before.wal, &after.wal) {
+        (Some(b), Some(a)) => (a.syncs - b.syncs, a.records - b.records),
+        _ => (0, 0),
+    };
     TpccRunReport {
         label: spec.label.clone(),
         warehouses: scale.warehouses,
         tasks: spec.tasks,
         isolation: format!("{:?}", spec.isolation).to_lowercase(),
+        lock_release: spec.lock_release,
         secs: measured.secs,
         committed,
         rolled_back: types.iter().map(|t| t.rolled_back).sum(),
@@ -446,6 +461,12 @@ fn summarise(
             0.0
         } else {
             measured.cpu_secs * tsc_hz() / committed as f64
+        },
+        log_syncs_per_tx: per_tx(log_syncs),
+        commits_per_log_sync: if log_syncs == 0 {
+            0.0
+        } else {
+            log_records as f64 / log_syncs as f64
         },
         cpu_pct: 100.0 * measured.cpu_secs / secs,
         per_second,

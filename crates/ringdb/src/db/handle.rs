@@ -153,9 +153,54 @@ impl DbHandle {
     /// The commit path: lock the keys, append the record (log first: every change in the
     /// tree has its record before it in the log), apply it, then wait until it is durable.
     async fn commit(&self, ops: Vec<Op>) -> Result<Vec<bool>, WriteError> {
+        self.commit_then(ops, || {}).await
+    }
+
+    /// Commits `batch` atomically and runs `applied` once its changes are in the tree, before
+    /// the wait for durability (a transaction releases its locks there: early lock release).
+    ///
+    /// Safe with one log: whoever sees these changes and then writes appends its record after
+    /// this one, so it cannot be durable (nor acknowledged) unless this one is too. A reader
+    /// that writes nothing must wait for the log itself ([`DbHandle::wait_log_durable`]).
+    /// Without a log `applied` runs after the batch is in the tree, as there is nothing to
+    /// wait for.
+    pub(crate) async fn write_then(
+        &self,
+        batch: &WriteBatch,
+        applied: impl FnOnce(),
+    ) -> Result<(), WriteError> {
+        if self.durable.is_none() {
+            let result = self.write(batch).await;
+            applied();
+            return result;
+        }
+        self.commit_then(batch.ops().to_vec(), applied)
+            .await
+            .map(|_| ())
+    }
+
+    /// Waits until everything logged so far is durable (nothing to wait for without a log):
+    /// what a transaction that wrote nothing waits for after early lock release, so that it
+    /// never reports what a crash could still take back.
+    pub(crate) async fn wait_log_durable(&self) -> Result<(), WriteError> {
+        let Some(d) = self.durable.as_ref() else {
+            return Ok(());
+        };
+        self.check_failed()?;
+        d.wal.wait_durable(d.wal.end()).await?;
+        Ok(())
+    }
+
+    /// [`DbHandle::commit`], running `applied` between the apply and the wait for durability.
+    async fn commit_then(
+        &self,
+        ops: Vec<Op>,
+        applied: impl FnOnce(),
+    ) -> Result<Vec<bool>, WriteError> {
         let d = self.durable.as_ref().expect("commit needs a log");
         self.check_failed()?;
         if ops.is_empty() {
+            applied();
             return Ok(Vec::new());
         }
         let record_bytes = self.check_batch(d, &ops)?;
@@ -169,6 +214,7 @@ impl DbHandle {
         let existed = self.apply_logged(d, &ops).await?;
         d.wal.applied(start);
         drop(keys);
+        applied();
         self.checkpoint_if_due(d).await?;
         d.wal.wait_durable(end).await?;
         Ok(existed)

@@ -2,10 +2,19 @@
 //! into one batch (its scans are in `scan.rs`).
 //!
 //! Commit writes the buffered writes as one `WriteBatch` through [`DbHandle::write`]: with a
-//! log, one record, all or nothing across a crash, and durable before the locks go; without
-//! one, applied while the exclusive locks are still held, so no other transaction sees half
-//! of it. Only then are the locks released and their waiters woken (strict two-phase
-//! locking). Abort, and dropping a transaction, discard the writes and release the locks.
+//! log, one record, all or nothing across a crash; the batch is applied while the exclusive
+//! locks are still held, so no other transaction sees half of it (two-phase locking).
+//!
+//! With a log, the locks go as soon as the batch is in the tree, before its record is durable
+//! (**early lock release**, as in Aether and Shore-MT): a hot row is not held across a log
+//! sync, so the transactions queued on it join the same group commit instead of one sync
+//! each. It is safe because the database has one log: a transaction that saw these writes
+//! and writes itself appends its record after this one, so it is durable (and acknowledged)
+//! only after this one; a transaction that wrote nothing waits for the log to be durable up
+//! to its end before its commit returns. Either way no commit reports data a crash could
+//! still take back. [`Transaction::hold_locks_until_durable`] keeps the strict order (locks
+//! released after the sync), for comparison. Abort, and dropping a transaction, discard the
+//! writes and release the locks.
 
 use super::locks::Grant;
 use super::wait::Refusal;
@@ -31,6 +40,8 @@ pub struct Transaction {
     pub(super) writes: WriteSet,
     /// Committed or aborted: the locks are gone.
     finished: bool,
+    /// Release the locks only once the commit is durable (see the module doc).
+    strict_release: bool,
     /// The conflict that killed it: its locks are gone, every later call repeats it.
     doomed: Option<Doomed>,
 }
@@ -60,8 +71,16 @@ impl Transaction {
             ranges: Vec::new(),
             writes: WriteSet::default(),
             finished: false,
+            strict_release: false,
             doomed: None,
         }
+    }
+
+    /// Makes [`commit`](Self::commit) release the locks only after the log is durable
+    /// (strict two-phase locking across the sync) instead of as soon as the writes are in the
+    /// tree. Slower under contention with a log; there for comparison.
+    pub fn hold_locks_until_durable(&mut self) {
+        self.strict_release = true;
     }
 
     /// The transaction's timestamp: pass it to [`DbHandle::begin_with`] to retry after a
@@ -187,11 +206,26 @@ impl Transaction {
             return Err(e);
         }
         let writes = std::mem::take(&mut self.writes);
-        let result = if writes.is_empty() {
-            Ok(())
+        let result = if self.strict_release {
+            if writes.is_empty() {
+                Ok(())
+            } else {
+                let batch = WriteBatch::from_ops(writes.into_ops());
+                self.handle.write(&batch).await
+            }
+        } else if writes.is_empty() {
+            // What it read may be another's writes not yet durable: wait for them.
+            self.release_locks();
+            self.handle.wait_log_durable().await
         } else {
             let batch = WriteBatch::from_ops(writes.into_ops());
-            self.handle.write(&batch).await
+            let release = EarlyRelease {
+                shared: self.shared.clone(),
+                age: self.age,
+                keys: std::mem::take(&mut self.keys),
+                ranges: std::mem::take(&mut self.ranges),
+            };
+            self.handle.write_then(&batch, move || drop(release)).await
         };
         self.finish(result.is_ok());
         Ok(result?)
@@ -224,6 +258,24 @@ impl Transaction {
             .release(self.age, &self.keys, &self.ranges);
         self.keys.clear();
         self.ranges.clear();
+    }
+}
+
+/// A committing transaction's locks, released when this is dropped: by the commit path once
+/// the writes are in the tree, or with the commit's future if it ends (fails, or is dropped)
+/// before.
+struct EarlyRelease {
+    shared: Rc<TxnShared>,
+    age: Age,
+    keys: Vec<(TableId, Rc<[u8]>)>,
+    ranges: Vec<(TableId, u64)>,
+}
+
+impl Drop for EarlyRelease {
+    fn drop(&mut self) {
+        self.shared
+            .locks
+            .release(self.age, &self.keys, &self.ranges);
     }
 }
 
