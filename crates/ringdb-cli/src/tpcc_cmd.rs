@@ -89,6 +89,10 @@ pub struct TpccArgs {
     /// two-phase locking across the sync) instead of once its writes are applied.
     #[arg(long, hide = true)]
     hold_locks_until_durable: bool,
+    /// Run each Delivery as one transaction over its ten districts instead of one transaction
+    /// per district (clause 2.7 allows either).
+    #[arg(long, hide = true)]
+    delivery_one_transaction: bool,
     #[arg(long, default_value_t = 42)]
     seed: u64,
     /// Also write the JSON report here.
@@ -141,6 +145,7 @@ pub fn run(a: TpccArgs) -> CmdResult<bool> {
         } else {
             LockRelease::Early
         },
+        delivery_per_district: !a.delivery_one_transaction,
         seed: a.seed,
         progress: std::io::stderr().is_terminal(),
         label: "tpcc".into(),

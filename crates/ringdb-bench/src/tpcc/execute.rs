@@ -2,7 +2,7 @@
 //! for the 1% NewOrder rollback). A lock conflict comes back as [`TpccError::Conflict`] with
 //! the transaction's timestamp, so that the caller retries it older (wait-die).
 
-use super::delivery::delivery;
+use super::delivery::{delivery, delivery_district};
 use super::error::TpccError;
 use super::input::{TxChoice, TxInput};
 use super::new_order::new_order;
@@ -10,7 +10,7 @@ use super::order_status::order_status;
 use super::payment::payment;
 use super::stock_level::stock_level;
 use super::tables::TpccTables;
-use ringdb::DbHandle;
+use ringdb::{DbHandle, Transaction};
 use ringdb::{Isolation, TxnTimestamp};
 
 /// How a transaction ended when it did not fail.
@@ -20,19 +20,6 @@ pub enum TxOutcome {
     Committed,
     /// Rolled back on purpose: the NewOrder whose last item does not exist (clause 2.4.2.3).
     RolledBack,
-}
-
-/// Runs `input` as one transaction with `isolation`, aged `timestamp` (a retry passes the
-/// timestamp its conflict returned; `None` for a first attempt). With a log, its locks go
-/// as soon as its writes are applied (early lock release, see `ringdb::Transaction`).
-pub async fn execute(
-    h: &DbHandle,
-    tables: &TpccTables,
-    input: &TxInput,
-    isolation: Isolation,
-    timestamp: Option<TxnTimestamp>,
-) -> Result<TxOutcome, TpccError> {
-    execute_with(h, tables, input, isolation, timestamp, LockRelease::Early).await
 }
 
 /// When a committing transaction releases its locks (see `ringdb::Transaction`).
@@ -46,7 +33,30 @@ pub enum LockRelease {
     AfterSync,
 }
 
-/// [`execute`], releasing the locks as `release` says.
+/// Runs `input` as one transaction with `isolation`, aged `timestamp` (a retry passes the
+/// timestamp its conflict returned; `None` for a first attempt). With a log, its locks go
+/// as soon as its writes are applied (early lock release, see `ringdb::Transaction`).
+pub async fn execute(
+    h: &DbHandle,
+    tables: &TpccTables,
+    input: &TxInput,
+    isolation: Isolation,
+    timestamp: Option<TxnTimestamp>,
+) -> Result<TxOutcome, TpccError> {
+    execute_with(
+        h,
+        tables,
+        input,
+        isolation,
+        timestamp,
+        LockRelease::Early,
+        None,
+    )
+    .await
+}
+
+/// [`execute`], releasing the locks as `release` says; for a Delivery, `district` runs only
+/// that district's part (one database transaction of the business transaction's ten).
 pub async fn execute_with(
     h: &DbHandle,
     tables: &TpccTables,
@@ -54,6 +64,7 @@ pub async fn execute_with(
     isolation: Isolation,
     timestamp: Option<TxnTimestamp>,
     release: LockRelease,
+    district: Option<u32>,
 ) -> Result<TxOutcome, TpccError> {
     input.validate()?;
     let mut txn = h.begin_with(isolation, timestamp);
@@ -61,12 +72,9 @@ pub async fn execute_with(
         txn.hold_locks_until_durable();
     }
     let timestamp = txn.timestamp();
-    let done = match input.choice() {
-        TxChoice::NewOrder(i) => new_order(&mut txn, tables, i).await,
-        TxChoice::Payment(i) => payment(&mut txn, tables, i).await,
-        TxChoice::OrderStatus(i) => order_status(&mut txn, tables, i).await,
-        TxChoice::Delivery(i) => delivery(&mut txn, tables, i).await,
-        TxChoice::StockLevel(i) => stock_level(&mut txn, tables, i).await.map(|(o, _)| o),
+    let done = match (input.choice(), district) {
+        (TxChoice::Delivery(i), Some(d)) => delivery_district(&mut txn, tables, i, d).await,
+        (choice, _) => run_choice(&mut txn, tables, choice).await,
     };
     match done {
         Ok(TxOutcome::Committed) => {
@@ -83,6 +91,21 @@ pub async fn execute_with(
             txn.abort();
             Err(conflict_or(e, timestamp))
         }
+    }
+}
+
+/// Runs the reads and writes of `choice` in `txn` (the caller commits).
+async fn run_choice(
+    txn: &mut Transaction,
+    tables: &TpccTables,
+    choice: &TxChoice,
+) -> Result<TxOutcome, TpccError> {
+    match choice {
+        TxChoice::NewOrder(i) => new_order(txn, tables, i).await,
+        TxChoice::Payment(i) => payment(txn, tables, i).await,
+        TxChoice::OrderStatus(i) => order_status(txn, tables, i).await,
+        TxChoice::Delivery(i) => delivery(txn, tables, i).await,
+        TxChoice::StockLevel(i) => stock_level(txn, tables, i).await.map(|(o, _)| o),
     }
 }
 

@@ -380,6 +380,7 @@ fn measure_step(
         max_transactions: opts.max_transactions,
         isolation: Isolation::Serializable,
         lock_release: LockRelease::Early,
+        delivery_per_district: true,
         seed: opts.seed,
         progress: false,
         label: format!("W={} {name} warm-up", scale.warehouses),

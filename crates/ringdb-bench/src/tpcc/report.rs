@@ -76,6 +76,10 @@ pub struct TpccRunReport {
     pub isolation: String,
     /// When commits released their locks: `early` (once applied) or `after-sync`.
     pub lock_release: super::LockRelease,
+    /// Whether each Delivery ran as one transaction per district (else one for all ten).
+    pub delivery_per_district: bool,
+    /// Transactions abandoned on a missing row: only without isolation (0 otherwise).
+    pub anomalies: u64,
     /// Seconds the run took.
     pub secs: f64,
     /// Transactions committed (all types).
@@ -135,7 +139,7 @@ impl TpccRunReport {
     /// The report as text: throughput, counters, then one line per transaction type.
     pub fn text(&self) -> String {
         let mut s = format!(
-            "{}: {} warehouse(s), {} tasks, isolation {}, locks released {}, {:.1} s\n",
+            "{}: {} warehouse(s), {} tasks, isolation {}, locks released {}, Delivery as {}, {:.1} s\n",
             self.label,
             self.warehouses,
             self.tasks,
@@ -143,6 +147,11 @@ impl TpccRunReport {
             match self.lock_release {
                 super::LockRelease::Early => "once applied",
                 super::LockRelease::AfterSync => "after the log sync",
+            },
+            if self.delivery_per_district {
+                "one transaction per district"
+            } else {
+                "one transaction"
             },
             self.secs
         );
@@ -156,6 +165,12 @@ impl TpccRunReport {
             self.faults_per_tx, self.writes_per_tx, self.enters_per_tx, self.cycles_per_tx,
             self.cpu_pct, self.iowq_workers
         ));
+        if self.anomalies > 0 {
+            s.push_str(&format!(
+                "  anomalies: {} transactions abandoned on a row another had not finished writing (isolation {})\n",
+                self.anomalies, self.isolation
+            ));
+        }
         if self.log_syncs_per_tx > 0.0 {
             s.push_str(&format!(
                 "  log: {:.3} syncs per tx, {:.1} commits per sync (group commit)\n",

@@ -12,7 +12,9 @@
 //!   lock, which conflicts with an exclusive key lock inside it, so no insert or delete can
 //!   create a phantom in a range a transaction has read;
 //! - every lock is held until commit or abort (strict), so nobody sees a write before its
-//!   batch is in the tree;
+//!   batch is in the tree; with a log, the commit point is the append of its record, not the
+//!   sync that makes it durable (early lock release, see `transaction.rs`: a reader that
+//!   wrote nothing waits for that sync in its own commit);
 //! - deadlocks cannot form: on a conflict the older transaction (smaller [`TxnTimestamp`])
 //!   waits and the younger dies with [`TxnError::Conflict`](crate::TxnError::Conflict), so
 //!   every wait goes from older to younger. A retry passes its first timestamp again, grows
