@@ -93,6 +93,9 @@ pub struct TpccArgs {
     /// per district (clause 2.7 allows either).
     #[arg(long, hide = true)]
     delivery_one_transaction: bool,
+    /// Run StockLevel serializable too, instead of at read committed (clause 2.8.2.3).
+    #[arg(long, hide = true)]
+    stock_level_serializable: bool,
     #[arg(long, default_value_t = 42)]
     seed: u64,
     /// Also write the JSON report here.
@@ -146,6 +149,7 @@ pub fn run(a: TpccArgs) -> CmdResult<bool> {
             LockRelease::Early
         },
         delivery_per_district: !a.delivery_one_transaction,
+        stock_level_read_committed: !a.stock_level_serializable,
         seed: a.seed,
         progress: std::io::stderr().is_terminal(),
         label: "tpcc".into(),
@@ -187,11 +191,13 @@ impl Settings {
         let page_size = parse_size(&a.page_size)? as usize;
         let isolation = match a.isolation.as_str() {
             "serializable" => Isolation::Serializable,
+            "read-committed" => Isolation::ReadCommitted,
             "off" => Isolation::Off,
             other => {
-                return Err(
-                    format!("unknown isolation {other:?}; one of: serializable, off").into(),
+                return Err(format!(
+                    "unknown isolation {other:?}; one of: serializable, read-committed, off"
                 )
+                .into())
             }
         };
         if let Some(w) = a.warehouses {

@@ -221,6 +221,10 @@ async fn younger_dies(h: DbHandle, io: ringdb_io::Io, table: TableId, ev: Events
     older.get_for_update(table, &key(1)).await.unwrap();
     let (ev2, older_ts) = (ev.clone(), older.timestamp());
     let dies = io.spawn(async move {
+        // Holding a lock (which a serializable transaction dies with anyway; a read-committed
+        // one holding none would wait instead, see
+        // `a_read_committed_transaction_holding_no_lock_waits_even_for_an_older_one`).
+        younger.get(table, &key(7)).await.unwrap();
         let e = younger.get(table, &key(1)).await.unwrap_err();
         ev2.borrow_mut().push("younger died");
         assert!(e.is_conflict(), "{e}");
@@ -669,4 +673,80 @@ fn with_a_log_locks_go_before_the_sync_and_a_reader_waits_for_it() {
         (4, 0, 0)
     );
     db.close().unwrap();
+}
+
+#[test]
+fn read_committed_holds_read_locks_only_for_the_read() {
+    let (mut db, table) = small_db("read-committed", 10);
+    let h = db.handle();
+    db.runtime()
+        .block_on(async move {
+            let mut reader = h.begin_with(Isolation::ReadCommitted, None);
+            let first = reader.get(table, &key(4)).await.unwrap();
+            let scanned = reader
+                .scan(
+                    table,
+                    Bound::Unbounded,
+                    Bound::Unbounded,
+                    Direction::Forward,
+                    5,
+                )
+                .await
+                .unwrap();
+            assert_eq!(scanned.len(), 5);
+            // Its read and scan locks are gone already: a younger writer neither waits nor
+            // dies (under serializable it would die against the older reader's locks).
+            assert_eq!(h.txn_stats().locks_held, 0);
+            let mut writer = h.begin();
+            assert!(reader.timestamp() < writer.timestamp());
+            writer.put(table, &key(4), b"changed").await.unwrap();
+            writer.put(table, &key(0), b"changed too").await.unwrap();
+            writer.commit().await.unwrap();
+            // Not repeatable: the second read sees the committed change.
+            let second = reader.get(table, &key(4)).await.unwrap();
+            assert_ne!(first, second);
+            assert_eq!(second.as_deref(), Some(&b"changed"[..]));
+            // Its own writes still lock to the end.
+            reader.put(table, &key(5), b"mine").await.unwrap();
+            assert_eq!(h.txn_stats().locks_held, 1);
+            reader.commit().await.unwrap();
+            let stats = h.txn_stats();
+            assert_eq!((stats.conflicts, stats.waits, stats.locks_held), (0, 0, 0));
+
+            // (Under serializable the same writer would die against the older reader's shared
+            // lock: `a_younger_transaction_dies_and_an_older_one_waits`.)
+        })
+        .unwrap();
+}
+
+#[test]
+fn a_read_committed_transaction_holding_no_lock_waits_even_for_an_older_one() {
+    let (mut db, table) = small_db("holds-nothing", 10);
+    let h = db.handle();
+    let io = db.runtime().io();
+    let events: Events = Rc::default();
+    let ev = events.clone();
+    db.runtime()
+        .block_on(async move {
+            let mut older = h.begin();
+            let mut younger = h.begin_with(Isolation::ReadCommitted, None);
+            older.put(table, &key(1), b"older").await.unwrap();
+            let ev2 = ev.clone();
+            let waits = io.spawn(async move {
+                // It holds nothing, so nobody can be waiting for it and its wait closes no
+                // cycle. It waits rather than dies, and reads the committed value.
+                let seen = younger.get(table, &key(1)).await.unwrap();
+                ev2.borrow_mut().push("younger got the key");
+                assert_eq!(seen.as_deref(), Some(&b"older"[..]));
+                younger.commit().await.unwrap();
+            });
+            yield_rounds(5).await;
+            ev.borrow_mut().push("older commits");
+            older.commit().await.unwrap();
+            waits.await;
+            let stats = h.txn_stats();
+            assert_eq!((stats.conflicts, stats.waits, stats.commits), (0, 1, 2));
+        })
+        .unwrap();
+    assert_eq!(*events.borrow(), ["older commits", "younger got the key"]);
 }

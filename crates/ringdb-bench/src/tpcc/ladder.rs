@@ -381,6 +381,7 @@ fn measure_step(
         isolation: Isolation::Serializable,
         lock_release: LockRelease::Early,
         delivery_per_district: true,
+        stock_level_read_committed: true,
         seed: opts.seed,
         progress: false,
         label: format!("W={} {name} warm-up", scale.warehouses),

@@ -78,6 +78,8 @@ pub struct TpccRunReport {
     pub lock_release: super::LockRelease,
     /// Whether each Delivery ran as one transaction per district (else one for all ten).
     pub delivery_per_district: bool,
+    /// Whether StockLevel ran at read committed (clause 2.8.2.3) under a serializable run.
+    pub stock_level_read_committed: bool,
     /// Transactions abandoned on a missing row: only without isolation (0 otherwise).
     pub anomalies: u64,
     /// Seconds the run took.

@@ -50,6 +50,10 @@ pub enum Isolation {
     /// Strict two-phase locking on keys and scanned ranges, wait-die: serializable.
     #[default]
     Serializable,
+    /// Reads see only committed data, but their shared locks (key and range) last only for
+    /// the read: no repeatable reads, no phantom protection. Writes lock as under
+    /// `Serializable`, to the end. What TPC-C's StockLevel is allowed (clause 2.8.2.3).
+    ReadCommitted,
     /// No locks at all: lost updates and phantoms happen (for demonstrations and baselines).
     Off,
 }

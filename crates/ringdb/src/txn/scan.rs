@@ -6,7 +6,8 @@
 //! in the tree there and no insert or delete can land there until this transaction ends:
 //! no phantoms). When the limit cut the result, the lock is narrowed to the part the scan
 //! observed (up to its last pair), so inserts beyond it (a new order at the end of a
-//! district) do not wait for this transaction.
+//! district) do not wait for this transaction. Under read committed the range lock is
+//! released as soon as the tree was read: what it saw was committed, nothing more.
 
 use super::transaction::Transaction;
 use super::Isolation;
@@ -31,13 +32,15 @@ impl Transaction {
             return Ok(Vec::new());
         }
         self.check_alive()?;
-        let range = if self.isolation == Isolation::Serializable {
-            let locked = self.shared.lock_range(table, start, end, self.age).await;
+        let range = if self.isolation != Isolation::Off {
+            let holds_nothing = self.holds_nothing();
+            let locked = (self.shared)
+                .lock_range(table, start, end, self.age, holds_nothing)
+                .await;
             let id = match locked {
                 Ok(id) => id,
                 Err(refusal) => return Err(self.refused(refusal).await),
             };
-            self.ranges.push((table, id));
             Some(id)
         } else {
             None
@@ -47,13 +50,27 @@ impl Transaction {
         let tree = self
             .handle
             .scan_in(table, start, end, direction, tree_limit)
-            .await?;
+            .await;
+        let tree = match (tree, range) {
+            (tree, Some(id)) if self.isolation == Isolation::ReadCommitted => {
+                // Read committed: the range lock lasted only for the read.
+                self.shared.locks.release(self.age, &[], &[(table, id)]);
+                tree?
+            }
+            (tree, Some(id)) => {
+                self.ranges.push((table, id));
+                tree?
+            }
+            (tree, None) => tree?,
+        };
         let tree_cut = tree.len() == tree_limit;
         let pairs = self
             .writes
             .merge(table, (start, end), direction, limit, tree, tree_cut);
-        if let (Some(id), true) = (range, pairs.len() == limit) {
-            self.narrow(table, id, (start, end), direction, &pairs);
+        if self.isolation == Isolation::Serializable && pairs.len() == limit {
+            if let Some(id) = range {
+                self.narrow(table, id, (start, end), direction, &pairs);
+            }
         }
         Ok(pairs)
     }

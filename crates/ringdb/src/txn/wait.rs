@@ -39,18 +39,22 @@ struct WaiterFields {
 
 impl TxnShared {
     /// Locks `key` of `table` for `age` (`exclusive` or shared), parking while younger
-    /// transactions hold it; refuses with a conflict when an older one does.
+    /// transactions hold it; refuses with a conflict when an older one does, unless
+    /// `holds_nothing`: a transaction that holds no lock parks instead (nobody can be waiting
+    /// for it, so its wait closes no cycle).
     pub(super) async fn lock_key(
         &self,
         table: TableId,
         key: &[u8],
         age: Age,
         exclusive: bool,
+        holds_nothing: bool,
     ) -> Result<Grant, Refusal> {
         let mut waited = false;
         for _ in 0..LOCK_WAIT_ROUNDS_MAX {
             let blocker = match self.locks.try_key(table, key, age, exclusive) {
                 Attempt::Granted(grant) => return Ok(grant),
+                Attempt::Die { blocker, .. } if holds_nothing => blocker,
                 Attempt::Die {
                     holder,
                     with,
@@ -75,19 +79,21 @@ impl TxnShared {
     }
 
     /// Locks (`start`, `end`) of `table` shared for `age` (a scan); returns the range lock's
-    /// number.
+    /// number. `holds_nothing` as for [`TxnShared::lock_key`].
     pub(super) async fn lock_range(
         &self,
         table: TableId,
         start: Bound<&[u8]>,
         end: Bound<&[u8]>,
         age: Age,
+        holds_nothing: bool,
     ) -> Result<u64, Refusal> {
         let mut waited = false;
         for _ in 0..LOCK_WAIT_ROUNDS_MAX {
             let blocker = match self.locks.try_range(table, start, end, age) {
                 Attempt::Granted(Grant::Range(id)) => return Ok(id),
                 Attempt::Granted(_) => unreachable!("a range request granted as a key"),
+                Attempt::Die { blocker, .. } if holds_nothing => blocker,
                 Attempt::Die {
                     holder,
                     with,
