@@ -5,14 +5,13 @@
 mod common;
 
 use common::{assert_refused, ringdb, tmp};
+use std::path::Path;
 
-#[test]
-fn a_small_ladder_runs_both_warehouse_counts_and_checks_each_step() {
-    let dir = tmp("tpcc-ladder");
-    let _ = std::fs::remove_dir_all(&dir);
-    let json = tmp("tpcc-ladder.json");
-    let svg = tmp("tpcc-ladder.svg");
-    let out = ringdb(&[
+/// Runs a small ladder in `dir` (pool 1 MiB, 32 tasks, 1 s per step after 200 ms of warm-up)
+/// with `extra` arguments, writing the JSON report to `json`; asserts it succeeded and
+/// returns its table.
+fn small_ladder(dir: &Path, json: &Path, extra: &[&str]) -> String {
+    let mut args = vec![
         "tpcc",
         "--ladder",
         "--small",
@@ -22,24 +21,41 @@ fn a_small_ladder_runs_both_warehouse_counts_and_checks_each_step() {
         "1M",
         "--tasks",
         "32",
-        "--warehouses-out",
-        "3",
-        "--steps",
-        "posix,+async,+passthrough",
         "--duration",
         "1s",
         "--warmup",
         "200ms",
         "--json",
         json.to_str().unwrap(),
-        "--plot",
-        svg.to_str().unwrap(),
-    ]);
-    let text = String::from_utf8_lossy(&out.stdout);
+    ];
+    args.extend_from_slice(extra);
+    let out = ringdb(&args);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(
         out.status.success(),
         "{text}\n{}",
         String::from_utf8_lossy(&out.stderr)
+    );
+    text
+}
+
+#[test]
+fn a_small_ladder_runs_both_warehouse_counts_and_checks_each_step() {
+    let dir = tmp("tpcc-ladder");
+    let _ = std::fs::remove_dir_all(&dir);
+    let json = tmp("tpcc-ladder.json");
+    let svg = tmp("tpcc-ladder.svg");
+    let text = small_ladder(
+        &dir,
+        &json,
+        &[
+            "--warehouses-out",
+            "3",
+            "--steps",
+            "posix,+async,+passthrough",
+            "--plot",
+            svg.to_str().unwrap(),
+        ],
     );
     assert!(text.contains("W=1") && text.contains("W=3"), "{text}");
     let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
@@ -98,34 +114,17 @@ fn a_ladder_with_a_log_loads_apart_commits_through_it_and_checks_each_step() {
     let dir = tmp("tpcc-ladder-log");
     let _ = std::fs::remove_dir_all(&dir);
     let json = tmp("tpcc-ladder-log.json");
-    let out = ringdb(&[
-        "tpcc",
-        "--ladder",
-        "--small",
-        "--path",
-        dir.to_str().unwrap(),
-        "--pool",
-        "1M",
-        "--tasks",
-        "32",
-        "--warehouses-out",
-        "0",
-        "--steps",
-        "posix,+async",
-        "--durability",
-        "fdatasync",
-        "--duration",
-        "1s",
-        "--warmup",
-        "200ms",
-        "--json",
-        json.to_str().unwrap(),
-    ]);
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{text}\n{}",
-        String::from_utf8_lossy(&out.stderr)
+    let text = small_ladder(
+        &dir,
+        &json,
+        &[
+            "--warehouses-out",
+            "0",
+            "--steps",
+            "posix,+async",
+            "--durability",
+            "fdatasync",
+        ],
     );
     assert!(text.contains("durability fdatasync"), "{text}");
     // Loaded with a log, apart from a database without one.
