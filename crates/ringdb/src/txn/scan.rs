@@ -33,9 +33,9 @@ impl Transaction {
         }
         self.check_alive()?;
         let range = if self.isolation != Isolation::Off {
-            let holds_nothing = self.holds_nothing();
+            let waits_for_older = self.waits_for_older();
             let locked = (self.shared)
-                .lock_range(table, start, end, self.age, holds_nothing)
+                .lock_range(table, start, end, self.age, waits_for_older)
                 .await;
             let id = match locked {
                 Ok(id) => id,
@@ -51,18 +51,15 @@ impl Transaction {
             .handle
             .scan_in(table, start, end, direction, tree_limit)
             .await;
-        let tree = match (tree, range) {
-            (tree, Some(id)) if self.isolation == Isolation::ReadCommitted => {
+        if let Some(id) = range {
+            if self.isolation == Isolation::ReadCommitted {
                 // Read committed: the range lock lasted only for the read.
                 self.shared.locks.release(self.age, &[], &[(table, id)]);
-                tree?
-            }
-            (tree, Some(id)) => {
+            } else {
                 self.ranges.push((table, id));
-                tree?
             }
-            (tree, None) => tree?,
-        };
+        }
+        let tree = tree?;
         let tree_cut = tree.len() == tree_limit;
         let pairs = self
             .writes

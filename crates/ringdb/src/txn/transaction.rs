@@ -95,9 +95,9 @@ impl Transaction {
             return Ok(());
         }
         self.check_alive()?;
-        let holds_nothing = self.holds_nothing();
+        let waits_for_older = self.waits_for_older();
         match (self.shared)
-            .lock_key(table, key, self.age, exclusive, holds_nothing)
+            .lock_key(table, key, self.age, exclusive, waits_for_older)
             .await
         {
             Ok(Grant::Key(key)) => self.keys.push((table, key)),
@@ -108,13 +108,13 @@ impl Transaction {
     }
 
     /// Whether a lock it cannot have now makes it wait even for an older holder instead of
-    /// dying (see `TxnShared::lock_key`): a read-committed transaction that holds no lock.
+    /// dying (see `TxnShared::lock_key`): only a read-committed transaction holding no lock.
     ///
     /// Sound for any transaction that holds nothing (nobody waits for it, so its wait closes
     /// no cycle), but applied only to read committed: for every transaction it cut TPC-C's
     /// conflicts from 96% to 3% of attempts and yet lowered tx/s by 10-16% at 128 tasks,
     /// because every release wakes every waiter of its lock (`docs/results/issue13-tpcc.md`).
-    pub(super) fn holds_nothing(&self) -> bool {
+    pub(super) fn waits_for_older(&self) -> bool {
         self.isolation == Isolation::ReadCommitted && self.keys.is_empty() && self.ranges.is_empty()
     }
 
@@ -182,9 +182,9 @@ impl Transaction {
         table: TableId,
         key: &[u8],
     ) -> Result<Option<Vec<u8>>, TxnError> {
-        let holds_nothing = self.holds_nothing();
+        let waits_for_older = self.waits_for_older();
         let locked = (self.shared)
-            .lock_key(table, key, self.age, false, holds_nothing)
+            .lock_key(table, key, self.age, false, waits_for_older)
             .await;
         let short = match locked {
             Ok(Grant::Key(key)) => Some(key),
@@ -248,17 +248,18 @@ impl Transaction {
             return Err(e);
         }
         let writes = std::mem::take(&mut self.writes);
-        let result = if self.strict_release {
-            if writes.is_empty() {
+        let result = if writes.is_empty() {
+            if self.strict_release {
+                // Writers held their locks until durable: what it read is durable.
                 Ok(())
             } else {
-                let batch = WriteBatch::from_ops(writes.into_ops());
-                self.handle.write(&batch).await
+                // What it read may be another's writes not yet durable: wait for them.
+                self.release_locks();
+                self.handle.wait_log_durable().await
             }
-        } else if writes.is_empty() {
-            // What it read may be another's writes not yet durable: wait for them.
-            self.release_locks();
-            self.handle.wait_log_durable().await
+        } else if self.strict_release {
+            let batch = WriteBatch::from_ops(writes.into_ops());
+            self.handle.write(&batch).await
         } else {
             let batch = WriteBatch::from_ops(writes.into_ops());
             let release = EarlyRelease {

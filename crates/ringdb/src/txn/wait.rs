@@ -40,21 +40,21 @@ struct WaiterFields {
 impl TxnShared {
     /// Locks `key` of `table` for `age` (`exclusive` or shared), parking while younger
     /// transactions hold it; refuses with a conflict when an older one does, unless
-    /// `holds_nothing`: a transaction that holds no lock parks instead (nobody can be waiting
-    /// for it, so its wait closes no cycle).
+    /// `waits_for_older`: the caller holds no lock (nobody can be waiting for it, so its wait
+    /// closes no cycle) and chose to park instead.
     pub(super) async fn lock_key(
         &self,
         table: TableId,
         key: &[u8],
         age: Age,
         exclusive: bool,
-        holds_nothing: bool,
+        waits_for_older: bool,
     ) -> Result<Grant, Refusal> {
         let mut waited = false;
         for _ in 0..LOCK_WAIT_ROUNDS_MAX {
             let blocker = match self.locks.try_key(table, key, age, exclusive) {
                 Attempt::Granted(grant) => return Ok(grant),
-                Attempt::Die { blocker, .. } if holds_nothing => blocker,
+                Attempt::Die { blocker, .. } if waits_for_older => blocker,
                 Attempt::Die {
                     holder,
                     with,
@@ -79,21 +79,21 @@ impl TxnShared {
     }
 
     /// Locks (`start`, `end`) of `table` shared for `age` (a scan); returns the range lock's
-    /// number. `holds_nothing` as for [`TxnShared::lock_key`].
+    /// number. `waits_for_older` as for [`TxnShared::lock_key`].
     pub(super) async fn lock_range(
         &self,
         table: TableId,
         start: Bound<&[u8]>,
         end: Bound<&[u8]>,
         age: Age,
-        holds_nothing: bool,
+        waits_for_older: bool,
     ) -> Result<u64, Refusal> {
         let mut waited = false;
         for _ in 0..LOCK_WAIT_ROUNDS_MAX {
             let blocker = match self.locks.try_range(table, start, end, age) {
                 Attempt::Granted(Grant::Range(id)) => return Ok(id),
                 Attempt::Granted(_) => unreachable!("a range request granted as a key"),
-                Attempt::Die { blocker, .. } if holds_nothing => blocker,
+                Attempt::Die { blocker, .. } if waits_for_older => blocker,
                 Attempt::Die {
                     holder,
                     with,
