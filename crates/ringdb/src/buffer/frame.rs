@@ -268,6 +268,8 @@ pub(super) struct Inner {
     /// freed frame (see `WaitOn::Evictable`).
     pub(super) round_waiter: RefCell<Option<Waker>>,
     pub(super) evicting: Cell<bool>,
+    /// Pages that ended eviction rounds sent to the target and that are not back yet.
+    pub(super) writes_out: Cell<usize>,
     /// Page reads in flight, their limit, and the tasks waiting for a permit.
     pub(super) loads: Cell<usize>,
     pub(super) max_loads: usize,
@@ -327,6 +329,7 @@ impl Inner {
             frame_waiters: RefCell::new(Vec::new()),
             round_waiter: RefCell::new(None),
             evicting: Cell::new(false),
+            writes_out: Cell::new(0),
             loads: Cell::new(0),
             max_loads: (n / 8).max(2),
             load_queue: RefCell::new(VecDeque::new()),

@@ -150,6 +150,12 @@ impl BufferManager {
         self.inner.state.borrow().free_bufs.len()
     }
 
+    /// Pages that eviction rounds sent to the target and that are not back yet. A round ends
+    /// once its writes are submitted, so several rounds' writes can be out at once (bounded).
+    pub fn writes_out(&self) -> usize {
+        self.inner.writes_out.get()
+    }
+
     /// Pages resident (or in I/O) right now.
     pub fn resident(&self) -> usize {
         self.inner.state.borrow().table.len()
