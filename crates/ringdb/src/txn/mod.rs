@@ -21,13 +21,15 @@
 //!   older with every transaction that starts after it, and eventually wins.
 //!
 //! Where to look: `transaction.rs` ([`Transaction`], its reads, writes and commit);
-//! `scan.rs` (scans merged with the transaction's own writes); `write_set.rs` (the buffered
+//! `scan.rs` (scans merged with the transaction's own writes); `prefetch.rs` (pages of keys
+//! about to be read, faulted in together before any lock); `write_set.rs` (the buffered
 //! writes); `locks.rs` (the lock table: key and range locks, wait-die), `lock_entry.rs` (one
 //! key's holders and waiters), `wait.rs` (parking on a lock), `release.rs` (releasing and
 //! narrowing); `stats.rs` ([`TxnStats`], and the state the transactions share).
 
 mod lock_entry;
 mod locks;
+mod prefetch;
 mod release;
 mod scan;
 mod stats;

@@ -1,0 +1,108 @@
+//! `Transaction::prefetch`: the pages of the keys asked for are read into the pool together,
+//! without a lock (another transaction may write those keys meanwhile), and the transaction's
+//! later reads of them find them resident.
+
+use ringdb::{Durability, LocalDb, Options, TableId};
+use std::path::PathBuf;
+
+/// Keys in the table, and the value bytes of each: about four keys per 4 KiB page, so the
+/// table is far larger than the pool.
+const KEYS: u32 = 4_000;
+const VALUE_BYTES: usize = 900;
+const POOL_PAGES: usize = 64;
+/// Keys prefetched, spread over the table (each on its own leaf).
+const PREFETCHED: u32 = 16;
+
+fn dir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("ringdb-txn-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+fn key(i: u32) -> Vec<u8> {
+    format!("k{i:06}").into_bytes()
+}
+
+fn loaded(name: &str) -> (LocalDb, TableId) {
+    let options = Options {
+        pool_pages: POOL_PAGES,
+        direct: false,
+        fresh: true,
+        durability: Durability::Off,
+        ..Options::default()
+    };
+    let mut db = LocalDb::open(&dir(name), options).unwrap();
+    let table = db.create_table("t").unwrap();
+    for i in 0..KEYS {
+        db.insert_in(table, &key(i), &vec![b'v'; VALUE_BYTES])
+            .unwrap();
+    }
+    (db, table)
+}
+
+#[test]
+fn prefetch_reads_the_pages_together_takes_no_lock_and_later_reads_hit() {
+    let (mut db, table) = loaded("prefetch");
+    let h = db.handle();
+    let wanted: Vec<Vec<u8>> = (0..PREFETCHED)
+        .map(|i| key(i * (KEYS / PREFETCHED) + 7))
+        .collect();
+    db.runtime()
+        .block_on(async move {
+            let reads = || h.tree().buffer().stats().reads;
+            let txn = h.begin();
+            let before = reads();
+            let keys: Vec<(TableId, &[u8])> = wanted.iter().map(|k| (table, &k[..])).collect();
+            txn.prefetch(&keys).await.unwrap();
+            let prefetched = reads() - before;
+            // The pool held the end of the load, not these leaves: most had to be read.
+            assert!(
+                prefetched >= u64::from(PREFETCHED) / 2,
+                "prefetch read {prefetched} pages for {PREFETCHED} keys spread over the table"
+            );
+            assert_eq!(h.txn_stats().locks_held, 0, "a prefetch takes no lock");
+            // Nothing is locked: a younger transaction writes one of the keys and commits
+            // without waiting or dying.
+            let mut writer = h.begin();
+            writer.put(table, &wanted[0], b"changed").await.unwrap();
+            writer.commit().await.unwrap();
+            // The prefetching transaction's reads now come from memory, and see the commit.
+            let mut txn = txn;
+            let after_prefetch = reads();
+            for (i, k) in wanted.iter().enumerate() {
+                let value = txn.get(table, k).await.unwrap().expect("the key exists");
+                if i == 0 {
+                    assert_eq!(value, b"changed");
+                } else {
+                    assert_eq!(value.len(), VALUE_BYTES);
+                }
+            }
+            assert_eq!(
+                reads(),
+                after_prefetch,
+                "the prefetched pages stayed resident"
+            );
+            txn.commit().await.unwrap();
+            let stats = h.txn_stats();
+            assert_eq!((stats.conflicts, stats.waits), (0, 0));
+        })
+        .unwrap();
+}
+
+#[test]
+fn a_prefetch_of_absent_keys_and_of_none_is_fine() {
+    let (mut db, table) = loaded("prefetch-absent");
+    let h = db.handle();
+    db.runtime()
+        .block_on(async move {
+            let txn = h.begin();
+            txn.prefetch(&[]).await.unwrap();
+            let absent = key(KEYS + 100);
+            txn.prefetch(&[(table, &absent[..])]).await.unwrap();
+            // A table the database does not hold is refused as a read would be.
+            let missing = TableId::from_raw(9_999);
+            assert!(txn.prefetch(&[(missing, &absent[..])]).await.is_err());
+            txn.commit().await.unwrap();
+        })
+        .unwrap();
+}
