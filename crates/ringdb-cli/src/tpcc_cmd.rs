@@ -96,6 +96,10 @@ pub struct TpccArgs {
     /// Run StockLevel serializable too, instead of at read committed (clause 2.8.2.3).
     #[arg(long, hide = true)]
     stock_level_serializable: bool,
+    /// Do not prefetch NewOrder's and Payment's rows before they lock (each read faults
+    /// on its own, locks held).
+    #[arg(long, hide = true)]
+    no_prefetch: bool,
     #[arg(long, default_value_t = 42)]
     seed: u64,
     /// Also write the JSON report here.
@@ -150,6 +154,7 @@ pub fn run(a: TpccArgs) -> CmdResult<bool> {
         },
         delivery_per_district: !a.delivery_one_transaction,
         stock_level_read_committed: !a.stock_level_serializable,
+        prefetch: !a.no_prefetch,
         seed: a.seed,
         progress: std::io::stderr().is_terminal(),
         label: "tpcc".into(),
@@ -288,6 +293,7 @@ fn run_ladder(a: &TpccArgs, settings: &Settings) -> CmdResult<bool> {
     opts.steps = a.steps.clone();
     opts.cpu = a.cpu;
     opts.seed = a.seed;
+    opts.prefetch = !a.no_prefetch;
     if let Some(mode) = &a.durability {
         opts.durability = mode.parse()?;
     }

@@ -33,6 +33,29 @@ pub enum LockRelease {
     AfterSync,
 }
 
+/// How a transaction runs: its isolation, when its locks go, whether it prefetches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TxOptions {
+    /// How it isolates itself.
+    pub isolation: Isolation,
+    /// When a commit releases its locks.
+    pub release: LockRelease,
+    /// Fault in the rows it will read, together, before it takes a lock (NewOrder and
+    /// Payment, first attempt only; see `prefetch.rs`).
+    pub prefetch: bool,
+}
+
+impl TxOptions {
+    /// `isolation`, locks released early, prefetch on.
+    pub fn new(isolation: Isolation) -> TxOptions {
+        TxOptions {
+            isolation,
+            release: LockRelease::Early,
+            prefetch: true,
+        }
+    }
+}
+
 /// Runs `input` as one transaction with `isolation`, aged `timestamp` (a retry passes the
 /// timestamp its conflict returned; `None` for a first attempt). With a log, its locks go
 /// as soon as its writes are applied (early lock release, see `ringdb::Transaction`).
@@ -43,38 +66,31 @@ pub async fn execute(
     isolation: Isolation,
     timestamp: Option<TxnTimestamp>,
 ) -> Result<TxOutcome, TpccError> {
-    execute_with(
-        h,
-        tables,
-        input,
-        isolation,
-        timestamp,
-        LockRelease::Early,
-        None,
-    )
-    .await
+    let options = TxOptions::new(isolation);
+    execute_with(h, tables, input, options, timestamp, None).await
 }
 
-/// [`execute`], releasing the locks as `release` says; for a Delivery, `district` runs only
-/// that district's part (one database transaction of the business transaction's ten).
+/// [`execute`] as `options` say; for a Delivery, `district` runs only that district's part
+/// (one database transaction of the business transaction's ten).
 pub async fn execute_with(
     h: &DbHandle,
     tables: &TpccTables,
     input: &TxInput,
-    isolation: Isolation,
+    options: TxOptions,
     timestamp: Option<TxnTimestamp>,
-    release: LockRelease,
     district: Option<u32>,
 ) -> Result<TxOutcome, TpccError> {
     input.validate()?;
-    let mut txn = h.begin_with(isolation, timestamp);
-    if release == LockRelease::AfterSync {
+    let mut txn = h.begin_with(options.isolation, timestamp);
+    if options.release == LockRelease::AfterSync {
         txn.hold_locks_until_durable();
     }
+    // A retry finds the rows its first attempt faulted in: prefetch only the first.
+    let prefetch = options.prefetch && timestamp.is_none();
     let timestamp = txn.timestamp();
     let done = match (input.choice(), district) {
         (TxChoice::Delivery(i), Some(d)) => delivery_district(&mut txn, tables, i, d).await,
-        (choice, _) => run_choice(&mut txn, tables, choice).await,
+        (choice, _) => run_choice(&mut txn, tables, choice, prefetch).await,
     };
     match done {
         Ok(TxOutcome::Committed) => {
@@ -94,15 +110,27 @@ pub async fn execute_with(
     }
 }
 
-/// Runs the reads and writes of `choice` in `txn` (the caller commits).
+/// Runs the reads and writes of `choice` in `txn` (the caller commits), after prefetching
+/// its rows when `prefetch` says so.
 async fn run_choice(
     txn: &mut Transaction,
     tables: &TpccTables,
     choice: &TxChoice,
+    prefetch: bool,
 ) -> Result<TxOutcome, TpccError> {
     match choice {
-        TxChoice::NewOrder(i) => new_order(txn, tables, i).await,
-        TxChoice::Payment(i) => payment(txn, tables, i).await,
+        TxChoice::NewOrder(i) => {
+            if prefetch {
+                super::prefetch::new_order(txn, tables, i).await?;
+            }
+            new_order(txn, tables, i).await
+        }
+        TxChoice::Payment(i) => {
+            if prefetch {
+                super::prefetch::payment(txn, tables, i).await?;
+            }
+            payment(txn, tables, i, prefetch).await
+        }
         TxChoice::OrderStatus(i) => order_status(txn, tables, i).await,
         TxChoice::Delivery(i) => delivery(txn, tables, i).await,
         TxChoice::StockLevel(i) => stock_level(txn, tables, i).await.map(|(o, _)| o),

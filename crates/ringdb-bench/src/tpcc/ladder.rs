@@ -75,6 +75,8 @@ pub struct TpccLadderOpts {
     /// The log of every step: `Off` (no log, as in the paper) or a mode with a log and group
     /// commit, whose databases are loaded with a log (in their own directories).
     pub durability: Durability,
+    /// NewOrder and Payment prefetch their rows before they lock (see `TpccRunSpec`).
+    pub prefetch: bool,
     /// Progress bars on stderr.
     pub progress: bool,
 }
@@ -98,6 +100,7 @@ impl TpccLadderOpts {
             cpu: None,
             seed: 42,
             durability: Durability::Off,
+            prefetch: true,
             progress: false,
         }
     }
@@ -223,6 +226,8 @@ pub struct TpccLadderReport {
     pub tasks: usize,
     /// The steps' durability (`off`: no log, as in the paper).
     pub durability: String,
+    /// Whether NewOrder and Payment prefetched their rows.
+    pub prefetch: bool,
     /// One group per warehouse count: in memory first, then out of memory.
     pub groups: Vec<WarehouseGroup>,
 }
@@ -248,6 +253,7 @@ pub fn run_ladder(opts: &TpccLadderOpts, progress: &dyn Fn(&str)) -> Result<Tpcc
         pool_pages: opts.pool_pages,
         tasks: opts.tasks,
         durability: opts.durability.to_string(),
+        prefetch: opts.prefetch,
         groups,
     })
 }
@@ -382,6 +388,7 @@ fn measure_step(
         lock_release: LockRelease::Early,
         delivery_per_district: true,
         stock_level_read_committed: true,
+        prefetch: opts.prefetch,
         seed: opts.seed,
         progress: false,
         label: format!("W={} {name} warm-up", scale.warehouses),

@@ -32,6 +32,7 @@ mod new_order;
 mod order_status;
 mod payment;
 mod population;
+mod prefetch;
 mod random;
 mod report;
 mod rows;
@@ -45,7 +46,7 @@ mod tables;
 pub use check::{check, CheckReport, ConditionResult};
 pub use codec::RowError;
 pub use error::TpccError;
-pub use execute::{execute, execute_with, LockRelease, TxOutcome};
+pub use execute::{execute, execute_with, LockRelease, TxOptions, TxOutcome};
 pub use input::{
     CustomerChoice, DeliveryInput, NewOrderInput, NewOrderLine, OrderStatusInput, PaymentInput,
     StockLevelInput, TxChoice, TxInput,

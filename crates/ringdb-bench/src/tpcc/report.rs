@@ -80,6 +80,8 @@ pub struct TpccRunReport {
     pub delivery_per_district: bool,
     /// Whether StockLevel ran at read committed (clause 2.8.2.3) under a serializable run.
     pub stock_level_read_committed: bool,
+    /// Whether NewOrder and Payment prefetched their rows before locking.
+    pub prefetch: bool,
     /// Transactions abandoned on a missing row: only without isolation (0 otherwise).
     pub anomalies: u64,
     /// Seconds the run took.

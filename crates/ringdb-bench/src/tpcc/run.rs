@@ -12,7 +12,7 @@
 use super::report::{TpccRunReport, TxTypeReport};
 use super::{
     execute_with, Constants, LockRelease, TpccError, TpccScale, TpccTables, TxChoice, TxInput,
-    TxKind, TxOutcome,
+    TxKind, TxOptions, TxOutcome,
 };
 use crate::error::{BenchError, Result};
 use ringdb::{DbHandle, DbStats, LocalDb};
@@ -141,6 +141,9 @@ pub struct TpccRunSpec {
     /// Under `Serializable`, run StockLevel at read committed, as clause 2.8.2.3 allows ("full
     /// serializability and repeatable reads are not required").
     pub stock_level_read_committed: bool,
+    /// NewOrder and Payment fault in the rows they will read, together, before they lock
+    /// anything (see `ringdb::Transaction::prefetch`).
+    pub prefetch: bool,
     /// Seed of the tasks' random choices (task `t` draws from `seed` and `t`).
     pub seed: u64,
     /// Draw a progress bar on stderr.
@@ -160,6 +163,7 @@ impl TpccRunSpec {
             lock_release: LockRelease::Early,
             delivery_per_district: true,
             stock_level_read_committed: true,
+            prefetch: true,
             seed: 42,
             progress: false,
             label: "tpcc".into(),
@@ -274,6 +278,7 @@ struct RunContext {
     lock_release: LockRelease,
     delivery_per_district: bool,
     stock_level_read_committed: bool,
+    prefetch: bool,
     seed: u64,
     tasks: usize,
     duration: Duration,
@@ -311,6 +316,7 @@ pub fn run(
         lock_release: spec.lock_release,
         delivery_per_district: spec.delivery_per_district,
         stock_level_read_committed: spec.stock_level_read_committed,
+        prefetch: spec.prefetch,
         seed: spec.seed,
         tasks: spec.tasks,
         duration: spec.duration,
@@ -424,7 +430,7 @@ async fn run_part(
     district: Option<u32>,
 ) -> Result<(TxOutcome, u64)> {
     let mut timestamp: Option<TxnTimestamp> = None;
-    let (release, tables) = (context.lock_release, &context.tables);
+    let tables = &context.tables;
     let isolation = match input.choice() {
         TxChoice::StockLevel(_)
             if context.stock_level_read_committed
@@ -434,10 +440,13 @@ async fn run_part(
         }
         _ => context.isolation,
     };
+    let options = TxOptions {
+        isolation,
+        release: context.lock_release,
+        prefetch: context.prefetch,
+    };
     for attempt in 0..MAX_ATTEMPTS {
-        let run = execute_with(
-            handle, tables, input, isolation, timestamp, release, district,
-        );
+        let run = execute_with(handle, tables, input, options, timestamp, district);
         match run.await {
             Ok(outcome) => return Ok((outcome, attempt as u64)),
             Err(TpccError::Conflict { timestamp: first }) => {
@@ -503,6 +512,7 @@ fn summarise(
         lock_release: spec.lock_release,
         delivery_per_district: spec.delivery_per_district,
         stock_level_read_committed: spec.stock_level_read_committed,
+        prefetch: spec.prefetch,
         anomalies: shared.anomalies.get(),
         secs: measured.secs,
         committed,
