@@ -10,6 +10,7 @@
 //! holding transaction share), and nothing else is allocated per lock while nobody waits.
 
 use super::lock_entry::{self, KeyCheck, KeyEntry, RangeLock, Waiter};
+use super::queued_scan::{queued_scan_before, QueuedScan};
 use super::{Age, ConflictWith};
 use crate::catalog::TableId;
 use crate::memory::{Meter, PartBytes};
@@ -29,6 +30,8 @@ pub(super) struct TableLocks {
     pub(super) keys: BTreeMap<Rc<[u8]>, KeyEntry>,
     /// Range locks held now (few: one per scan in progress).
     pub(super) ranges: Vec<RangeLock>,
+    /// Scans parked until their range can be locked (see `queued_scan.rs`).
+    pub(super) queued_scans: Vec<QueuedScan>,
 }
 
 /// The answer to a lock request.
@@ -65,6 +68,8 @@ pub(super) enum Grant {
 pub(super) enum Blocker {
     Key(Rc<[u8]>),
     Range(u64),
+    /// A scan waiting for its range (see `queued_scan.rs`): changes when it leaves the queue.
+    QueuedScan(Age),
 }
 
 /// The lock table (see the module doc).
@@ -147,6 +152,15 @@ impl LockTable {
                     );
                 }
                 blocker.get_or_insert(Blocker::Range(range.id));
+            }
+            // An older scan waiting for a range that holds the key goes first.
+            if let Some(scan) = queued_scan_before(locks, key, age) {
+                return die(
+                    scan.age,
+                    ConflictWith::Queued,
+                    key,
+                    Blocker::QueuedScan(scan.age),
+                );
             }
         }
         if let Some(blocker) = blocker {

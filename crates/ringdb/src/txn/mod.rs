@@ -25,11 +25,13 @@
 //! about to be read, faulted in together before any lock); `write_set.rs` (the buffered
 //! writes); `locks.rs` (the lock table: key and range locks, wait-die), `lock_entry.rs` (one
 //! key's holders and waiters), `wait.rs` (parking on a lock), `release.rs` (releasing and
-//! narrowing); `stats.rs` ([`TxnStats`], and the state the transactions share).
+//! narrowing), `queued_scan.rs` (scans waiting for their range, which younger inserts into
+//! it give way to); `stats.rs` ([`TxnStats`], and the state the transactions share).
 
 mod lock_entry;
 mod locks;
 mod prefetch;
+mod queued_scan;
 mod release;
 mod scan;
 mod stats;

@@ -8,6 +8,7 @@
 
 use super::lock_entry::Waiter;
 use super::locks::{entry_bytes, Attempt, Blocker, Grant, LockTable};
+use super::queued_scan::ScanInQueue;
 use super::{Age, ConflictWith, TxnShared, TxnTimestamp};
 use crate::catalog::TableId;
 use crate::error::TxnError;
@@ -89,6 +90,8 @@ impl TxnShared {
         waits_for_older: bool,
     ) -> Result<u64, Refusal> {
         let mut waited = false;
+        // Its place in the table's queue of waiting scans, from its first wait to its end.
+        let mut queued: Option<ScanInQueue<'_>> = None;
         for _ in 0..LOCK_WAIT_ROUNDS_MAX {
             let blocker = match self.locks.try_range(table, start, end, age) {
                 Attempt::Granted(Grant::Range(id)) => return Ok(id),
@@ -105,6 +108,8 @@ impl TxnShared {
                 Attempt::Wait(blocker) => blocker,
             };
             self.count_wait_once(&mut waited);
+            let range = (table, start, end);
+            ScanInQueue::enter(&mut queued, &self.locks, range, age);
             let waiter = WaiterFields {
                 age,
                 exclusive: false,
@@ -281,6 +286,16 @@ impl LockTable {
                 }
                 None => return false,
             },
+            Blocker::QueuedScan(age) => {
+                match locks.queued_scans.iter_mut().find(|s| s.age == *age) {
+                    Some(scan) => {
+                        let before = scan.bytes();
+                        change(&mut scan.waiters);
+                        (before, scan.bytes())
+                    }
+                    None => return false,
+                }
+            }
         };
         self.account(&tables, before, after);
         true
