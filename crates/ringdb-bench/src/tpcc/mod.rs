@@ -21,6 +21,7 @@ mod access;
 mod check;
 mod codec;
 mod delivery;
+mod delivery_queue;
 mod error;
 mod execute;
 mod input;

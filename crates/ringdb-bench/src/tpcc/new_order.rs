@@ -1,7 +1,7 @@
-//! NewOrder (clause 2.4): take the district's next order id, insert the ORDER, its NEW-ORDER
-//! and its index row, and for each line read the item, update its STOCK (the S_QUANTITY rule
-//! of 2.4.2.2) and insert the ORDER-LINE. An item id that does not exist (the 1% whose last
-//! line names an unused one) rolls the whole transaction back.
+//! NewOrder (clause 2.4): take the district's next order id; for each line read the item,
+//! update its STOCK (the S_QUANTITY rule of 2.4.2.2) and insert the ORDER-LINE; then insert
+//! the ORDER, its NEW-ORDER and its index row. An item id that does not exist (the 1% whose
+//! last line names an unused one) rolls the whole transaction back.
 
 use super::access::{self, Intent};
 use super::codec::Row;
@@ -32,6 +32,17 @@ pub async fn new_order(
     let customer_key = keys::customer(w, d, input.customer);
     let customer: Customer =
         access::read(txn, tables.customer, &customer_key, Intent::Read).await?;
+    let mut total_cents = 0i64;
+    for (number, line) in (1..).zip(&input.lines) {
+        let place = LinePlace { w, d, o, number };
+        match order_line(txn, tables, place, line).await? {
+            Some(amount) => total_cents += amount,
+            None => return Ok(TxOutcome::RolledBack),
+        }
+    }
+    // The ORDER, NEW-ORDER and index rows last: a Delivery scanning the district's NEW-ORDER
+    // range conflicts with an uncommitted NEW-ORDER row, so that row is locked only for the
+    // end of the transaction, not across the lines' STOCK reads.
     let order = Order {
         customer: input.customer,
         entry_micros: now_micros(),
@@ -44,14 +55,6 @@ pub async fn new_order(
         .await?;
     let by_customer = keys::order_by_customer(w, d, input.customer, o);
     txn.put(tables.order_by_customer, &by_customer, &[]).await?;
-    let mut total_cents = 0i64;
-    for (number, line) in (1..).zip(&input.lines) {
-        let place = LinePlace { w, d, o, number };
-        match order_line(txn, tables, place, line).await? {
-            Some(amount) => total_cents += amount,
-            None => return Ok(TxOutcome::RolledBack),
-        }
-    }
     // The total the terminal would show (clause 2.4.2.2), in cents.
     let rates =
         i128::from(10_000 - customer.discount) * i128::from(10_000 + warehouse.tax + district.tax);
