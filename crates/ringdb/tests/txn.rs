@@ -5,33 +5,17 @@
 //! scans, abort and drop discard writes and release locks, and with a log a commit is one
 //! record that survives a crash.
 
+mod txn_common;
+
 use ringdb::{
     ConflictWith, DbHandle, Direction, Durability, Isolation, LocalDb, Options, TableId, TxnError,
     TxnTimestamp,
 };
 use std::cell::Cell;
-use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::ops::Bound;
-use std::path::PathBuf;
 use std::rc::Rc;
-
-fn dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("ringdb-txn-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    d
-}
-
-fn opts(pool_pages: usize, durability: Durability) -> Options {
-    Options {
-        pool_pages,
-        direct: false,
-        fresh: true,
-        durability,
-        wal_bytes: 4 << 20,
-        ..Options::default()
-    }
-}
+use txn_common::{dir, key, opts, small_db, yield_rounds, Events};
 
 /// Accounts in the bank test, and the bytes each account's value carries besides its balance
 /// (so the data is several times the pool).
@@ -182,34 +166,6 @@ fn bank_transfers_keep_the_total_and_lose_updates_without_isolation() {
     assert_eq!(stats.conflicts + stats.waits, 0);
     assert!(db.verify().unwrap().is_ok());
     db.close().unwrap();
-}
-
-/// A database with `keys` keys `k000`.. (value `v<i>`) in a table `t`.
-fn small_db(name: &str, keys: u32) -> (LocalDb, TableId) {
-    let mut db = LocalDb::open(&dir(name), opts(64, Durability::Off)).unwrap();
-    let table = db.create_table("t").unwrap();
-    for i in 0..keys {
-        db.insert_in(
-            table,
-            format!("k{i:03}").as_bytes(),
-            format!("v{i}").as_bytes(),
-        )
-        .unwrap();
-    }
-    (db, table)
-}
-
-fn key(i: u32) -> Vec<u8> {
-    format!("k{i:03}").into_bytes()
-}
-
-type Events = Rc<RefCell<Vec<&'static str>>>;
-
-/// Lets the other tasks run a while.
-async fn yield_rounds(rounds: u32) {
-    for _ in 0..rounds {
-        ringdb_io::yield_now().await;
-    }
 }
 
 /// The younger transaction meets the older one's lock: it dies, and reports it once the lock

@@ -2,8 +2,10 @@
 //! without a lock (another transaction may write those keys meanwhile), and the transaction's
 //! later reads of them find them resident.
 
+mod txn_common;
+
 use ringdb::{Durability, LocalDb, Options, TableId};
-use std::path::PathBuf;
+use txn_common::dir;
 
 /// Keys in the table, and the value bytes of each: about four keys per 4 KiB page, so the
 /// table is far larger than the pool.
@@ -12,12 +14,6 @@ const VALUE_BYTES: usize = 900;
 const POOL_PAGES: usize = 64;
 /// Keys prefetched, spread over the table (each on its own leaf).
 const PREFETCHED: u32 = 16;
-
-fn dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("ringdb-txn-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    d
-}
 
 fn key(i: u32) -> Vec<u8> {
     format!("k{i:06}").into_bytes()

@@ -6,29 +6,12 @@
 //! - a short scan locks only the part of the range it returns, so it neither waits for nor
 //!   kills a writer of a key beyond its limit.
 
-use ringdb::{ConflictWith, DbHandle, Direction, Durability, LocalDb, Options, TableId, TxnError};
-use std::cell::RefCell;
+mod txn_common;
+
+use ringdb::{ConflictWith, DbHandle, Direction, TableId, TxnError};
 use std::ops::Bound;
-use std::path::PathBuf;
 use std::rc::Rc;
-
-fn dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("ringdb-txn-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    d
-}
-
-fn key(i: u32) -> Vec<u8> {
-    format!("k{i:03}").into_bytes()
-}
-
-type Events = Rc<RefCell<Vec<&'static str>>>;
-
-async fn yield_rounds(rounds: u32) {
-    for _ in 0..rounds {
-        ringdb_io::yield_now().await;
-    }
-}
+use txn_common::{key, small_db, yield_rounds, Events};
 
 async fn scenario(h: DbHandle, io: ringdb_io::Io, table: TableId, ev: Events) {
     let mut scanner = h.begin();
@@ -83,18 +66,7 @@ async fn scenario(h: DbHandle, io: ringdb_io::Io, table: TableId, ev: Events) {
 
 #[test]
 fn a_younger_insert_into_a_range_a_scan_waits_for_gives_way() {
-    let options = Options {
-        pool_pages: 64,
-        direct: false,
-        fresh: true,
-        durability: Durability::Off,
-        ..Options::default()
-    };
-    let mut db = LocalDb::open(&dir("scan-queue"), options).unwrap();
-    let table = db.create_table("t").unwrap();
-    for i in 0..10 {
-        db.insert_in(table, &key(i), b"v").unwrap();
-    }
+    let (mut db, table) = small_db("scan-queue", 10);
     let h = db.handle();
     let events: Events = Rc::default();
     let io = db.runtime().io();
@@ -107,25 +79,14 @@ fn a_younger_insert_into_a_range_a_scan_waits_for_gives_way() {
     );
     assert_eq!(
         db.get_in(table, &key(7)).unwrap().as_deref(),
-        Some(&b"v"[..])
+        Some(&b"v7"[..])
     );
     assert_eq!(h.txn_stats().locks_held, 0);
 }
 
 #[test]
 fn a_short_scan_locks_only_up_to_its_last_pair() {
-    let options = Options {
-        pool_pages: 64,
-        direct: false,
-        fresh: true,
-        durability: Durability::Off,
-        ..Options::default()
-    };
-    let mut db = LocalDb::open(&dir("short-scan"), options).unwrap();
-    let table = db.create_table("t").unwrap();
-    for i in 0..10 {
-        db.insert_in(table, &key(i), b"v").unwrap();
-    }
+    let (mut db, table) = small_db("short-scan", 10);
     let h = db.handle();
     let io = db.runtime().io();
     db.runtime()

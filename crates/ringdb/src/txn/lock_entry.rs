@@ -188,14 +188,18 @@ impl RangeLock {
 
     /// Heap bytes of the lock: itself (in the table's list), its bounds and its waiters.
     pub(super) fn bytes(&self) -> usize {
-        let bound = |b: &Bound<Vec<u8>>| match b {
-            Bound::Included(k) | Bound::Excluded(k) => k.capacity(),
-            Bound::Unbounded => 0,
-        };
         std::mem::size_of::<RangeLock>()
-            + bound(&self.start)
-            + bound(&self.end)
+            + bound_bytes(&self.start)
+            + bound_bytes(&self.end)
             + waiters_bytes(&self.waiters)
+    }
+}
+
+/// Heap bytes of an owned bound's key.
+pub(super) fn bound_bytes(bound: &Bound<Vec<u8>>) -> usize {
+    match bound {
+        Bound::Included(k) | Bound::Excluded(k) => k.capacity(),
+        Bound::Unbounded => 0,
     }
 }
 

@@ -8,7 +8,7 @@
 //! insert and parked again, for hundreds of milliseconds. With the record, a younger insert
 //! dies instead (wait-die, as for any older request in its way) and the scan gets its turn.
 
-use super::lock_entry::{as_ref, contains, waiters_bytes, Waiter};
+use super::lock_entry::{as_ref, bound_bytes, contains, waiters_bytes, Waiter};
 use super::locks::{LockTable, TableLocks};
 use super::Age;
 use crate::catalog::TableId;
@@ -28,13 +28,9 @@ pub(super) struct QueuedScan {
 impl QueuedScan {
     /// Bytes it holds, in the table's list and on the heap.
     pub(super) fn bytes(&self) -> usize {
-        let bound = |b: &Bound<Vec<u8>>| match b {
-            Bound::Included(k) | Bound::Excluded(k) => k.capacity(),
-            Bound::Unbounded => 0,
-        };
         std::mem::size_of::<QueuedScan>()
-            + bound(&self.start)
-            + bound(&self.end)
+            + bound_bytes(&self.start)
+            + bound_bytes(&self.end)
             + waiters_bytes(&self.waiters)
     }
 }
