@@ -77,6 +77,8 @@ pub struct PhaseReport {
     pub reads_per_op: f64,
     pub writes_per_op: f64,
     pub restarts_per_op: f64,
+    /// Restarts that resumed at the page their wait brought in instead of at the root.
+    pub resumes_per_op: f64,
     pub enters_per_op: f64,
     /// CPU time of the whole process (io-wq and SQPOLL threads included) per operation.
     pub cycles_per_op: f64,
@@ -356,6 +358,7 @@ fn summarise(
         reads_per_op: per(after.pool.reads - before.pool.reads),
         writes_per_op: per(after.pool.writes - before.pool.writes),
         restarts_per_op: per(after.tree.restarts - before.tree.restarts),
+        resumes_per_op: per(after.tree.resumes - before.tree.resumes),
         enters_per_op: per(after.runtime.engine.enters - before.runtime.engine.enters),
         cycles_per_op: if ops == 0 {
             0.0

@@ -434,6 +434,13 @@ fn print_table(
     );
     let ps: Vec<String> = r.per_second.iter().map(|n| n.to_string()).collect();
     println!("      ops per second: {}", ps.join(" "));
+    if r.restarts_per_op > 0.0 {
+        println!(
+            "      restarts/op {:.3} ({:.0}% resumed at the page read, not at the root)",
+            r.restarts_per_op,
+            100.0 * r.resumes_per_op / r.restarts_per_op
+        );
+    }
     println!(
         "      engine {}, tree height {}, {} pages",
         stats.io.label(),

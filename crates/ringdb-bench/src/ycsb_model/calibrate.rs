@@ -28,6 +28,10 @@ const MAX_READS_PER_OP: f64 = 0.01;
 const SCRATCH_BYTES: u64 = 64 << 20;
 /// Pairs per range call while warming the hot range.
 const WARM_CHUNK: usize = 4096;
+/// Keys whose descent `c_descent` averages.
+const DESCENT_SAMPLES: u64 = 20_000;
+/// A large prime: `i * DESCENT_STRIDE mod keys` visits the range out of order.
+const DESCENT_STRIDE: u64 = 2_654_435_761;
 /// Mixed into the run's seed: the calibration draws other keys than the run.
 const CALIBRATION_SEED: u64 = 0xC0FF_EE00_D15E_A5E5;
 
@@ -82,6 +86,7 @@ pub fn calibrate(
     let start = Instant::now();
     progress("c_tx: the run's mix with every page resident");
     let (c_tx, c_tx_source, c_tx_reads_per_op) = tx_cycles(db, spec)?;
+    let c_descent = descent_cycles(db, &c_tx_source, spec.records)?;
     let page_size = db.handle().tree().buffer().page_size();
     let io = effective_config(&spec.io, &db.stats().io);
     let opts = LadderOpts {
@@ -102,6 +107,7 @@ pub fn calibrate(
         c_tx_source,
         c_tx_reads_per_op,
         c_restart: c_tx,
+        c_descent,
         c_checksum: checksum_cycles(page_size),
         c_read,
         c_write,
@@ -141,6 +147,36 @@ fn tx_cycles(db: &mut LocalDb, spec: &ModelSpec) -> Result<(f64, TxSource, f64)>
         });
     }
     Ok((r.cycles_per_op, source, r.reads_per_op))
+}
+
+/// `c_descent`: mean cycles of a descent from the root to the (resident) leaf over keys of
+/// the range `c_tx` was measured on, through the tree's measurement hook. A restart that
+/// resumes at the page its wait read skips about this much of `c_tx`.
+fn descent_cycles(db: &mut LocalDb, source: &TxSource, records: u64) -> Result<f64> {
+    let (first, keys) = match source {
+        TxSource::InMemory => (0, records.max(1)),
+        TxSource::HotRange {
+            first_key, keys, ..
+        } => (*first_key, (*keys).max(1)),
+    };
+    let handle = db.handle();
+    let tree = handle.tree();
+    let (mut cycles, mut traced) = (0u64, 0u64);
+    for i in 0..DESCENT_SAMPLES.min(keys) {
+        // Keys spread over the range in a scattered order, as the mix draws them: a descent
+        // in key order would find the previous one's nodes in the CPU's caches.
+        let key = ycsb::key_bytes(first + i.wrapping_mul(DESCENT_STRIDE) % keys);
+        // `None`: a page on the way is not resident (the hook never waits): not counted.
+        if let Some(trace) = tree.trace_get(&key).map_err(ringdb::DbError::from)? {
+            cycles += trace.descent_cycles;
+            traced += 1;
+        }
+    }
+    Ok(if traced == 0 {
+        0.0
+    } else {
+        cycles as f64 / traced as f64
+    })
 }
 
 /// Reads every leaf of keys `first..first + keys` into the pool (range scans, with the scan's

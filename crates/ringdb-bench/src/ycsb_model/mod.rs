@@ -4,9 +4,12 @@
 //! The prediction is the ladder's engine formula for an asynchronous engine (see
 //! [`crate::ladder`]), computed by the ladder's own `model::predict`:
 //! `c_tx + r * (c_restart + c_checksum + c_read) + w * (c_checksum + c_write)`, with `r` and
-//! `w` the run's measured page reads and writes per operation and `c_restart = c_tx` as in the
-//! ladder (a fault restarts the traversal from the root). The costs are measured after the load
-//! and before the run, on the same database and target ([`calibrate()`]):
+//! `w` the run's measured page reads and writes per operation. In the ladder and the paper a
+//! fault restarts the traversal from the root, so `c_restart = c_tx`; ringdb's tree resumes at
+//! the page the wait read when its shape did not change meanwhile, skipping the descent, so the
+//! restart term here is `c_tx - s * c_descent` with `s` the run's share of resumed restarts
+//! (printed beside it). The costs are measured after the load and before the run, on the same
+//! database and target ([`calibrate()`]):
 //! - `c_tx`: cycles per operation of the run's own mix with every page resident. When the data
 //!   fits the pool that is a short run over all of it; when it does not, the keys are drawn
 //!   from a contiguous range whose pages fill about half the pool (warmed first, then checked
@@ -15,7 +18,9 @@
 //! - `c_read` and `c_write`: cycles per page read and write of the run's engine and switches
 //!   (engine, batching, registered buffers, queue depth), from raw I/O runs: reads over the
 //!   database's own data, writes over a scratch file beside it (never over the data);
-//! - `c_checksum`: one CRC32C seal of a page not in the CPU's caches (as a page just read is).
+//! - `c_checksum`: one CRC32C seal of a page not in the CPU's caches (as a page just read is);
+//! - `c_descent`: a descent from the root to a resident leaf over keys of the `c_tx` range,
+//!   timed by the tree's measurement hook (`BTree::trace_get`).
 //!
 //! The calibration runs the mix on the database, so its updates change values and its inserts
 //! add keys (far above the loaded ones, at [`CALIBRATION_INSERT_BASE`]) before the run.
@@ -74,8 +79,12 @@ pub struct ModelCosts {
     pub c_tx_source: TxSource,
     /// Page reads per operation of the `c_tx` run (~0: the check that it was in memory).
     pub c_tx_reads_per_op: f64,
-    /// A fault's restarted traversal: one more in-memory operation, as in the ladder.
+    /// A fault's restarted traversal from the root: one more in-memory operation, as in the
+    /// ladder and the paper.
     pub c_restart: f64,
+    /// Cycles of a descent from the root to a resident leaf: what a restart that resumes at
+    /// the page its wait read skips of `c_restart`.
+    pub c_descent: f64,
     /// Cycles to checksum one page (every read is verified, every write sealed).
     pub c_checksum: f64,
     /// Cycles per page read of the run's engine and switches.
@@ -98,7 +107,12 @@ pub struct ModelPrediction {
     pub reads_per_op: f64,
     /// Page writes per operation the run made (`w`).
     pub writes_per_op: f64,
-    /// Cycles per page read, all in: `c_restart + c_checksum + c_read`.
+    /// Share of the run's restarts that resumed at the page their wait read (the tree kept its
+    /// shape meanwhile) instead of at the root.
+    pub resumed_share: f64,
+    /// A restart as the run paid it: `c_restart - resumed_share * c_descent`.
+    pub restart_cycles: f64,
+    /// Cycles per page read, all in: `restart_cycles + c_checksum + c_read`.
     pub cycles_per_read: f64,
     /// Cycles per page write, all in: `c_checksum + c_write` (0 when the run wrote nothing).
     pub cycles_per_write: f64,
@@ -114,13 +128,21 @@ pub struct ModelPrediction {
     pub measured_over_predicted: f64,
 }
 
+/// A restart's cycles when `resumed_share` of the restarts resume below the root.
+pub fn restart_cycles(costs: &ModelCosts, resumed_share: f64) -> f64 {
+    debug_assert!((0.0..=1.0).contains(&resumed_share));
+    (costs.c_restart - resumed_share * costs.c_descent).max(0.0)
+}
+
 /// The prediction for a run that made `reads_per_op` page reads and `writes_per_op` page writes
-/// per operation, by the ladder's asynchronous-engine formula. `write_path` names the target in
-/// the error when the run wrote and the write cost is unknown.
+/// per operation, `resumed_share` of its restarts resumed below the root, by the ladder's
+/// asynchronous-engine formula. `write_path` names the target in the error when the run wrote
+/// and the write cost is unknown.
 pub fn predict(
     costs: &ModelCosts,
     reads_per_op: f64,
     writes_per_op: f64,
+    resumed_share: f64,
     write_path: &std::path::Path,
 ) -> Result<(f64, f64, f64)> {
     let c_write = match costs.c_write {
@@ -133,10 +155,11 @@ pub fn predict(
         }
         None => 0.0,
     };
+    let c_restart = restart_cycles(costs, resumed_share);
     let ladder = Calibration {
         tsc_ghz: costs.tsc_ghz,
         c_tx: costs.c_tx,
-        c_restart: costs.c_restart,
+        c_restart,
         c_checksum: costs.c_checksum,
         c_read_batch: costs.c_read,
         c_write_batch: c_write,
@@ -147,7 +170,7 @@ pub fn predict(
         c_write: |c| c.c_write_batch,
     };
     let (_, predicted, _) = ladder_predict(engine, &ladder, reads_per_op, writes_per_op);
-    let per_read = costs.c_restart + costs.c_checksum + costs.c_read;
+    let per_read = c_restart + costs.c_checksum + costs.c_read;
     let per_write = costs.c_checksum + c_write;
     Ok((predicted, per_read, per_write))
 }
@@ -159,11 +182,18 @@ pub fn compare(
     write_path: &std::path::Path,
 ) -> Result<ModelPrediction> {
     let (r, w) = (run.reads_per_op, run.writes_per_op);
-    let (predicted, per_read, per_write) = predict(costs, r, w, write_path)?;
+    let resumed_share = if run.restarts_per_op > 0.0 {
+        (run.resumes_per_op / run.restarts_per_op).clamp(0.0, 1.0)
+    } else {
+        0.0
+    };
+    let (predicted, per_read, per_write) = predict(costs, r, w, resumed_share, write_path)?;
     Ok(ModelPrediction {
         costs: costs.clone(),
         reads_per_op: r,
         writes_per_op: w,
+        resumed_share,
+        restart_cycles: restart_cycles(costs, resumed_share),
         cycles_per_read: per_read,
         cycles_per_write: if w > 0.0 { per_write } else { 0.0 },
         read_term_cycles: r * per_read,
@@ -195,11 +225,13 @@ impl ModelPrediction {
     pub fn costs_line(&self) -> String {
         let c = &self.costs;
         format!(
-            "       c_tx {} ({}, {:.3} reads/op), per read: c_restart {} + c_checksum {} + c_read {}; per write: c_write {}",
+            "       c_tx {} ({}, {:.3} reads/op), per read: c_restart {} (c_tx - {:.0}% resumed x c_descent {}) + c_checksum {} + c_read {}; per write: c_write {}",
             thousands(c.c_tx),
             c.c_tx_source.describe(),
             c.c_tx_reads_per_op,
-            thousands(c.c_restart),
+            thousands(self.restart_cycles),
+            100.0 * self.resumed_share,
+            thousands(c.c_descent),
             thousands(c.c_checksum),
             thousands(c.c_read),
             c.c_write.map_or("not measured".into(), thousands)

@@ -10,6 +10,7 @@ fn costs(c_write: Option<f64>) -> ModelCosts {
         c_tx_source: TxSource::InMemory,
         c_tx_reads_per_op: 0.0,
         c_restart: 4100.0,
+        c_descent: 2000.0,
         c_checksum: 300.0,
         c_read: 2400.0,
         c_write,
@@ -28,6 +29,7 @@ fn run(reads_per_op: f64, writes_per_op: f64, cycles_per_op: f64) -> PhaseReport
         reads_per_op,
         writes_per_op,
         restarts_per_op: reads_per_op,
+        resumes_per_op: 0.0,
         enters_per_op: 0.1,
         cycles_per_op,
         cpu_pct: 100.0,
@@ -39,15 +41,31 @@ fn run(reads_per_op: f64, writes_per_op: f64, cycles_per_op: f64) -> PhaseReport
 #[test]
 fn the_prediction_is_the_ladders_engine_formula() {
     let (predicted, per_read, per_write) =
-        predict(&costs(Some(3000.0)), 0.85, 0.1, Path::new("/x")).unwrap();
+        predict(&costs(Some(3000.0)), 0.85, 0.1, 0.0, Path::new("/x")).unwrap();
     // c_restart + c_checksum + c_read = 4100 + 300 + 2400; c_checksum + c_write = 300 + 3000.
     assert_eq!(per_read, 6800.0);
     assert_eq!(per_write, 3300.0);
     // 4100 + 0.85 x 6800 + 0.1 x 3300 = 4100 + 5780 + 330.
     assert!((predicted - 10_210.0).abs() < 1e-6, "{predicted}");
     // In memory the prediction is c_tx alone.
-    let (in_memory, _, _) = predict(&costs(Some(3000.0)), 0.0, 0.0, Path::new("/x")).unwrap();
+    let (in_memory, _, _) = predict(&costs(Some(3000.0)), 0.0, 0.0, 0.0, Path::new("/x")).unwrap();
     assert_eq!(in_memory, 4100.0);
+}
+
+#[test]
+fn restarts_that_resume_below_the_root_skip_the_descent() {
+    let mut resumed = run(0.85, 0.1, 15_315.0);
+    resumed.resumes_per_op = 0.85 * 0.75;
+    let p = compare(&costs(Some(3000.0)), &resumed, Path::new("/x")).unwrap();
+    // 4100 - 0.75 x 2000 = 2600 per restart; per read 2600 + 300 + 2400.
+    assert!((p.resumed_share - 0.75).abs() < 1e-9);
+    assert!((p.restart_cycles - 2600.0).abs() < 1e-6);
+    assert!((p.cycles_per_read - 5300.0).abs() < 1e-6);
+    // 4100 + 0.85 x 5300 + 0.1 x 3300.
+    assert!((p.predicted_cycles_per_op - 8935.0).abs() < 1e-6);
+    assert!(p
+        .costs_line()
+        .contains("c_restart 2,600 (c_tx - 75% resumed x c_descent 2,000)"));
 }
 
 #[test]
@@ -91,6 +109,8 @@ fn the_report_has_the_terms_the_prediction_and_the_ratio() {
     for field in [
         "reads_per_op",
         "writes_per_op",
+        "resumed_share",
+        "restart_cycles",
         "cycles_per_read",
         "cycles_per_write",
         "read_term_cycles",
@@ -104,6 +124,7 @@ fn the_report_has_the_terms_the_prediction_and_the_ratio() {
     for field in [
         "c_tx",
         "c_restart",
+        "c_descent",
         "c_checksum",
         "c_read",
         "c_write",

@@ -4,6 +4,7 @@
 //! halfway.
 
 use super::invariants::{debug_check_parent, debug_check_split};
+use super::resume::{Descent, Resume};
 use super::{Attempt, BTree, Need, PathStep, TreeRoot};
 use crate::buffer::{PageGuard, PageId, Reservation};
 use crate::error::{Corruption, StorageError, WriteError};
@@ -26,8 +27,13 @@ impl BTree {
         key: &[u8],
         value: &[u8],
         res: &mut Reservation,
+        resume: Option<Resume>,
     ) -> Result<Attempt<bool>, WriteError> {
-        let (mut path, leaf) = match self.descend(key)? {
+        let Descent {
+            mut path,
+            leaf,
+            from_root,
+        } = match self.descend_from(key, resume)? {
             Ok(x) => x,
             Err(n) => return Ok(Err(n)),
         };
@@ -42,6 +48,10 @@ impl BTree {
             leaf.write_content(|p| NodeMut::new(p).upsert(key, value))
                 .map_err(|e| Self::corrupt(leaf.pid(), e))?;
             return Ok(Ok(exists));
+        }
+        // A split may carry up to the root: it needs the whole path.
+        if !from_root {
+            return Ok(Err(Need::FromRoot));
         }
         // A split of every level on the path plus a new root, all without waiting.
         let needed = path.len() + 2;
@@ -66,6 +76,7 @@ impl BTree {
         res: &mut Reservation,
     ) -> Result<Split, WriteError> {
         let right = self.bm.alloc_page(Some(res))?;
+        self.reshaped();
         let sep = leaf.write(|l| right.write(|r| NodeMut::new(l).split_into(r)));
         let target = if key >= sep.as_slice() { &right } else { &leaf };
         target
@@ -121,6 +132,7 @@ impl BTree {
         res: &mut Reservation,
     ) -> Result<Split, WriteError> {
         let pright = self.bm.alloc_page(Some(res))?;
+        self.reshaped();
         let up = parent.write(|l| pright.write(|r| NodeMut::new(l).split_into(r)));
         let left_count = parent
             .read(|p| NodeRef::new(p).map(|n| n.count()))
@@ -147,6 +159,7 @@ impl BTree {
     fn grow_root(&self, split: Split, res: &mut Reservation) -> Result<(), WriteError> {
         let root = self.root.get();
         let nr = self.bm.alloc_page(Some(res))?;
+        self.reshaped();
         let level = u16::try_from(root.height)
             .map_err(|_| Self::corrupt(nr.pid(), Corruption::TreeTooHigh))?;
         nr.write(|p| {

@@ -26,14 +26,26 @@
 use crate::buffer::{BufferManager, PageGuard, PageId, Reservation};
 use crate::error::{Corruption, StorageError, WriteError};
 use crate::node::{self, NodeMut, NodeRef};
+use resume::Resume;
 use serde::Serialize;
 use std::cell::Cell;
 use std::ops::Bound;
 
 /// What an attempt needs before it can run to the end.
 enum Need {
+    /// A page that is not resident (outside a descent).
     Page(PageId),
+    /// A page a descent stopped before: the one at `depth` on the way to the key, while the
+    /// tree's shape was `shape` (see `resume.rs`).
+    Child {
+        pid: PageId,
+        depth: usize,
+        shape: u64,
+    },
+    /// Free frames for a split.
     Frames(usize),
+    /// Nothing to wait for: the attempt resumed below the root but needs the whole path.
+    FromRoot,
 }
 
 type Attempt<T> = std::result::Result<T, Need>;
@@ -52,6 +64,7 @@ macro_rules! fix {
 mod insert;
 mod invariants;
 mod remove;
+mod resume;
 mod scan;
 mod scan_leaf;
 mod scan_walk;
@@ -63,8 +76,11 @@ pub use trace::{timestamp, PointTrace};
 /// What the tree counts.
 #[derive(Clone, Copy, Debug, Default, Serialize)]
 pub struct TreeStats {
-    /// Attempts abandoned to wait for a page or frames, then restarted from the root.
+    /// Attempts abandoned to wait for a page or frames, then restarted.
     pub restarts: u64,
+    /// Restarted attempts that began at the page their wait brought in, not at the root (the
+    /// tree's shape had not changed meanwhile).
+    pub resumes: u64,
     /// Nodes split (leaves and inner nodes).
     pub splits: u64,
     /// Nodes merged into a sibling.
@@ -96,6 +112,9 @@ pub struct BTree {
     max_record: usize,
     /// Leaves a scan reads ahead in one batch (0: none).
     read_ahead: Cell<usize>,
+    /// Changes of shape (splits, merges, root changes) so far: a descent resumes only
+    /// under the shape it stopped in (see `resume.rs`).
+    shape: Cell<u64>,
 }
 
 /// One step of a descent: the inner node's guard and the child index taken.
@@ -127,6 +146,7 @@ impl BTree {
             stats: Cell::new(TreeStats::default()),
             max_record,
             read_ahead: Cell::new(READ_AHEAD_PAGES),
+            shape: Cell::new(0),
         }
     }
 
@@ -157,34 +177,44 @@ impl BTree {
     }
 
     /// Runs `attempt` until it finishes, waiting for what it needs in between (a failed wait
-    /// is an `E` too).
+    /// is an `E` too). After a wait for a page on the way down, the next attempt is offered
+    /// that page to resume at, if the tree's shape has not changed (`resume.rs`); an attempt
+    /// that cannot use it drops it before it pins anything.
     async fn run<T, E: From<StorageError>>(
         &self,
-        mut attempt: impl FnMut(&Self, &mut Reservation) -> Result<Attempt<T>, E>,
+        mut attempt: impl FnMut(&Self, &mut Reservation, Option<Resume>) -> Result<Attempt<T>, E>,
     ) -> Result<T, E> {
         // The page the last wait brought in stays pinned until the next attempt starts; the
         // frames reserved for a split stay this task's until it is done.
-        let mut loaded: Option<PageGuard> = None;
+        let mut loaded: Option<Resume> = None;
         let mut res = self.bm.reservation();
         loop {
             // From here to the attempt's own pins nothing else runs: the pin can go now (and
-            // must, since the attempt may free that very page in a merge).
-            drop(loaded.take());
-            let r = attempt(self, &mut res)?;
-            match r {
+            // must, unless resumed at, since the attempt may free that very page in a merge).
+            let resume = self.still_valid(loaded.take());
+            let r = attempt(self, &mut res, resume)?;
+            let need = match r {
                 Ok(v) => return Ok(v),
-                Err(need) => {
-                    self.bump(|s| s.restarts += 1);
-                    match need {
-                        Need::Page(pid) => {
-                            // Frames held while waiting for a page could be the ones the
-                            // page (or another task's) needs: give them back first.
-                            res = self.bm.reservation();
-                            loaded = self.bm.load(pid).await?;
-                        }
-                        Need::Frames(n) => self.bm.reserve(&mut res, n).await?,
-                    }
+                Err(need) => need,
+            };
+            self.bump(|s| s.restarts += 1);
+            match need {
+                Need::Page(pid) => {
+                    // Frames held while waiting for a page could be the ones the page (or
+                    // another task's) needs: give them back first.
+                    res = self.bm.reservation();
+                    drop(self.bm.load(pid).await?);
                 }
+                Need::Child { pid, depth, shape } => {
+                    res = self.bm.reservation();
+                    loaded = self.bm.load(pid).await?.map(|guard| Resume {
+                        guard,
+                        depth,
+                        shape,
+                    });
+                }
+                Need::Frames(n) => self.bm.reserve(&mut res, n).await?,
+                Need::FromRoot => {}
             }
         }
     }
@@ -199,18 +229,22 @@ impl BTree {
     /// Copies the value of `key` into `out` (cleared first) and says whether it was present:
     /// a caller that reads many values reuses one buffer instead of an allocation per read.
     pub async fn get_into(&self, key: &[u8], out: &mut Vec<u8>) -> Result<bool, StorageError> {
-        self.run(|t, _| t.get_attempt(key, out)).await
+        self.run(|t, _, resume| t.get_attempt(key, out, resume))
+            .await
     }
 
     /// Inserts or replaces; returns whether the key existed.
     pub async fn insert(&self, key: &[u8], value: &[u8]) -> Result<bool, WriteError> {
         self.check_record(key, value)?;
-        self.run(|t, res| t.insert_attempt(key, value, res)).await
+        self.run(|t, res, resume| t.insert_attempt(key, value, res, resume))
+            .await
     }
 
     /// Removes; returns whether the key existed.
     pub async fn remove(&self, key: &[u8]) -> Result<bool, WriteError> {
-        Ok(self.run(|t, _| t.remove_attempt(key)).await?)
+        Ok(self
+            .run(|t, _, resume| t.remove_attempt(key, resume))
+            .await?)
     }
 
     /// Up to `limit` pairs with keys within (`start`, `end`), in key order (a forward
@@ -261,29 +295,19 @@ impl BTree {
 
     /// Descends from the root to the leaf for `key`, keeping the inner nodes pinned.
     fn descend(&self, key: &[u8]) -> Result<Attempt<(Vec<PathStep>, PageGuard)>, StorageError> {
-        let root = self.root.get();
-        let mut path = Vec::with_capacity(root.height as usize);
-        let mut g = fix!(self, root.root);
-        while let Some((index, child)) = Self::route(&g, key)? {
-            let c = fix!(self, child);
-            path.push(PathStep { guard: g, index });
-            g = c;
-        }
-        if path.len() + 1 != root.height as usize {
-            return Err(Self::corrupt(
-                g.pid(),
-                Corruption::LeafDepth {
-                    depth: path.len() + 1,
-                    height: root.height,
-                },
-            ));
-        }
-        Ok(Ok((path, g)))
+        Ok(self
+            .descend_from(key, None)?
+            .map(|descent| (descent.path, descent.leaf)))
     }
 
-    fn get_attempt(&self, key: &[u8], out: &mut Vec<u8>) -> Result<Attempt<bool>, StorageError> {
-        let (_path, leaf) = match self.descend(key)? {
-            Ok(x) => x,
+    fn get_attempt(
+        &self,
+        key: &[u8],
+        out: &mut Vec<u8>,
+        resume: Option<Resume>,
+    ) -> Result<Attempt<bool>, StorageError> {
+        let leaf = match self.descend_from(key, resume)? {
+            Ok(descent) => descent.leaf,
             Err(n) => return Ok(Err(n)),
         };
         leaf.read(|p| {

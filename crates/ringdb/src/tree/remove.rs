@@ -3,6 +3,7 @@
 //! root left with a single child hands the root to it.
 
 use super::invariants::debug_check_merged;
+use super::resume::Resume;
 use super::{Attempt, BTree, PathStep, TreeRoot};
 use crate::buffer::{PageGuard, PageId};
 use crate::error::StorageError;
@@ -14,7 +15,14 @@ const MERGE_BELOW_FILL: f64 = 0.25;
 impl BTree {
     /// One attempt at removing `key`, merging underfull nodes on the way up; returns whether
     /// the key existed.
-    pub(super) fn remove_attempt(&self, key: &[u8]) -> Result<Attempt<bool>, StorageError> {
+    pub(super) fn remove_attempt(
+        &self,
+        key: &[u8],
+        resume: Option<Resume>,
+    ) -> Result<Attempt<bool>, StorageError> {
+        // Merges walk up the whole path: always from the root (and the page resumed at could
+        // be the one a merge frees, so its pin goes first).
+        drop(resume);
         let (mut path, leaf) = match self.descend(key)? {
             Ok(x) => x,
             Err(n) => return Ok(Err(n)),
@@ -83,6 +91,7 @@ impl BTree {
                 return Ok(());
             };
             self.bm.free_page(root.root);
+            self.reshaped();
             self.root.set(TreeRoot {
                 root: c,
                 height: root.height - 1,
@@ -134,6 +143,7 @@ impl BTree {
         if !fits {
             return Ok(None);
         }
+        self.reshaped();
         lg.write(|l| rg.read(|r| NodeMut::new(l).merge_from(r, &sep)))
             .map_err(|e| Self::corrupt(lg.pid(), e))?;
         parent.write(|p| NodeMut::new(p).remove_merged(left_idx));

@@ -97,7 +97,11 @@ impl BTree {
             // Nothing runs between this and the step's own pins (see `run`).
             drop(held.take());
             let step = self
-                .run(|t, _| t.scan_step_attempt(&position, plan, out))
+                .run(|t, _, resume| {
+                    // A scan step descends to the leaves' parent on its own: from the root.
+                    drop(resume);
+                    t.scan_step_attempt(&position, plan, out)
+                })
                 .await?;
             let Some(next) = step.next else { break };
             idle_steps = if next == position { idle_steps + 1 } else { 0 };
