@@ -175,6 +175,7 @@ pub fn run(a: TpccArgs) -> CmdResult<bool> {
         "checks": checks_json(&checks),
         "durability": stats.durability,
         "engine_in_effect": stats.io,
+        "host": ringdb_lab::host::Host::current(),
     });
     write_json(&a.json, &document)?;
     Ok(checks.passed())

@@ -159,6 +159,7 @@ pub fn run(mut a: YcsbArgs, typed: &ArgMatches) -> CmdResult {
         "pages": stats.pages,
         "durability": durability,
         "memory": stats.memory,
+        "host": ringdb_lab::host::Host::current(),
     });
     let text = serde_json::to_string_pretty(&report)?;
     if a.json {

@@ -81,6 +81,7 @@ fn report(
         "load": load,
         "run": r,
         "wake_up_us": wake_us,
+        "host": ringdb_lab::host::Host::current(),
         // The model prices one shard's run; per-shard calibration is not built.
         "model": if a.no_model { serde_json::Value::Null } else { json!({ "not_computed": "shards" }) },
     });

@@ -11,6 +11,8 @@
 //!   scheduler, NVMe nodes), built on the runtime's [`ringdb_io::sysfs`] queries.
 //! - [`counters`]: rdtsc, latency histograms and CPU time, for benchmarks.
 //! - [`iowq`]: the io-wq workers and SQPOLL threads io_uring runs for this process.
+//! - [`host`]: the machine a result was measured on (kernel, CPU model, TSC rate, cpuidle),
+//!   written into every benchmark report.
 //!
 //! The lab depends on the runtime and never the other way round, so the engine and the
 //! runtime build and run without any of it. The benchmarks (`ringdb-bench`, `ringdb-net`) and
@@ -20,5 +22,6 @@
 
 pub mod counters;
 pub mod device;
+pub mod host;
 pub mod iowq;
 pub mod probe;

@@ -330,22 +330,7 @@ pub fn thread_cpu_secs() -> f64 {
 
 /// A short description of this machine for reports: kernel, CPUs, model.
 pub fn machine_description() -> String {
-    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
-        .map(|s| s.trim().to_string())
-        .unwrap_or_else(|_| "?".into());
-    let cpus = std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1);
-    let model = std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("model name"))
-                .and_then(|l| l.split(':').nth(1))
-                .map(|m| m.trim().to_string())
-        })
-        .unwrap_or_else(|| "?".into());
-    format!("Linux {kernel}, {cpus} vCPUs ({model})")
+    ringdb_lab::host::Host::current().describe()
 }
 
 /// `SO_LINGER` with a zero timeout: closing the socket sends RST instead of FIN (how a peer that

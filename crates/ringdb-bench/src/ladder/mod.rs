@@ -35,6 +35,7 @@ pub use calibrate::{calibrate, Calibration};
 pub use table::table;
 
 use crate::error::{BenchError, BenchSetting, Result};
+use ringdb_lab::host::Host;
 use serde::Serialize;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -234,6 +235,8 @@ pub struct LadderReport {
     pub calibration: Calibration,
     /// The steps, in the order they ran.
     pub steps: Vec<Step>,
+    /// The machine it ran on.
+    pub host: Host,
 }
 
 /// Runs the whole ladder.
@@ -266,6 +269,7 @@ impl Prepared {
             data_pages: self.data_pages,
             calibration: self.calibration,
             steps,
+            host: Host::current(),
         }
     }
 }

@@ -35,6 +35,7 @@ fn report(steps: Vec<Step>) -> LadderReport {
         data_pages: 3500,
         calibration: calibration(),
         steps,
+        host: ringdb_lab::host::Host::current(),
     }
 }
 

@@ -22,6 +22,7 @@ use crate::ladder::LadderOpts;
 use ringdb::LocalDb;
 use ringdb::{Durability, Isolation};
 use ringdb_io::{EngineKind, IoConfig};
+use ringdb_lab::host::Host;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -230,6 +231,8 @@ pub struct TpccLadderReport {
     pub prefetch: bool,
     /// One group per warehouse count: in memory first, then out of memory.
     pub groups: Vec<WarehouseGroup>,
+    /// The machine it ran on.
+    pub host: Host,
 }
 
 /// Runs the ladder: the in-memory warehouse count, then the out-of-memory one.
@@ -255,6 +258,7 @@ pub fn run_ladder(opts: &TpccLadderOpts, progress: &dyn Fn(&str)) -> Result<Tpcc
         durability: opts.durability.to_string(),
         prefetch: opts.prefetch,
         groups,
+        host: Host::current(),
     })
 }
 

@@ -219,13 +219,14 @@ pub fn every_type_ran(report: &TpccRunReport) -> bool {
 /// The ladder as a table: one block per warehouse count, one row per step.
 pub fn ladder_table(report: &TpccLadderReport) -> String {
     let mut s = format!(
-        "dir {}  {} population  page {} B  pool {} pages  {} tasks  durability {}\n",
+        "dir {}  {} population  page {} B  pool {} pages  {} tasks  durability {}\nhost {}\n",
         report.dir,
         if report.small { "small" } else { "standard" },
         report.page_size,
         report.pool_pages,
         report.tasks,
-        report.durability
+        report.durability,
+        report.host.describe()
     );
     for group in &report.groups {
         s.push_str(&format!(
