@@ -30,6 +30,10 @@ pub struct Calibration {
     /// What a page fault costs this engine beside the read itself: the traversal restarts
     /// from the root after the task was parked (taken as one more in-memory transaction).
     pub c_restart: f64,
+    /// Cycles of a descent from the root to a resident leaf: what a restart that resumes at
+    /// the page its wait read skips of `c_restart` (a step's prediction subtracts it for the
+    /// share of its restarts that resumed).
+    pub c_descent: f64,
     /// Every page read is verified and every page write sealed with a CRC32C: the cycles of
     /// one, timed here on pages not in the CPU's caches (as a page just read, or an eviction
     /// victim, is).
@@ -413,6 +417,7 @@ pub(super) fn load_measuring_in_memory_costs(
     }
     c.c_tx = r.cycles_per_op;
     c.c_restart = r.cycles_per_op;
+    c.c_descent = crate::ycsb_model::descent_cycles_over(&mut db, 0, records)?;
     c.c_checksum = checksum_cycles(opts.page_size);
     let data_pages = db.stats().pages;
     db.close()?;

@@ -14,6 +14,11 @@
 //!   cycles of the step's submission mode (single or batched, plain or registered buffers,
 //!   libaio, or the application thread's share under SQPOLL).
 //!
+//! In each, `c_tx` stands for the engine's own work, and each fault adds a restart and a
+//! checksum to it. A restart costs `c_restart` (one more in-memory transaction, as in the
+//! paper) less `c_descent` for the share of the step's restarts that resumed at the page
+//! their wait read instead of at the root.
+//!
 //! A run goes: check the options, [`calibrate`] the costs on the target, load the data (which
 //! also times a transaction in memory), run each step, then relate the steps' throughputs.
 //! The parts live beside this file:

@@ -72,6 +72,17 @@ fn engine_cycles(c: &Calibration, r: f64, w: f64) -> f64 {
     c.c_tx + r * (c.c_restart + c.c_checksum) + w * c.c_checksum
 }
 
+/// A restart's cycles in a step that restarted `restarts` and resumed `resumes` times per
+/// transaction: `c_restart`, less the descent for the share that resumed below the root.
+pub(crate) fn restart_cycles(c: &Calibration, restarts: f64, resumes: f64) -> f64 {
+    let resumed_share = if restarts > 0.0 {
+        (resumes / restarts).clamp(0.0, 1.0)
+    } else {
+        0.0
+    };
+    (c.c_restart - resumed_share * c.c_descent).max(0.0)
+}
+
 /// A measured cost, or the fixed-buffer cost when it could not be measured here.
 pub(super) fn or_fixed(measured: f64, fixed: f64) -> f64 {
     if measured > 0.0 {
@@ -99,6 +110,19 @@ pub(crate) fn paper_costs() -> Calibration {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_resumed_restart_skips_the_descent() {
+        let c = Calibration {
+            c_restart: 4000.0,
+            c_descent: 1500.0,
+            ..Default::default()
+        };
+        assert_eq!(restart_cycles(&c, 0.0, 0.0), 4000.0);
+        assert_eq!(restart_cycles(&c, 0.8, 0.0), 4000.0);
+        assert_eq!(restart_cycles(&c, 0.8, 0.4), 3250.0);
+        assert_eq!(restart_cycles(&c, 0.8, 0.8), 2500.0);
+    }
 
     /// The paper's Table 1 costs, 3.7 GHz, 70% faults with one write per fault.
     fn paper() -> Calibration {

@@ -9,7 +9,7 @@
 //! beside the ladder: libaio with the batching of `+batch-submit`.
 
 use super::calibrate::Calibration;
-use super::model::{or_fixed, predict, Model};
+use super::model::{or_fixed, predict, restart_cycles, Model};
 use super::target::{
     data_path, nvme_namespace, passthrough_of, passthrough_unsupported, raw_scratch, sqpoll_cpus,
     with_sqpoll,
@@ -229,6 +229,7 @@ pub(super) fn run_step(
         &Calibration {
             // The device's ceiling as measured next to the step (see `raw_iops_after`).
             device_iops: raw_after,
+            c_restart: restart_cycles(cal, measured.restarts_per_op, measured.resumes_per_op),
             ..cal.clone()
         },
         measured.reads_per_op,

@@ -80,6 +80,12 @@ fn calibration_rows(c: &Calibration) -> Vec<Vec<String>> {
         ),
         row("transaction in memory (c_tx)", c.c_tx, "cycles", 0),
         row("restart after a fault", c.c_restart, "cycles", 0),
+        row(
+            "descent, skipped by a resumed restart",
+            c.c_descent,
+            "cycles",
+            0,
+        ),
         row("checksum of a page", c.c_checksum, "cycles", 0),
         row("read, single", c.c_read_single, "cycles", 0),
         row("read, batched", c.c_read_batch, "cycles", 0),

@@ -159,6 +159,13 @@ fn descent_cycles(db: &mut LocalDb, source: &TxSource, records: u64) -> Result<f
             first_key, keys, ..
         } => (*first_key, (*keys).max(1)),
     };
+    descent_cycles_over(db, first, keys)
+}
+
+/// Mean cycles of a descent to the resident leaf of keys `first..first + keys` (drawn out of
+/// order); keys whose path is not resident are skipped, 0 when none was.
+pub(crate) fn descent_cycles_over(db: &mut LocalDb, first: u64, keys: u64) -> Result<f64> {
+    let keys = keys.max(1);
     let handle = db.handle();
     let tree = handle.tree();
     let (mut cycles, mut traced) = (0u64, 0u64);

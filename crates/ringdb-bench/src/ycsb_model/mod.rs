@@ -27,6 +27,7 @@
 
 mod calibrate;
 
+pub(crate) use calibrate::descent_cycles_over;
 pub use calibrate::{calibrate, data_file, scratch_file, ModelSpec, CALIBRATION_INSERT_BASE};
 
 use crate::error::{BenchError, Result};
