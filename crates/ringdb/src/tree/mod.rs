@@ -184,13 +184,17 @@ impl BTree {
         &self,
         mut attempt: impl FnMut(&Self, &mut Reservation, Option<Resume>) -> Result<Attempt<T>, E>,
     ) -> Result<T, E> {
-        // The page the last wait brought in stays pinned until the next attempt starts; the
-        // frames reserved for a split stay this task's until it is done.
+        // The page the last wait brought in stays pinned until the next attempt starts (else
+        // it could be evicted again before its task runs: a livelock under pressure), as a
+        // page to resume at or only held; the frames reserved for a split stay this task's
+        // until it is done.
         let mut loaded: Option<Resume> = None;
+        let mut held: Option<PageGuard> = None;
         let mut res = self.bm.reservation();
         loop {
             // From here to the attempt's own pins nothing else runs: the pin can go now (and
             // must, unless resumed at, since the attempt may free that very page in a merge).
+            drop(held.take());
             let resume = self.still_valid(loaded.take());
             let r = attempt(self, &mut res, resume)?;
             let need = match r {
@@ -203,7 +207,7 @@ impl BTree {
                     // Frames held while waiting for a page could be the ones the page (or
                     // another task's) needs: give them back first.
                     res = self.bm.reservation();
-                    drop(self.bm.load(pid).await?);
+                    held = self.bm.load(pid).await?;
                 }
                 Need::Child { pid, depth, shape } => {
                     res = self.bm.reservation();
