@@ -18,6 +18,7 @@ mod micro_cmd;
 mod net_cmd;
 mod probe_cmd;
 mod tpcc_cmd;
+mod tpcc_shards;
 mod ycsb_cmd;
 mod ycsb_model;
 mod ycsb_shards;

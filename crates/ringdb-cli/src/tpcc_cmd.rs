@@ -22,92 +22,97 @@ pub struct TpccArgs {
     /// Database directory (with --ladder: the directory of the loaded databases and the
     /// steps' copies).
     #[arg(long, default_value = "ringdb-data/tpcc")]
-    path: PathBuf,
+    pub(crate) path: PathBuf,
     /// Warehouses (default: those of the database there, or 1 for a new one).
     #[arg(long)]
-    warehouses: Option<u32>,
+    pub(crate) warehouses: Option<u32>,
     /// The small population (1,000 items, 30 customers per district), for quick runs.
     #[arg(long)]
-    small: bool,
+    pub(crate) small: bool,
     /// Buffer pool size.
     #[arg(long, default_value = "256M")]
-    pool: String,
+    pub(crate) pool: String,
     #[arg(long, default_value = "4k")]
-    page_size: String,
-    /// Concurrent tasks (each runs one transaction at a time).
+    pub(crate) page_size: String,
+    /// Spread the warehouses over this many shards (a thread each, pinned, with its own ring,
+    /// pool slice and trees); a transaction that reaches another shard's warehouse runs a
+    /// part there. A database made with shards keeps its count. Runs without a log.
+    #[arg(long, conflicts_with = "ladder")]
+    pub(crate) shards: Option<usize>,
+    /// Concurrent tasks (each runs one transaction at a time; with --shards, in all).
     #[arg(long, default_value_t = 128)]
-    tasks: usize,
+    pub(crate) tasks: usize,
     /// How long the run lasts (with --ladder: each step's measured time).
     #[arg(long, default_value = "10s")]
-    duration: String,
+    pub(crate) duration: String,
     /// Stop after this many transactions (with --ladder: per step).
     #[arg(long, hide = true)]
-    max_transactions: Option<u64>,
+    pub(crate) max_transactions: Option<u64>,
     /// Start from an empty database and load it (default: load only when there is none).
     #[arg(long)]
-    load: bool,
+    pub(crate) load: bool,
     /// Only run the consistency checks on the database there.
     #[arg(long, conflicts_with_all = ["load", "ladder"])]
-    check: bool,
+    pub(crate) check: bool,
     /// The paper's Fig. 6: the I/O steps for W=--warehouses (fits in the pool) and an
     /// out-of-memory W.
     #[arg(long)]
-    ladder: bool,
+    pub(crate) ladder: bool,
     /// With --ladder: only these steps (comma-separated: posix, libaio-async, +async,
     /// +batch-submit, +regbufs, +passthrough, +iopoll, +sqpoll).
     #[arg(long, value_delimiter = ',')]
-    steps: Option<Vec<String>>,
+    pub(crate) steps: Option<Vec<String>>,
     /// With --ladder: the out-of-memory warehouse count (default: data 3.5 times the pool,
     /// from W=1's loaded size; 0: none).
     #[arg(long)]
-    warehouses_out: Option<u32>,
+    pub(crate) warehouses_out: Option<u32>,
     /// With --ladder: warm-up per step.
     #[arg(long, default_value = "2s")]
-    warmup: String,
+    pub(crate) warmup: String,
     /// With --ladder: pin the engine's thread to this CPU; SQPOLL gets another.
     #[arg(long)]
-    cpu: Option<u32>,
+    pub(crate) cpu: Option<u32>,
     /// off (no log, as in the paper) | fdatasync (group commit) | none | thread | odsync.
     /// Default: off, or fdatasync for a database that has a log (so that it is recovered).
     /// With --ladder: every step's log (default off); a database with a log is loaded apart
     /// (wN-log).
     #[arg(long)]
-    durability: Option<String>,
+    pub(crate) durability: Option<String>,
     /// posix | libaio | uring-sync | uring | auto
     #[arg(long, default_value = "uring")]
-    engine: String,
+    pub(crate) engine: String,
     /// each | adaptive | fixed(N)
     #[arg(long, default_value = "adaptive")]
-    batch: String,
+    pub(crate) batch: String,
     /// Registered buffers (the buffer pool's frames).
     #[arg(long)]
-    fixedbufs: bool,
+    pub(crate) fixedbufs: bool,
     /// serializable | off (no locks: shows what goes wrong without concurrency control).
     #[arg(long, default_value = "serializable", hide = true)]
-    isolation: String,
+    pub(crate) isolation: String,
     /// With a log, release a transaction's locks only after its commit is durable (strict
     /// two-phase locking across the sync) instead of once its writes are applied.
     #[arg(long, hide = true)]
-    hold_locks_until_durable: bool,
+    pub(crate) hold_locks_until_durable: bool,
     /// Run each Delivery as one transaction over its ten districts instead of one transaction
     /// per district (clause 2.7 allows either).
     #[arg(long, hide = true)]
-    delivery_one_transaction: bool,
+    pub(crate) delivery_one_transaction: bool,
     /// Run StockLevel serializable too, instead of at read committed (clause 2.8.2.3).
     #[arg(long, hide = true)]
-    stock_level_serializable: bool,
+    pub(crate) stock_level_serializable: bool,
     /// Do not prefetch NewOrder's and Payment's rows before they lock (each read faults
     /// on its own, locks held).
     #[arg(long, hide = true)]
-    no_prefetch: bool,
+    pub(crate) no_prefetch: bool,
     #[arg(long, default_value_t = 42)]
-    seed: u64,
+    pub(crate) seed: u64,
     /// Also write the JSON report here.
     #[arg(long, value_name = "FILE")]
-    json: Option<PathBuf>,
+    pub(crate) json: Option<PathBuf>,
     /// With --ladder: draw tx/s per step for each warehouse count as an SVG chart here.
     #[arg(long, value_name = "FILE.svg")]
-    plot: Option<PathBuf>,
+    pub(crate) plot: Option<PathBuf>,
 }
 
 /// Runs `ringdb tpcc`; `Ok(false)` when the consistency checks failed.
@@ -115,6 +120,9 @@ pub fn run(a: TpccArgs) -> CmdResult<bool> {
     let settings = Settings::parse(&a)?;
     if a.ladder {
         return run_ladder(&a, &settings);
+    }
+    if a.shards.is_some() || a.path.join(ringdb::MANIFEST_FILE).exists() {
+        return crate::tpcc_shards::run(&a, &settings);
     }
     let has_database = holds_a_database(&a.path);
     if a.check && !has_database {
@@ -142,23 +150,7 @@ pub fn run(a: TpccArgs) -> CmdResult<bool> {
         return Ok(checks.passed());
     }
     eprintln!("tpcc: {scale}, {} tasks, {:?}", a.tasks, settings.duration);
-    let spec = TpccRunSpec {
-        tasks: a.tasks,
-        duration: settings.duration,
-        max_transactions: a.max_transactions,
-        isolation: settings.isolation,
-        lock_release: if a.hold_locks_until_durable {
-            LockRelease::AfterSync
-        } else {
-            LockRelease::Early
-        },
-        delivery_per_district: !a.delivery_one_transaction,
-        stock_level_read_committed: !a.stock_level_serializable,
-        prefetch: !a.no_prefetch,
-        seed: a.seed,
-        progress: std::io::stderr().is_terminal(),
-        label: "tpcc".into(),
-    };
+    let spec = run_spec(&a, &settings);
     let report = tpcc::run(&mut db, &tables, &scale, &constants, &spec)?;
     let checks = tpcc::check(&mut db, &tables, &scale)?;
     let stats = db.stats();
@@ -181,13 +173,34 @@ pub fn run(a: TpccArgs) -> CmdResult<bool> {
     Ok(checks.passed())
 }
 
+/// The run the arguments ask for.
+pub(crate) fn run_spec(a: &TpccArgs, settings: &Settings) -> TpccRunSpec {
+    TpccRunSpec {
+        tasks: a.tasks,
+        duration: settings.duration,
+        max_transactions: a.max_transactions,
+        isolation: settings.isolation,
+        lock_release: if a.hold_locks_until_durable {
+            LockRelease::AfterSync
+        } else {
+            LockRelease::Early
+        },
+        delivery_per_district: !a.delivery_one_transaction,
+        stock_level_read_committed: !a.stock_level_serializable,
+        prefetch: !a.no_prefetch,
+        seed: a.seed,
+        progress: std::io::stderr().is_terminal(),
+        label: "tpcc".into(),
+    }
+}
+
 /// The arguments parsed and checked.
-struct Settings {
-    small: bool,
-    page_size: usize,
-    pool_pages: usize,
-    duration: std::time::Duration,
-    isolation: Isolation,
+pub(crate) struct Settings {
+    pub(crate) small: bool,
+    pub(crate) page_size: usize,
+    pub(crate) pool_pages: usize,
+    pub(crate) duration: std::time::Duration,
+    pub(crate) isolation: Isolation,
     engine: EngineKind,
     batching: Batching,
 }
@@ -221,7 +234,7 @@ impl Settings {
     }
 
     /// The population of `warehouses` at the scale asked for.
-    fn scale(&self, warehouses: u32) -> TpccScale {
+    pub(crate) fn scale(&self, warehouses: u32) -> TpccScale {
         if self.small {
             TpccScale::small(warehouses)
         } else {
@@ -233,7 +246,7 @@ impl Settings {
     /// `off` for a new database and `fdatasync` for one that has a log, so that opening it
     /// recovers what the log holds). `fresh`: the load, without a log unless one is asked for
     /// (a database made without a log cannot be opened with one later).
-    fn options(&self, a: &TpccArgs, fresh: bool) -> CmdResult<Options> {
+    pub(crate) fn options(&self, a: &TpccArgs, fresh: bool) -> CmdResult<Options> {
         let durability = match (&a.durability, fresh) {
             (Some(mode), _) => mode.parse()?,
             (None, true) => Durability::Off,
@@ -316,7 +329,7 @@ fn run_ladder(a: &TpccArgs, settings: &Settings) -> CmdResult<bool> {
 }
 
 /// The checks, one line per condition, then the verdict.
-fn print_checks(checks: &CheckReport) {
+pub(crate) fn print_checks(checks: &CheckReport) {
     println!("consistency checks (clause 3.3.2):");
     for c in &checks.conditions {
         let verdict = if c.passed { "passed" } else { "FAILED" };
@@ -332,7 +345,7 @@ fn print_checks(checks: &CheckReport) {
 }
 
 /// The checks as JSON.
-fn checks_json(checks: &CheckReport) -> Value {
+pub(crate) fn checks_json(checks: &CheckReport) -> Value {
     let conditions: Vec<Value> = checks
         .conditions
         .iter()
@@ -349,7 +362,7 @@ fn checks_json(checks: &CheckReport) -> Value {
 }
 
 /// With `--json FILE`: `document` there.
-fn write_json(path: &Option<PathBuf>, document: &Value) -> CmdResult {
+pub(crate) fn write_json(path: &Option<PathBuf>, document: &Value) -> CmdResult {
     if let Some(p) = path {
         let text = serde_json::to_string_pretty(document)?;
         std::fs::write(p, text + "\n").map_err(|e| format!("writing {}: {e}", p.display()))?;

@@ -266,6 +266,42 @@ fn a_shard_that_panics_is_down_and_the_others_keep_serving() {
     let _ = std::fs::remove_dir_all(&d);
 }
 
+/// A caller waiting for a task of a shard when another task there panics: the waiting task
+/// is leaked with the shard (never dropped, so its reply never goes), and the caller must
+/// learn the shard is down rather than wait forever.
+#[test]
+fn a_caller_waiting_on_a_shard_that_panics_meanwhile_gets_down() {
+    let d = dir("panic-waiting");
+    let db = open(&d, 2, Durability::Off);
+    let waiter = {
+        let db = db.clone();
+        std::thread::spawn(move || {
+            db.run_on(0, |shard| async move {
+                // Waits for a key nobody writes: until the shard dies under it.
+                loop {
+                    ringdb_io::yield_now().await;
+                    if shard.local().get(b"never").await.ok().flatten().is_some() {
+                        return;
+                    }
+                }
+            })
+        })
+    };
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    let lost = db.run_on(0, |_| async { panic!("a bug in another task") });
+    assert!(
+        matches!(lost, Err(ShardError::Down { shard: 0, .. })),
+        "{lost:?}"
+    );
+    let waited = waiter.join().expect("the waiting thread returns");
+    assert!(
+        matches!(waited, Err(ShardError::Down { shard: 0, .. })),
+        "{waited:?}"
+    );
+    drop(db);
+    let _ = std::fs::remove_dir_all(&d);
+}
+
 #[test]
 fn an_iterator_keeps_the_database_open_after_every_handle_is_dropped() {
     let d = dir("iter-alive");

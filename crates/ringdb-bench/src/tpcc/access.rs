@@ -7,8 +7,8 @@ use super::error::TpccError;
 use super::input::CustomerChoice;
 use super::keys;
 use super::rows::Customer;
+use super::span::TpccTxn;
 use super::tables::TpccTables;
-use ringdb::Transaction;
 use ringdb::{Direction, TableId};
 use std::ops::Bound;
 
@@ -26,7 +26,7 @@ pub enum Intent {
 
 /// The row of `key` in `table`, which must exist.
 pub async fn read<R: Row>(
-    txn: &mut Transaction,
+    txn: &mut TpccTxn,
     table: TableId,
     key: &[u8],
     intent: Intent,
@@ -44,17 +44,17 @@ pub async fn read<R: Row>(
 
 /// Writes `row` under `key` in `table`.
 pub async fn write<R: Row>(
-    txn: &mut Transaction,
+    txn: &mut TpccTxn,
     table: TableId,
     key: &[u8],
     row: &R,
 ) -> Result<(), TpccError> {
-    Ok(txn.put(table, key, &row.encode()).await?)
+    txn.put(table, key, &row.encode()).await
 }
 
 /// Every pair of `table` whose key starts with `prefix`, at most `limit`, in `direction`.
 pub async fn scan_prefix(
-    txn: &mut Transaction,
+    txn: &mut TpccTxn,
     table: TableId,
     prefix: &[u8],
     direction: Direction,
@@ -62,15 +62,14 @@ pub async fn scan_prefix(
 ) -> Result<Vec<(Vec<u8>, Vec<u8>)>, TpccError> {
     let end = keys::prefix_end(prefix);
     let end_bound = end.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
-    Ok(txn
-        .scan(table, Bound::Included(prefix), end_bound, direction, limit)
-        .await?)
+    txn.scan(table, Bound::Included(prefix), end_bound, direction, limit)
+        .await
 }
 
 /// The customer of district (w, d) that `choice` names: by id, or the middle one (n/2
 /// rounded up) of those with the last name, sorted by first name (clause 2.5.2.2).
 pub async fn find_customer(
-    txn: &mut Transaction,
+    txn: &mut TpccTxn,
     tables: &TpccTables,
     (w, d): (u32, u32),
     choice: &CustomerChoice,

@@ -6,11 +6,17 @@
 //! 3. max(NO_O_ID) - min(NO_O_ID) + 1 = the district's rows in NEW-ORDER;
 //! 4. sum(O_OL_CNT) = the district's rows in ORDER-LINE.
 //!
+//! And one of ringdb's own, over all warehouses together (number 0: the clause does not list
+//! it, but it follows from Payment, the only transaction that changes either side): the sum
+//! of W_YTD grew by as much as the sum of C_YTD_PAYMENT. A Payment whose customer lives on
+//! another shard changes one on each shard, so it is the check of cross-shard commits.
+//!
 //! Each condition reports whether it held and the first few violations, in words.
 
 use super::codec::Row;
 use super::keys;
-use super::rows::{District, Order, Warehouse};
+use super::population;
+use super::rows::{Customer, District, Order, Warehouse};
 use super::tables::TpccTables;
 use super::TpccScale;
 use crate::error::{BenchError, Result};
@@ -66,17 +72,62 @@ impl ConditionResult {
     }
 }
 
-/// The verdicts of conditions 1-4.
+/// The verdicts of conditions 1-4, then of the payments condition (number 0).
 #[derive(Clone, Debug, Serialize)]
 pub struct CheckReport {
     /// One per condition, in order.
     pub conditions: Vec<ConditionResult>,
+    /// What the payments condition adds up.
+    pub payments: PaymentSums,
+}
+
+/// How much the warehouses' W_YTD and the customers' C_YTD_PAYMENT grew since the load, in
+/// cents, over the warehouses checked.
+#[derive(Clone, Copy, Debug, Default, Serialize, PartialEq, Eq)]
+pub struct PaymentSums {
+    /// Sum of W_YTD less its value at load.
+    pub warehouse_growth_cents: i64,
+    /// Sum of C_YTD_PAYMENT less its value at load.
+    pub customer_growth_cents: i64,
 }
 
 impl CheckReport {
     /// Whether every condition held.
     pub fn passed(&self) -> bool {
         self.conditions.iter().all(|c| c.passed)
+    }
+
+    /// Adds the verdicts of `other` (other warehouses: another shard's) to these.
+    pub fn merge(&mut self, other: CheckReport) {
+        assert_eq!(self.conditions.len(), other.conditions.len());
+        for (mine, theirs) in self.conditions.iter_mut().zip(other.conditions) {
+            assert_eq!(mine.number, theirs.number, "the same conditions, in order");
+            mine.passed &= theirs.passed;
+            mine.checked += theirs.checked;
+            mine.violation_count += theirs.violation_count;
+            let room = VIOLATIONS_KEPT.saturating_sub(mine.violations.len());
+            mine.violations
+                .extend(theirs.violations.into_iter().take(room));
+        }
+        self.payments.warehouse_growth_cents += other.payments.warehouse_growth_cents;
+        self.payments.customer_growth_cents += other.payments.customer_growth_cents;
+    }
+
+    /// Judges the payments condition on the sums, once every warehouse is in them.
+    pub(crate) fn judge_payments(&mut self) {
+        let sums = self.payments;
+        let condition = self
+            .conditions
+            .iter_mut()
+            .find(|c| c.number == 0)
+            .expect("the payments condition is listed");
+        let holds = sums.warehouse_growth_cents == sums.customer_growth_cents;
+        condition.verdict(holds, || {
+            format!(
+                "the warehouses' W_YTD grew by {} cents, the customers' C_YTD_PAYMENT by {}",
+                sums.warehouse_growth_cents, sums.customer_growth_cents
+            )
+        });
     }
 }
 
@@ -97,21 +148,40 @@ struct DistrictTotals {
 pub fn check(db: &mut LocalDb, tables: &TpccTables, scale: &TpccScale) -> Result<CheckReport> {
     let h = db.handle();
     let (tables, scale) = (*tables, *scale);
-    db.runtime()
-        .block_on(async move { check_all(&h, &tables, &scale).await })?
+    let warehouses: Vec<u32> = (1..=scale.warehouses).collect();
+    let mut report = db
+        .runtime()
+        .block_on(async move { check_warehouses(&h, &tables, &scale, &warehouses).await })??;
+    report.judge_payments();
+    Ok(report)
 }
 
-async fn check_all(h: &DbHandle, tables: &TpccTables, scale: &TpccScale) -> Result<CheckReport> {
-    let mut conditions = [
+/// Checks conditions 1-4 on `warehouses` (and every district of each) through `h`, and adds
+/// up their payments (judged by [`CheckReport::judge_payments`] once all are in).
+pub(crate) async fn check_warehouses(
+    h: &DbHandle,
+    tables: &TpccTables,
+    scale: &TpccScale,
+    warehouses: &[u32],
+) -> Result<CheckReport> {
+    let mut conditions: [ConditionResult; 5] = [
         ConditionResult::new(1, "W_YTD = sum(D_YTD)"),
         ConditionResult::new(2, "D_NEXT_O_ID - 1 = max(O_ID) = max(NO_O_ID)"),
         ConditionResult::new(3, "max(NO_O_ID) - min(NO_O_ID) + 1 = rows in NEW-ORDER"),
         ConditionResult::new(4, "sum(O_OL_CNT) = rows in ORDER-LINE"),
+        ConditionResult::new(
+            0,
+            "sum(W_YTD) and sum(C_YTD_PAYMENT) grew alike, all warehouses",
+        ),
     ];
-    for w in 1..=scale.warehouses {
+    let mut payments = PaymentSums::default();
+    for &w in warehouses {
         let warehouse: Warehouse = read_row(h, tables.warehouse, &keys::warehouse(w)).await?;
+        payments.warehouse_growth_cents +=
+            warehouse.ytd_cents - population::warehouse_ytd_cents(scale);
         let mut ytd_sum = 0i64;
         for d in 1..=scale.districts {
+            payments.customer_growth_cents += customer_payments_growth(h, tables, w, d).await?;
             let totals = district_totals(h, tables, w, d).await?;
             ytd_sum += totals.ytd_cents;
             judge_district(&mut conditions, &totals, w, d);
@@ -125,11 +195,30 @@ async fn check_all(h: &DbHandle, tables: &TpccTables, scale: &TpccScale) -> Resu
     }
     Ok(CheckReport {
         conditions: conditions.into(),
+        payments,
     })
 }
 
+/// How much the C_YTD_PAYMENT of district (w, d)'s customers grew since the load, in cents.
+async fn customer_payments_growth(
+    h: &DbHandle,
+    tables: &TpccTables,
+    w: u32,
+    d: u32,
+) -> Result<i64> {
+    let mut growth = 0i64;
+    let prefix = keys::district_prefix(w, d);
+    for_each_in_prefix(h, tables.customer, &prefix, |_, value| {
+        let customer = Customer::decode(value).map_err(|source| BenchError::TpccRow { source })?;
+        growth += customer.ytd_payment_cents - population::FIRST_PAYMENT_CENTS;
+        Ok(())
+    })
+    .await?;
+    Ok(growth)
+}
+
 /// Conditions 2-4 on one district's totals.
-fn judge_district(conditions: &mut [ConditionResult; 4], t: &DistrictTotals, w: u32, d: u32) {
+fn judge_district(conditions: &mut [ConditionResult; 5], t: &DistrictTotals, w: u32, d: u32) {
     let last = t.next_order_id.checked_sub(1);
     let newest_ok =
         t.max_order_id == last && (t.max_new_order.is_none() || t.max_new_order == last);

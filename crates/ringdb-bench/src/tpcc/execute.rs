@@ -8,9 +8,10 @@ use super::input::{TxChoice, TxInput};
 use super::new_order::new_order;
 use super::order_status::order_status;
 use super::payment::payment;
+use super::span::TpccTxn;
 use super::stock_level::stock_level;
 use super::tables::TpccTables;
-use ringdb::{DbHandle, Transaction};
+use ringdb::DbHandle;
 use ringdb::{Isolation, TxnTimestamp};
 
 /// How a transaction ended when it did not fail.
@@ -81,12 +82,27 @@ pub async fn execute_with(
     district: Option<u32>,
 ) -> Result<TxOutcome, TpccError> {
     input.validate()?;
-    let mut txn = h.begin_with(options.isolation, timestamp);
+    let txn = TpccTxn::local(h.begin_with(options.isolation, timestamp));
+    // A retry finds the rows its first attempt faulted in: prefetch only the first.
+    let first_attempt = timestamp.is_none();
+    execute_in(txn, tables, input, options, first_attempt, district).await
+}
+
+/// Runs `input` in `txn` (begun with `options.isolation`) and commits it, or aborts it on a
+/// rollback or an error; a conflict comes back with the timestamp to retry with.
+pub(crate) async fn execute_in(
+    mut txn: TpccTxn,
+    tables: &TpccTables,
+    input: &TxInput,
+    options: TxOptions,
+    first_attempt: bool,
+    district: Option<u32>,
+) -> Result<TxOutcome, TpccError> {
+    input.validate()?;
     if options.release == LockRelease::AfterSync {
         txn.hold_locks_until_durable();
     }
-    // A retry finds the rows its first attempt faulted in: prefetch only the first.
-    let prefetch = options.prefetch && timestamp.is_none();
+    let prefetch = options.prefetch && first_attempt;
     let timestamp = txn.timestamp();
     let done = match (input.choice(), district) {
         (TxChoice::Delivery(i), Some(d)) => delivery_district(&mut txn, tables, i, d).await,
@@ -94,17 +110,15 @@ pub async fn execute_with(
     };
     match done {
         Ok(TxOutcome::Committed) => {
-            txn.commit()
-                .await
-                .map_err(|e| conflict_or(e.into(), timestamp))?;
+            txn.commit().await.map_err(|e| conflict_or(e, timestamp))?;
             Ok(TxOutcome::Committed)
         }
         Ok(TxOutcome::RolledBack) => {
-            txn.abort();
+            txn.abort().await;
             Ok(TxOutcome::RolledBack)
         }
         Err(e) => {
-            txn.abort();
+            txn.abort().await;
             Err(conflict_or(e, timestamp))
         }
     }
@@ -113,7 +127,7 @@ pub async fn execute_with(
 /// Runs the reads and writes of `choice` in `txn` (the caller commits), after prefetching
 /// its rows when `prefetch` says so.
 async fn run_choice(
-    txn: &mut Transaction,
+    txn: &mut TpccTxn,
     tables: &TpccTables,
     choice: &TxChoice,
     prefetch: bool,

@@ -74,10 +74,21 @@ pub fn customer_id_of_name_key(key: &[u8]) -> Option<u32> {
     (key.len() == 41).then(|| u32::from_be_bytes(tail))
 }
 
-/// HISTORY: (H_C_W_ID, H_C_D_ID, H_C_ID, payment number): the table has no primary key in
-/// the standard, so the customer's payment count (its row is locked by the payment) makes one.
-pub fn history(w: u32, d: u32, c: u32, payment: u32) -> Vec<u8> {
-    KeyBuilder::new(13).u32(w).u8(d).u32(c).u32(payment).done()
+/// HISTORY (which has no primary key, clause 1.3): the paying district (H_W_ID, H_D_ID),
+/// then the customer (H_C_W_ID, H_C_D_ID, H_C_ID) and the customer's payment count, which
+/// makes it unique. The paying warehouse first: the row lives where the Payment runs (its
+/// shard), even when the customer is remote.
+pub fn history(paid_at: (u32, u32), customer: (u32, u32, u32), payment: u32) -> Vec<u8> {
+    let (w, d) = paid_at;
+    let (cw, cd, c) = customer;
+    KeyBuilder::new(18)
+        .u32(w)
+        .u8(d)
+        .u32(cw)
+        .u8(cd)
+        .u32(c)
+        .u32(payment)
+        .done()
 }
 
 /// NEW-ORDER: (NO_W_ID, NO_D_ID, NO_O_ID).

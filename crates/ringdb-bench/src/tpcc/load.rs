@@ -99,29 +99,15 @@ fn write_population(
     bar: Option<indicatif::ProgressBar>,
 ) -> Result<u64> {
     let rows = Rc::new(RefCell::new(0u64));
-    let mut handles = Vec::new();
-    let mut task_seed = seed;
-    let mut next_writer = || {
-        task_seed = task_seed.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let writer = BatchWriter::new(db.handle(), rows.clone(), bar.clone());
-        (writer, SmallRng::seed_from_u64(task_seed))
+    let warehouses: Vec<u32> = (1..=scale.warehouses).collect();
+    let place = PopulationPlace {
+        tables: *tables,
+        scale: *scale,
+        constants: *constants,
+        seed,
     };
-    let mut futures: Vec<std::pin::Pin<Box<dyn std::future::Future<Output = _>>>> = Vec::new();
-    let (writer, rng) = next_writer();
-    futures.push(Box::pin(load_items(writer, rng, *tables, *scale)));
-    for w in 1..=scale.warehouses {
-        let (writer, rng) = next_writer();
-        futures.push(Box::pin(load_warehouse(writer, rng, *tables, *scale, w)));
-        for d in 1..=scale.districts {
-            let (writer, rng) = next_writer();
-            let place = Place { w, d };
-            let task = load_district(writer, rng, *tables, *scale, *constants, place);
-            futures.push(Box::pin(task));
-        }
-    }
-    for future in futures {
-        handles.push(db.runtime().spawn(future));
-    }
+    let tasks = population_tasks(&db.handle(), &place, &warehouses, rows.clone(), bar);
+    let handles: Vec<_> = tasks.into_iter().map(|t| db.runtime().spawn(t)).collect();
     let results = db.runtime().block_on(async move {
         let mut results = Vec::with_capacity(handles.len());
         for h in handles {
@@ -134,6 +120,59 @@ fn write_population(
     }
     let total = *rows.borrow();
     Ok(total)
+}
+
+/// What every task of a load needs to know.
+#[derive(Clone, Copy)]
+pub(crate) struct PopulationPlace {
+    pub(crate) tables: TpccTables,
+    pub(crate) scale: TpccScale,
+    pub(crate) constants: Constants,
+    /// The load's seed: each task draws from it and its warehouse and district, so ITEM is
+    /// the same on every shard that holds a copy and a warehouse's rows do not depend on
+    /// which shard loads it.
+    pub(crate) seed: u64,
+}
+
+/// A task of the load.
+pub(crate) type LoadTask =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), WriteError>>>>;
+
+/// The tasks that write ITEM and `warehouses` (each with its districts) through `handle`,
+/// counting rows into `rows`.
+pub(crate) fn population_tasks(
+    handle: &DbHandle,
+    place: &PopulationPlace,
+    warehouses: &[u32],
+    rows: Rc<RefCell<u64>>,
+    bar: Option<indicatif::ProgressBar>,
+) -> Vec<LoadTask> {
+    let PopulationPlace {
+        tables,
+        scale,
+        constants,
+        seed,
+    } = *place;
+    let next_writer = |w: u32, d: u32| {
+        let task_seed =
+            seed ^ (u64::from(w) << 8 | u64::from(d)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        let writer = BatchWriter::new(handle.clone(), rows.clone(), bar.clone());
+        (writer, SmallRng::seed_from_u64(task_seed))
+    };
+    let mut tasks: Vec<LoadTask> = Vec::new();
+    let (writer, rng) = next_writer(0, 0);
+    tasks.push(Box::pin(load_items(writer, rng, tables, scale)));
+    for &w in warehouses {
+        let (writer, rng) = next_writer(w, 0);
+        tasks.push(Box::pin(load_warehouse(writer, rng, tables, scale, w)));
+        for d in 1..=scale.districts {
+            let (writer, rng) = next_writer(w, d);
+            let place = Place { w, d };
+            let task = load_district(writer, rng, tables, scale, constants, place);
+            tasks.push(Box::pin(task));
+        }
+    }
+    tasks
 }
 
 /// A district of a warehouse.
@@ -265,8 +304,12 @@ async fn load_customers(
     }
     for c in 1..=scale.customers_per_district {
         let row = population::history(rng, w, d, now);
-        out.put(tables.history, &keys::history(w, d, c, 1), &row.encode())
-            .await?;
+        out.put(
+            tables.history,
+            &keys::history((w, d), (w, d, c), 1),
+            &row.encode(),
+        )
+        .await?;
     }
     Ok(())
 }

@@ -31,7 +31,9 @@ mod load;
 mod mix;
 mod new_order;
 mod order_status;
+mod participant;
 mod payment;
+mod placement;
 mod population;
 mod prefetch;
 mod random;
@@ -41,10 +43,12 @@ mod rows;
 mod rows_tests;
 mod run;
 mod scale;
+mod sharded;
+mod span;
 mod stock_level;
 mod tables;
 
-pub use check::{check, CheckReport, ConditionResult};
+pub use check::{check, CheckReport, ConditionResult, PaymentSums};
 pub use codec::RowError;
 pub use error::TpccError;
 pub use execute::{execute, execute_with, LockRelease, TxOptions, TxOutcome};
@@ -58,6 +62,7 @@ pub use ladder::{
 };
 pub use load::{load, LoadReport};
 pub use mix::{TxKind, MIX_PERCENT};
+pub use placement::Placement;
 pub use random::{nurand, Constants};
 pub use report::{every_type_ran, ladder_svg, ladder_table, TpccRunReport, TxTypeReport};
 pub use ringdb::{Isolation, TxnTimestamp};
@@ -66,6 +71,7 @@ pub use run::{
     TX_KINDS,
 };
 pub use scale::{TpccScale, DISTRICTS_STANDARD, WAREHOUSES_MAX};
+pub use sharded::{check_sharded, load_sharded, open_loaded_sharded, run_sharded};
 pub use tables::{TpccTables, TABLE_NAMES};
 
 use crate::error::{BenchError, Result};

@@ -1,6 +1,6 @@
-//! NewOrder (clause 2.4): take the district's next order id; for each line read the item,
-//! update its STOCK (the S_QUANTITY rule of 2.4.2.2) and insert the ORDER-LINE; then insert
-//! the ORDER, its NEW-ORDER and its index row. An item id that does not exist (the 1% whose
+//! NewOrder (clause 2.4): for each line read the item and update its STOCK (the S_QUANTITY
+//! rule of 2.4.2.2); then read the warehouse and the customer, take the district's next
+//! order id, and insert the ORDER-LINEs, the ORDER, its NEW-ORDER and its index row. An item id that does not exist (the 1% whose
 //! last line names an unused one) rolls the whole transaction back.
 
 use super::access::{self, Intent};
@@ -10,39 +10,50 @@ use super::input::{NewOrderInput, NewOrderLine};
 use super::keys;
 use super::population::now_micros;
 use super::rows::{Customer, District, Item, Order, OrderLine, Stock, Warehouse};
+use super::span::TpccTxn;
 use super::tables::TpccTables;
 use super::TxOutcome;
-use ringdb::Transaction;
 
 /// Runs NewOrder's reads and writes in `txn` (the caller commits or aborts).
+///
+/// The lines' ITEM and STOCK first; the warehouse (read by every NewOrder, updated by every
+/// Payment), the customer and the district (updated by every NewOrder of it) after them:
+/// their locks are then held only for the in-memory work at the end, not across the lines'
+/// page faults or a remote warehouse's round trip to another shard. The lines' rows
+/// need the order id the district hands out, so they are written after it.
 pub async fn new_order(
-    txn: &mut Transaction,
+    txn: &mut TpccTxn,
     tables: &TpccTables,
     input: &NewOrderInput,
 ) -> Result<TxOutcome, TpccError> {
     let (w, d) = (input.warehouse, input.district);
+    let mut lines = Vec::with_capacity(input.lines.len());
+    for line in &input.lines {
+        match take_stock(txn, tables, (w, d), line).await? {
+            Some(row) => lines.push(row),
+            None => return Ok(TxOutcome::RolledBack),
+        }
+    }
     let warehouse: Warehouse =
         access::read(txn, tables.warehouse, &keys::warehouse(w), Intent::Read).await?;
+    let customer_key = keys::customer(w, d, input.customer);
+    let customer: Customer =
+        access::read(txn, tables.customer, &customer_key, Intent::Read).await?;
     let district_key = keys::district(w, d);
     let mut district: District =
         access::read(txn, tables.district, &district_key, Intent::Update).await?;
     let o = district.next_order_id;
     district.next_order_id = o + 1;
     access::write(txn, tables.district, &district_key, &district).await?;
-    let customer_key = keys::customer(w, d, input.customer);
-    let customer: Customer =
-        access::read(txn, tables.customer, &customer_key, Intent::Read).await?;
     let mut total_cents = 0i64;
-    for (number, line) in (1..).zip(&input.lines) {
-        let place = LinePlace { w, d, o, number };
-        match order_line(txn, tables, place, line).await? {
-            Some(amount) => total_cents += amount,
-            None => return Ok(TxOutcome::RolledBack),
-        }
+    for (number, row) in (1..).zip(&lines) {
+        total_cents += row.amount_cents;
+        let key = keys::order_line(w, d, o, number);
+        access::write(txn, tables.order_line, &key, row).await?;
     }
     // The ORDER, NEW-ORDER and index rows last: a Delivery scanning the district's NEW-ORDER
     // range conflicts with an uncommitted NEW-ORDER row, so that row is locked only for the
-    // end of the transaction, not across the lines' STOCK reads.
+    // end of the transaction.
     let order = Order {
         customer: input.customer,
         entry_micros: now_micros(),
@@ -63,23 +74,15 @@ pub async fn new_order(
     Ok(TxOutcome::Committed)
 }
 
-/// Where an order line goes.
-#[derive(Clone, Copy)]
-struct LinePlace {
-    w: u32,
-    d: u32,
-    o: u32,
-    number: u32,
-}
-
-/// One line: the item, its stock, the ORDER-LINE. Returns its amount, or `None` for an item
-/// that does not exist (the transaction rolls back).
-async fn order_line(
-    txn: &mut Transaction,
+/// One line's item and STOCK update (the S_QUANTITY rule of 2.4.2.2) for district (w, d).
+/// Returns the ORDER-LINE row to write, or `None` for an item that does not exist (the
+/// transaction rolls back).
+async fn take_stock(
+    txn: &mut TpccTxn,
     tables: &TpccTables,
-    place: LinePlace,
+    (w, d): (u32, u32),
     line: &NewOrderLine,
-) -> Result<Option<i64>, TpccError> {
+) -> Result<Option<OrderLine>, TpccError> {
     let Some(item_bytes) = txn.get(tables.item, &keys::item(line.item)).await? else {
         return Ok(None);
     };
@@ -94,21 +97,17 @@ async fn order_line(
     };
     stock.ytd += u64::from(line.quantity);
     stock.order_count += 1;
-    if line.supply_warehouse != place.w {
+    if line.supply_warehouse != w {
         stock.remote_count += 1;
     }
-    let dist_info = stock.dist[(place.d as usize - 1).min(9)].clone();
+    let dist_info = stock.dist[(d as usize - 1).min(9)].clone();
     access::write(txn, tables.stock, &stock_key, &stock).await?;
-    let amount_cents = i64::from(line.quantity) * item.price_cents;
-    let row = OrderLine {
+    Ok(Some(OrderLine {
         item: line.item,
         supply_warehouse: line.supply_warehouse,
         delivery_micros: None,
         quantity: line.quantity,
-        amount_cents,
+        amount_cents: i64::from(line.quantity) * item.price_cents,
         dist_info,
-    };
-    let key = keys::order_line(place.w, place.d, place.o, place.number);
-    access::write(txn, tables.order_line, &key, &row).await?;
-    Ok(Some(amount_cents))
+    }))
 }

@@ -9,9 +9,9 @@ use super::input::PaymentInput;
 use super::keys;
 use super::population::now_micros;
 use super::rows::{District, History, Warehouse};
+use super::span::TpccTxn;
 use super::tables::TpccTables;
 use super::TxOutcome;
-use ringdb::Transaction;
 
 /// C_DATA's largest size.
 const CUSTOMER_DATA_MAX: usize = 500;
@@ -19,7 +19,7 @@ const CUSTOMER_DATA_MAX: usize = 500;
 /// Runs Payment's reads and writes in `txn` (the caller commits). With `prefetch`, the page
 /// its HISTORY row goes to is faulted in before the hot rows are locked.
 pub async fn payment(
-    txn: &mut Transaction,
+    txn: &mut TpccTxn,
     tables: &TpccTables,
     input: &PaymentInput,
     prefetch: bool,
@@ -47,7 +47,7 @@ pub async fn payment(
         customer.data = data;
     }
     access::write(txn, tables.customer, &keys::customer(cw, cd, c), &customer).await?;
-    let history_key = keys::history(cw, cd, c, customer.payment_count);
+    let history_key = keys::history((w, d), (cw, cd, c), customer.payment_count);
     if prefetch {
         txn.prefetch(&[(tables.history, &history_key)]).await?;
     }

@@ -13,13 +13,14 @@
 use super::error::TpccError;
 use super::input::{CustomerChoice, NewOrderInput, PaymentInput};
 use super::keys;
+use super::span::TpccTxn;
 use super::tables::TpccTables;
-use ringdb::{TableId, Transaction};
+use ringdb::TableId;
 
 /// Faults in the rows NewOrder `input` reads: its warehouse, district and customer, and
 /// each line's item and STOCK row.
 pub async fn new_order(
-    txn: &Transaction,
+    txn: &TpccTxn,
     tables: &TpccTables,
     input: &NewOrderInput,
 ) -> Result<(), TpccError> {
@@ -43,7 +44,7 @@ pub async fn new_order(
 /// page of the index where its name group starts. (The page its HISTORY row goes to is
 /// prefetched once the customer is known, before the hot rows are locked: `payment.rs`.)
 pub async fn payment(
-    txn: &Transaction,
+    txn: &TpccTxn,
     tables: &TpccTables,
     input: &PaymentInput,
 ) -> Result<(), TpccError> {
@@ -59,7 +60,7 @@ pub async fn payment(
 }
 
 /// Prefetches `rows` in one batch.
-async fn fetch(txn: &Transaction, rows: &[(TableId, Vec<u8>)]) -> Result<(), TpccError> {
+async fn fetch(txn: &TpccTxn, rows: &[(TableId, Vec<u8>)]) -> Result<(), TpccError> {
     let keys: Vec<(TableId, &[u8])> = rows.iter().map(|(t, k)| (*t, k.as_slice())).collect();
-    Ok(txn.prefetch(&keys).await?)
+    txn.prefetch(&keys).await
 }

@@ -116,6 +116,13 @@ pub struct TpccRunReport {
     pub per_second: Vec<u64>,
     /// Most io-wq worker threads seen at once.
     pub iowq_workers: usize,
+    /// Shards the warehouses were spread over (1: one database).
+    pub shards: usize,
+    /// Transactions per committed one that had a part on another shard (a remote
+    /// warehouse's STOCK or customer there).
+    pub spanning_per_tx: f64,
+    /// Operations per committed transaction sent to another shard.
+    pub remote_operations_per_tx: f64,
     /// Each transaction type, in [`TX_KINDS`] order.
     pub per_type: Vec<TxTypeReport>,
 }
@@ -169,6 +176,14 @@ impl TpccRunReport {
             self.faults_per_tx, self.writes_per_tx, self.enters_per_tx, self.cycles_per_tx,
             self.cpu_pct, self.iowq_workers
         ));
+        if self.shards > 1 {
+            s.push_str(&format!(
+                "  shards {}: {:.1}% of transactions had a part on another shard, {:.3} operations per tx sent there\n",
+                self.shards,
+                100.0 * self.spanning_per_tx,
+                self.remote_operations_per_tx
+            ));
+        }
         if self.anomalies > 0 {
             s.push_str(&format!(
                 "  anomalies: {} transactions abandoned on a row another had not finished writing (isolation {})\n",

@@ -10,10 +10,12 @@
 //! transaction (io-wq and SQPOLL threads included), as in `ycsb`.
 
 use super::delivery_queue::DeliveryQueue;
+use super::execute::execute_in;
 use super::report::{TpccRunReport, TxTypeReport};
+use super::span::{SpanContext, TpccTxn};
 use super::{
-    execute_with, Constants, LockRelease, TpccError, TpccScale, TpccTables, TxChoice, TxInput,
-    TxKind, TxOptions, TxOutcome,
+    Constants, LockRelease, TpccError, TpccScale, TpccTables, TxChoice, TxInput, TxKind, TxOptions,
+    TxOutcome,
 };
 use crate::error::{BenchError, Result};
 use ringdb::{DbHandle, DbStats, LocalDb};
@@ -65,6 +67,23 @@ pub enum TpccRunError {
         items: u32,
         /// Concurrent tasks.
         tasks: usize,
+    },
+
+    /// A run on several shards with a log: a transaction that spans shards commits on each
+    /// separately (see `span.rs`), so a crash between the two would keep one half.
+    #[error("TPC-C across {shards} shards runs only without a log: a transaction that spans two shards commits on each separately, and a crash between the two would keep one half (open the database with durability off, or use one shard)")]
+    DurableAcrossShards {
+        /// The database's shards.
+        shards: usize,
+    },
+
+    /// Fewer warehouses than shards: a shard would have no home warehouse for its tasks.
+    #[error("{warehouses} warehouses cannot be spread over {shards} shards: every shard needs a warehouse")]
+    FewerWarehousesThanShards {
+        /// Warehouses loaded.
+        warehouses: u32,
+        /// The database's shards.
+        shards: usize,
     },
 
     /// A transaction that kept losing conflicts.
@@ -272,7 +291,7 @@ impl Shared {
 }
 
 /// What every task of a run reads: the schema, the scale, the run's limits.
-struct RunContext {
+pub(crate) struct RunContext {
     tables: TpccTables,
     scale: TpccScale,
     constants: Constants,
@@ -289,6 +308,44 @@ struct RunContext {
     /// Deliveries run one at a time per warehouse (the deferred queue of clause 2.7.2).
     deliveries: DeliveryQueue,
     progress_bar: Option<indicatif::ProgressBar>,
+    /// The home warehouses of this runner's tasks: all of them on one database, the
+    /// shard's own on a database of several shards.
+    homes: Vec<u32>,
+    /// With warehouses on several shards: what the shard's transactions share.
+    span: Option<Rc<SpanContext>>,
+}
+
+impl RunContext {
+    /// The context of `spec`'s tasks homed at `homes`; `span` when warehouses span shards.
+    pub(crate) fn new(
+        loaded: (&TpccTables, &TpccScale, &Constants),
+        spec: &TpccRunSpec,
+        homes: Vec<u32>,
+        span: Option<Rc<SpanContext>>,
+        progress_bar: Option<indicatif::ProgressBar>,
+    ) -> RunContext {
+        let (tables, scale, constants) = loaded;
+        assert!(!homes.is_empty(), "a runner has a home warehouse");
+        RunContext {
+            tables: *tables,
+            scale: *scale,
+            constants: *constants,
+            isolation: spec.isolation,
+            lock_release: spec.lock_release,
+            delivery_per_district: spec.delivery_per_district,
+            stock_level_read_committed: spec.stock_level_read_committed,
+            prefetch: spec.prefetch,
+            seed: spec.seed,
+            tasks: spec.tasks,
+            duration: spec.duration,
+            max_transactions: spec.max_transactions,
+            shared: Shared::new(),
+            deliveries: DeliveryQueue::new(scale.warehouses),
+            progress_bar,
+            homes,
+            span,
+        }
+    }
 }
 
 /// Runs the TPC-C mix on `db` (loaded by [`super::load`]) as `spec` says, and reports what
@@ -312,23 +369,15 @@ pub fn run(
         &spec.label,
         spec.progress,
     );
-    let context = Rc::new(RunContext {
-        tables: *tables,
-        scale: *scale,
-        constants: *constants,
-        isolation: spec.isolation,
-        lock_release: spec.lock_release,
-        delivery_per_district: spec.delivery_per_district,
-        stock_level_read_committed: spec.stock_level_read_committed,
-        prefetch: spec.prefetch,
-        seed: spec.seed,
-        tasks: spec.tasks,
-        duration: spec.duration,
-        max_transactions: spec.max_transactions,
-        shared: Shared::new(),
-        deliveries: DeliveryQueue::new(scale.warehouses),
-        progress_bar: progress_bar.clone(),
-    });
+    let homes = (1..=scale.warehouses).collect();
+    let loaded = (tables, scale, constants);
+    let context = Rc::new(RunContext::new(
+        loaded,
+        spec,
+        homes,
+        None,
+        progress_bar.clone(),
+    ));
     let before = db.stats();
     let cpu_before = CpuTime::now();
     let start = Instant::now();
@@ -349,31 +398,32 @@ pub fn run(
     let measured = Measured {
         secs: start.elapsed().as_secs_f64(),
         cpu_secs: CpuTime::now().since(cpu_before).total().as_secs_f64(),
-        before,
-        after: db.stats(),
+        counts: Counts::between(&before, &db.stats()),
     };
-    if let Some(error) = context.shared.first_error.borrow_mut().take() {
+    let outcome = context.outcome();
+    if let Some(error) = outcome.error {
         return Err(error);
     }
-    Ok(summarise(&context.shared, spec, scale, &measured))
+    Ok(summarise(&outcome, spec, scale, &measured))
 }
 
 /// One task: draws and runs transactions for its home warehouse until the run's time or
 /// transactions are up, or a task failed.
-async fn run_task(handle: DbHandle, task: usize, context: Rc<RunContext>) {
+pub(crate) async fn run_task(handle: DbHandle, task: usize, context: Rc<RunContext>) {
     use rand::SeedableRng;
     let shared = &context.shared;
     let mut rng = rand::rngs::SmallRng::seed_from_u64(
         context.seed ^ (task as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15),
     );
-    let warehouses = context.scale.warehouses;
-    // A terminal per task, homed at `task % W + 1`; with fewer tasks than warehouses (posix's
-    // one task) each transaction draws its home, so every warehouse's data is touched.
-    let fixed_home = (context.tasks >= warehouses as usize).then_some(task as u32 % warehouses + 1);
+    let homes = &context.homes;
+    // A terminal per task, homed at the runner's `task % homes`-th warehouse; with fewer
+    // tasks than warehouses (posix's one task) each transaction draws its home, so every
+    // warehouse's data is touched.
+    let fixed_home = (context.tasks >= homes.len()).then(|| homes[task % homes.len()]);
     while !shared.stop.get() {
         let home_warehouse = fixed_home.unwrap_or_else(|| {
             use rand::RngExt;
-            rng.random_range(1..=warehouses)
+            homes[rng.random_range(0..homes.len())]
         });
         let input = TxInput::generate(&context.scale, &context.constants, home_warehouse, &mut rng);
         let started_tsc = rdtsc();
@@ -457,7 +507,17 @@ async fn run_part(
         prefetch: context.prefetch,
     };
     for attempt in 0..MAX_ATTEMPTS {
-        let run = execute_with(handle, tables, input, options, timestamp, district);
+        let txn = match &context.span {
+            None => TpccTxn::local(handle.begin_with(isolation, timestamp)),
+            Some(span) => {
+                // Every part of the transaction carries one timestamp from the shared clock.
+                let first = timestamp.unwrap_or_else(|| span.next_timestamp());
+                let home = handle.begin_with(isolation, Some(first));
+                TpccTxn::spanning(home, isolation, span.clone())
+            }
+        };
+        let first_attempt = timestamp.is_none();
+        let run = execute_in(txn, tables, input, options, first_attempt, district);
         match run.await {
             Ok(outcome) => return Ok((outcome, attempt as u64)),
             Err(TpccError::Conflict { timestamp: first }) => {
@@ -475,28 +535,123 @@ async fn run_part(
     .into())
 }
 
-/// The run's time, CPU time and the database's counters around it.
-struct Measured {
-    secs: f64,
-    cpu_secs: f64,
-    before: DbStats,
-    after: DbStats,
+/// The run's time, CPU time and what the database counted during it.
+pub(crate) struct Measured {
+    pub(crate) secs: f64,
+    pub(crate) cpu_secs: f64,
+    pub(crate) counts: Counts,
+}
+
+/// What the database (all its shards) counted during a run.
+#[derive(Clone, Copy, Default)]
+pub(crate) struct Counts {
+    faults: u64,
+    writes: u64,
+    enters: u64,
+    log_syncs: u64,
+    log_records: u64,
+}
+
+impl Counts {
+    /// The counters of `after` less those of `before`.
+    pub(crate) fn between(before: &DbStats, after: &DbStats) -> Counts {
+        let (log_syncs, log_records) = match (&before.wal, &after.wal) {
+            (Some(b), Some(a)) => (a.syncs - b.syncs, a.records - b.records),
+            _ => (0, 0),
+        };
+        Counts {
+            faults: after.pool.reads - before.pool.reads,
+            writes: after.pool.writes - before.pool.writes,
+            enters: after.runtime.engine.enters - before.runtime.engine.enters,
+            log_syncs,
+            log_records,
+        }
+    }
+
+    /// The sum of two shards' counts.
+    pub(crate) fn plus(self, other: Counts) -> Counts {
+        Counts {
+            faults: self.faults + other.faults,
+            writes: self.writes + other.writes,
+            enters: self.enters + other.enters,
+            log_syncs: self.log_syncs + other.log_syncs,
+            log_records: self.log_records + other.log_records,
+        }
+    }
+}
+
+/// What a runner's tasks counted, taken out of their shared state once they have ended
+/// (`Send`: a shard's runner hands it to the thread that merges the shards').
+#[derive(Default)]
+pub(crate) struct RunOutcome {
+    pub(crate) per_type: [TypeCounters; 5],
+    pub(crate) per_second: Vec<u64>,
+    pub(crate) anomalies: u64,
+    pub(crate) iowq_workers: usize,
+    /// Transactions committed with a part on another shard, and the operations sent there.
+    pub(crate) spanning_commits: u64,
+    pub(crate) remote_operations: u64,
+    pub(crate) error: Option<BenchError>,
+}
+
+impl RunOutcome {
+    /// Adds another runner's outcome (the first error kept).
+    pub(crate) fn merge(&mut self, other: RunOutcome) {
+        for (mine, theirs) in self.per_type.iter_mut().zip(other.per_type) {
+            mine.committed += theirs.committed;
+            mine.rolled_back += theirs.rolled_back;
+            mine.conflicts += theirs.conflicts;
+            mine.latency.merge(&theirs.latency);
+        }
+        if self.per_second.len() < other.per_second.len() {
+            self.per_second.resize(other.per_second.len(), 0);
+        }
+        for (mine, theirs) in self.per_second.iter_mut().zip(&other.per_second) {
+            *mine += theirs;
+        }
+        self.anomalies += other.anomalies;
+        self.iowq_workers = self.iowq_workers.max(other.iowq_workers);
+        self.spanning_commits += other.spanning_commits;
+        self.remote_operations += other.remote_operations;
+        if self.error.is_none() {
+            self.error = other.error;
+        }
+    }
+}
+
+impl RunContext {
+    /// Takes what the tasks counted (once they have all ended).
+    pub(crate) fn outcome(&self) -> RunOutcome {
+        let shared = &self.shared;
+        shared.iowq.borrow_mut().sample();
+        let (spanning_commits, remote_operations) = self.span.as_ref().map_or((0, 0), |s| {
+            (s.spanning_commits.get(), s.remote_operations.get())
+        });
+        RunOutcome {
+            per_type: std::mem::take(&mut *shared.per_type.borrow_mut()),
+            per_second: shared.per_second.borrow().clone(),
+            anomalies: shared.anomalies.get(),
+            iowq_workers: shared.iowq.borrow().seen(),
+            spanning_commits,
+            remote_operations,
+            error: shared.first_error.borrow_mut().take(),
+        }
+    }
 }
 
 /// The run's report from what its tasks counted and the counters around it.
-fn summarise(
-    shared: &Shared,
+pub(crate) fn summarise(
+    outcome: &RunOutcome,
     spec: &TpccRunSpec,
     scale: &TpccScale,
     measured: &Measured,
 ) -> TpccRunReport {
-    shared.iowq.borrow_mut().sample();
-    let per_type = shared.per_type.borrow();
+    let per_type = &outcome.per_type;
     let types: Vec<TxTypeReport> = TX_KINDS
         .iter()
         .map(|&kind| TxTypeReport::from_counters(kind, &per_type[kind_index(kind)]))
         .collect();
-    let (before, after) = (&measured.before, &measured.after);
+    let counts = &measured.counts;
     let committed: u64 = types.iter().map(|t| t.committed).sum();
     let per_tx = |count: u64| {
         if committed == 0 {
@@ -506,15 +661,11 @@ fn summarise(
         }
     };
     let secs = measured.secs.max(1e-9);
-    let mut per_second = shared.per_second.borrow().clone();
+    let mut per_second = outcome.per_second.clone();
     // The last second is partial: keep whole seconds only.
     per_second.truncate((measured.secs as usize).max(1));
-    let faults = after.pool.reads - before.pool.reads;
-    let writes = after.pool.writes - before.pool.writes;
-    let (log_syncs, log_records) = match (&before.wal, &after.wal) {
-        (Some(b), Some(a)) => (a.syncs - b.syncs, a.records - b.records),
-        _ => (0, 0),
-    };
+    let (faults, writes) = (counts.faults, counts.writes);
+    let (log_syncs, log_records) = (counts.log_syncs, counts.log_records);
     TpccRunReport {
         label: spec.label.clone(),
         warehouses: scale.warehouses,
@@ -524,7 +675,7 @@ fn summarise(
         delivery_per_district: spec.delivery_per_district,
         stock_level_read_committed: spec.stock_level_read_committed,
         prefetch: spec.prefetch,
-        anomalies: shared.anomalies.get(),
+        anomalies: outcome.anomalies,
         secs: measured.secs,
         committed,
         rolled_back: types.iter().map(|t| t.rolled_back).sum(),
@@ -534,7 +685,7 @@ fn summarise(
         faults_per_tx: per_tx(faults),
         writes_per_tx: per_tx(writes),
         ios_per_tx: per_tx(faults + writes),
-        enters_per_tx: per_tx(after.runtime.engine.enters - before.runtime.engine.enters),
+        enters_per_tx: per_tx(counts.enters),
         cycles_per_tx: if committed == 0 {
             0.0
         } else {
@@ -548,7 +699,10 @@ fn summarise(
         },
         cpu_pct: 100.0 * measured.cpu_secs / secs,
         per_second,
-        iowq_workers: shared.iowq.borrow().seen(),
+        iowq_workers: outcome.iowq_workers,
+        shards: 1,
+        spanning_per_tx: per_tx(outcome.spanning_commits),
+        remote_operations_per_tx: per_tx(outcome.remote_operations),
         per_type: types,
     }
 }

@@ -6,10 +6,10 @@ use super::codec::{Row, RowError, RowReader, RowWriter};
 use super::random::Constants;
 use super::scale::TpccScale;
 use crate::error::{BenchError, Result};
-use ringdb::{LocalDb, TableId};
+use ringdb::{DbHandle, LocalDb, TableId};
 
 /// The key of the meta row.
-const META_KEY: &[u8] = b"tpcc";
+pub(crate) const META_KEY: &[u8] = b"tpcc";
 /// The meta row's format version.
 const META_VERSION: u8 = 1;
 
@@ -60,7 +60,7 @@ pub struct TpccTables {
 
 impl TpccTables {
     /// Builds the set from one id per name of [`TABLE_NAMES`], in that order.
-    fn from_ids(ids: [TableId; 12]) -> Self {
+    pub(crate) fn from_ids(ids: [TableId; 12]) -> Self {
         let [warehouse, district, customer, customer_by_name, history, new_order, order, order_by_customer, order_line, item, stock, meta] =
             ids;
         TpccTables {
@@ -154,6 +154,15 @@ impl Row for LoadedMeta {
 /// The meta row of `db`, if it was loaded.
 pub(crate) fn read_meta(db: &mut LocalDb, tables: &TpccTables) -> Result<Option<LoadedMeta>> {
     let Some(bytes) = db.get_in(tables.meta, META_KEY)? else {
+        return Ok(None);
+    };
+    let meta = LoadedMeta::decode(&bytes).map_err(|source| BenchError::TpccRow { source })?;
+    Ok(Some(meta))
+}
+
+/// The meta row through `h` (a shard's own database), if it was loaded.
+pub(crate) async fn read_meta_in(h: &DbHandle, tables: &TpccTables) -> Result<Option<LoadedMeta>> {
+    let Some(bytes) = h.get_in(tables.meta, META_KEY).await? else {
         return Ok(None);
     };
     let meta = LoadedMeta::decode(&bytes).map_err(|source| BenchError::TpccRow { source })?;

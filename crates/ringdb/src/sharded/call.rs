@@ -72,9 +72,10 @@ impl Db {
 
     /// Waits (blocking) for a reply from `shard`.
     pub(super) fn wait<T>(&self, shard: usize, reply: ReplyReceiver<T>) -> Result<T, ShardError> {
+        let inbox = &self.shared.inboxes[shard];
         reply
-            .wait(self.shared.spin)
-            .ok_or_else(|| self.shared.inboxes[shard].lost())
+            .wait_unless(self.shared.spin, || inbox.is_down())
+            .ok_or_else(|| inbox.lost())
     }
 
     /// Waits (blocking) for one reply from every shard, `replies[i]` from shard `i`.

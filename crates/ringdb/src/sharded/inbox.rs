@@ -75,6 +75,11 @@ impl Inbox {
         self.queue.pop()
     }
 
+    /// Whether the shard stopped.
+    pub(super) fn is_down(&self) -> bool {
+        self.down.get().is_some()
+    }
+
     /// Whether no job waits.
     pub(super) fn is_empty(&self) -> bool {
         self.queue.is_empty()

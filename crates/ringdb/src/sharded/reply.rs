@@ -129,6 +129,9 @@ impl<T> Drop for ReplySender<T> {
     }
 }
 
+/// How often a parked [`ReplyReceiver::wait_unless`] checks whether its sender was lost.
+pub const LOST_CHECK: Duration = Duration::from_millis(20);
+
 impl<T> ReplyReceiver<T> {
     /// Blocks the calling thread for the reply: spins for up to `spin` first (a reply that
     /// comes within it costs no sleep and no wake-up), then parks. `None`: the reply was lost.
@@ -152,6 +155,34 @@ impl<T> ReplyReceiver<T> {
                 return self.slot.take().expect("finished");
             }
             std::thread::park();
+        }
+    }
+
+    /// [`wait`](Self::wait), but also gives up (`None`) once `lost` says the sender can no
+    /// longer send: a shard that panicked leaks its tasks, and with them the senders of the
+    /// replies they owed, which therefore never drop. Checked every [`LOST_CHECK`] of parking.
+    pub fn wait_unless(self, spin: Duration, lost: impl Fn() -> bool) -> Option<T> {
+        if !spin.is_zero() {
+            let until = Instant::now() + spin;
+            while !self.slot.done.load(Ordering::Acquire) && Instant::now() < until {
+                std::hint::spin_loop();
+            }
+        }
+        if let Some(value) = self.slot.take() {
+            return value;
+        }
+        if !self.slot.register(Waiter::Thread(std::thread::current())) {
+            return self.slot.take().expect("finished");
+        }
+        loop {
+            if self.slot.done.load(Ordering::Acquire) {
+                return self.slot.take().expect("finished");
+            }
+            if lost() {
+                // The sender may have finished just before the check.
+                return self.slot.take().flatten();
+            }
+            std::thread::park_timeout(LOST_CHECK);
         }
     }
 }

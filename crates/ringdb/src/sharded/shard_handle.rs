@@ -66,6 +66,20 @@ impl Db {
         self.wait(shard, reply)
     }
 
+    /// Runs `request` with the own database of shard `shard` and awaits its output, from a
+    /// task (on a shard or any runtime): in place when the task runs on that shard already,
+    /// else through the shard's inbox, the reply waking this task's ring. The way one shard's
+    /// task works on another's data, e.g. a transaction's part there.
+    pub async fn call_on_async<T, F, Fut>(&self, shard: usize, request: F) -> Result<T, ShardError>
+    where
+        F: FnOnce(DbHandle) -> Fut + Send + 'static,
+        Fut: Future<Output = T> + 'static,
+        T: Send + 'static,
+    {
+        assert!(shard < self.shard_count(), "shard {shard} out of range");
+        self.call_async(shard, request).await
+    }
+
     /// Runs `task` on the shard that owns `key` (see [`Db::run_on`]).
     pub fn run_on_key<T, F, Fut>(&self, key: &[u8], task: F) -> Result<T, ShardError>
     where

@@ -68,6 +68,16 @@ pub enum Isolation {
 pub struct TxnTimestamp(u64);
 
 impl TxnTimestamp {
+    /// A timestamp drawn outside the database: for one transaction made of parts on several
+    /// databases (the shards of a [`Db`](crate::Db)), whose parts must all carry the same age.
+    /// Draw them from one counter that every part's database shares, counting up from 1, so
+    /// that wait-die compares ages across the databases alike and no wait cycle can form
+    /// through them; a database's own [`DbHandle::begin`] counts per database instead, so do
+    /// not mix the two on one database.
+    pub const fn from_counter(value: u64) -> TxnTimestamp {
+        TxnTimestamp(value)
+    }
+
     /// The timestamp as a number (they count up from 1 per database as transactions begin).
     pub const fn get(self) -> u64 {
         self.0

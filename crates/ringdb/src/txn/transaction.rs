@@ -16,7 +16,7 @@
 //! released after the sync), for comparison. Abort, and dropping a transaction, discard the
 //! writes and release the locks.
 
-use super::locks::Grant;
+use super::locks::{Blocker, Grant};
 use super::wait::Refusal;
 use super::write_set::WriteSet;
 use super::{Age, ConflictWith, Isolation, TxnShared, TxnTimestamp};
@@ -42,6 +42,13 @@ pub struct Transaction {
     finished: bool,
     /// Release the locks only once the commit is durable (see the module doc).
     strict_release: bool,
+    /// After dying in a conflict, wait (holding nothing) for the lock in the way to change
+    /// before reporting it; off for a transaction with parts elsewhere (see
+    /// [`Transaction::report_conflicts_at_once`]).
+    wait_after_conflict: bool,
+    /// With `wait_after_conflict` off: the lock it died on, to wait for in
+    /// [`Transaction::wait_out_conflict`].
+    pending_wait: Option<(TableId, Blocker)>,
     /// The conflict that killed it: its locks are gone, every later call repeats it.
     doomed: Option<Doomed>,
 }
@@ -72,6 +79,8 @@ impl Transaction {
             writes: WriteSet::default(),
             finished: false,
             strict_release: false,
+            wait_after_conflict: true,
+            pending_wait: None,
             doomed: None,
         }
     }
@@ -81,6 +90,27 @@ impl Transaction {
     /// tree. Slower under contention with a log; there for comparison.
     pub fn hold_locks_until_durable(&mut self) {
         self.strict_release = true;
+    }
+
+    /// Reports a conflict at once instead of first waiting, with its locks released, for the
+    /// lock in the way to change. That wait is safe only for a transaction that then holds
+    /// nothing anywhere: one that has parts on other databases (the shards of a
+    /// [`Db`](crate::Db), all carrying one timestamp) still holds their locks, an older
+    /// transaction may wait for those, and the wait could close a cycle. Such a
+    /// transaction's parts all report at once; it aborts every part, then retries.
+    pub fn report_conflicts_at_once(&mut self) {
+        self.wait_after_conflict = false;
+    }
+
+    /// Ends a transaction that died in a conflict it reported at once (see
+    /// [`report_conflicts_at_once`](Self::report_conflicts_at_once)): waits, holding nothing,
+    /// for the lock in its way to change, so that the retry does not meet the same holder at
+    /// once. Call it once every other part of the transaction has aborted. For any other
+    /// transaction it is an abort.
+    pub async fn wait_out_conflict(mut self) {
+        if let Some((table, blocker)) = self.pending_wait.take() {
+            self.shared.wait_for_change(table, blocker, self.age).await;
+        }
     }
 
     /// The transaction's timestamp: pass it to [`DbHandle::begin_with`] to retry after a
@@ -156,7 +186,11 @@ impl Transaction {
             });
         }
         self.release_locks();
-        self.shared.wait_for_change(table, blocker, self.age).await;
+        if self.wait_after_conflict {
+            self.shared.wait_for_change(table, blocker, self.age).await;
+        } else {
+            self.pending_wait = Some((table, blocker));
+        }
         refusal.error
     }
 
