@@ -78,9 +78,9 @@ fn tpcc_across_two_shards_keeps_the_checks_and_spans_shards() {
 }
 
 /// A Payment whose home part committed and whose customer's part on the other shard did
-/// not (what a crash between the two would leave with a log): warehouse 2's W_YTD (on shard
-/// 1) grows by 5.00 and no customer's C_YTD_PAYMENT does. Conditions 1-4 cannot see it (the
-/// district's D_YTD is off too, so make it consistent there); the payments condition does.
+/// not (what a crash between the two would leave with a log): warehouse 2's W_YTD (on
+/// shard 1) grows by 5.00 and no customer's C_YTD_PAYMENT does. Its district's D_YTD grows
+/// alike, so conditions 1-4 cannot see it; the payments condition does.
 #[test]
 fn tpcc_a_half_committed_cross_shard_payment_fails_the_payments_condition() {
     let dir = TempDir::new("sharded-half");
