@@ -1,6 +1,6 @@
-//! NewOrder (clause 2.4): for each line read the item and update its STOCK (the S_QUANTITY
-//! rule of 2.4.2.2); then read the warehouse and the customer, take the district's next
-//! order id, and insert the ORDER-LINEs, the ORDER, its NEW-ORDER and its index row. An item id that does not exist (the 1% whose
+//! NewOrder (clause 2.4): take the district's next order id; for each line read the item,
+//! update its STOCK (the S_QUANTITY rule of 2.4.2.2) and insert the ORDER-LINE; then insert
+//! the ORDER, its NEW-ORDER and its index row. An item id that does not exist (the 1% whose
 //! last line names an unused one) rolls the whole transaction back.
 
 use super::access::{self, Intent};
@@ -16,44 +16,54 @@ use super::TxOutcome;
 
 /// Runs NewOrder's reads and writes in `txn` (the caller commits or aborts).
 ///
-/// The lines' ITEM and STOCK first; the warehouse (read by every NewOrder, updated by every
-/// Payment), the customer and the district (updated by every NewOrder of it) after them:
-/// their locks are then held only for the in-memory work at the end, not across the lines'
-/// page faults or a remote warehouse's round trip to another shard. The lines' rows
-/// need the order id the district hands out, so they are written after it.
+/// The lines whose STOCK lives on another shard first (warehouses partitioned over shards):
+/// each is a round trip to that shard, and the hot rows (the warehouse every NewOrder
+/// reads and every Payment updates, the district every NewOrder of it updates) must not be
+/// locked across it. Then the order of a lone database: warehouse, district, customer, and
+/// the other lines, whose pages the prefetch has read in.
 pub async fn new_order(
     txn: &mut TpccTxn,
     tables: &TpccTables,
     input: &NewOrderInput,
 ) -> Result<TxOutcome, TpccError> {
     let (w, d) = (input.warehouse, input.district);
-    let mut lines = Vec::with_capacity(input.lines.len());
-    for line in &input.lines {
-        match take_stock(txn, tables, (w, d), line).await? {
-            Some(row) => lines.push(row),
-            None => return Ok(TxOutcome::RolledBack),
+    // At most one entry per line (15): the remote lines' rows, by line index.
+    let mut taken: Vec<(usize, OrderLine)> = Vec::new();
+    for (index, line) in input.lines.iter().enumerate() {
+        if txn.is_elsewhere(line.supply_warehouse) {
+            match take_stock(txn, tables, (w, d), line).await? {
+                Some(row) => taken.push((index, row)),
+                None => return Ok(TxOutcome::RolledBack),
+            }
         }
     }
     let warehouse: Warehouse =
         access::read(txn, tables.warehouse, &keys::warehouse(w), Intent::Read).await?;
-    let customer_key = keys::customer(w, d, input.customer);
-    let customer: Customer =
-        access::read(txn, tables.customer, &customer_key, Intent::Read).await?;
     let district_key = keys::district(w, d);
     let mut district: District =
         access::read(txn, tables.district, &district_key, Intent::Update).await?;
     let o = district.next_order_id;
     district.next_order_id = o + 1;
     access::write(txn, tables.district, &district_key, &district).await?;
+    let customer_key = keys::customer(w, d, input.customer);
+    let customer: Customer =
+        access::read(txn, tables.customer, &customer_key, Intent::Read).await?;
     let mut total_cents = 0i64;
-    for (number, row) in (1..).zip(&lines) {
+    for (number, (index, line)) in (1..).zip(input.lines.iter().enumerate()) {
+        let row = match taken.iter().position(|(i, _)| *i == index) {
+            Some(at) => taken.swap_remove(at).1,
+            None => match take_stock(txn, tables, (w, d), line).await? {
+                Some(row) => row,
+                None => return Ok(TxOutcome::RolledBack),
+            },
+        };
         total_cents += row.amount_cents;
         let key = keys::order_line(w, d, o, number);
-        access::write(txn, tables.order_line, &key, row).await?;
+        access::write(txn, tables.order_line, &key, &row).await?;
     }
     // The ORDER, NEW-ORDER and index rows last: a Delivery scanning the district's NEW-ORDER
     // range conflicts with an uncommitted NEW-ORDER row, so that row is locked only for the
-    // end of the transaction.
+    // end of the transaction, not across the lines' STOCK reads.
     let order = Order {
         customer: input.customer,
         entry_micros: now_micros(),

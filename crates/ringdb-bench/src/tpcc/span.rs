@@ -123,6 +123,13 @@ impl TpccTxn {
         self.home.hold_locks_until_durable();
     }
 
+    /// Whether warehouse `w` lives on another shard than this transaction's home.
+    pub fn is_elsewhere(&self, w: u32) -> bool {
+        self.span.as_ref().is_some_and(|span| {
+            span.context.placement.shard_of_warehouse(w) != span.context.home_shard
+        })
+    }
+
     /// The shard `key` of `table` lives on when that is not the home shard.
     fn remote_shard(&self, table: TableId, key: &[u8]) -> Option<usize> {
         let span = self.span.as_ref()?;
