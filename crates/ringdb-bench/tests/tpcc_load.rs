@@ -24,11 +24,19 @@ fn tpcc_small_load_passes_the_checks_and_reopens() {
     );
     let checks = tpcc::check(&mut db, &tables, &scale).expect("check");
     assert!(checks.passed(), "{checks:#?}");
-    assert_eq!(checks.conditions.len(), 5, "conditions 1-4 and the payments condition");
+    assert_eq!(
+        checks.conditions.len(),
+        5,
+        "conditions 1-4 and the payments condition"
+    );
     assert_eq!(checks.conditions[0].checked, 2);
     assert_eq!(checks.conditions[3].checked, 20);
     assert_eq!(checks.conditions[4].number, 0);
-    assert_eq!(checks.payments, tpcc::PaymentSums::default(), "nothing paid yet");
+    assert_eq!(
+        checks.payments,
+        tpcc::PaymentSums::default(),
+        "nothing paid yet"
+    );
     db.close().expect("close");
 
     let mut db = open(&dir, 4096, false);

@@ -155,11 +155,7 @@ pub fn run(a: TpccArgs) -> CmdResult<bool> {
     let checks = tpcc::check(&mut db, &tables, &scale)?;
     let stats = db.stats();
     db.close()?;
-    print!("{}", report.text());
-    if !every_type_ran(&report) {
-        println!("  (not every transaction type ran: a longer run draws them all)");
-    }
-    print_checks(&checks);
+    print_run(&report, &checks);
     let document = json!({
         "scale": scale,
         "load": load_report,
@@ -326,6 +322,15 @@ fn run_ladder(a: &TpccArgs, settings: &Settings) -> CmdResult<bool> {
         .flat_map(|g| &g.steps)
         .any(|s| s.checks_passed == Some(false));
     Ok(!failed)
+}
+
+/// A run's report, then its checks.
+pub(crate) fn print_run(report: &tpcc::TpccRunReport, checks: &CheckReport) {
+    print!("{}", report.text());
+    if !every_type_ran(report) {
+        println!("  (not every transaction type ran: a longer run draws them all)");
+    }
+    print_checks(checks);
 }
 
 /// The checks, one line per condition, then the verdict.

@@ -3,10 +3,12 @@
 //! warehouses; remote warehouses on another shard are reached by a part of the transaction
 //! there. Loads when the directory holds no database (or with `--load`), runs, checks.
 
-use crate::tpcc_cmd::{checks_json, print_checks, run_spec, write_json, Settings, TpccArgs};
+use crate::tpcc_cmd::{
+    checks_json, print_checks, print_run, run_spec, write_json, Settings, TpccArgs,
+};
 use crate::ycsb_cmd::CmdResult;
 use ringdb::{Db, Durability};
-use ringdb_bench::tpcc::{self, check_loaded_scale, check_pool, every_type_ran};
+use ringdb_bench::tpcc::{self, check_loaded_scale, check_pool};
 use serde_json::json;
 use std::io::IsTerminal;
 
@@ -60,11 +62,7 @@ pub fn run(a: &TpccArgs, settings: &Settings) -> CmdResult<bool> {
     let checks = tpcc::check_sharded(&db, &tables, &scale)?;
     let stats = db.stats()?;
     db.close()?;
-    print!("{}", report.text());
-    if !every_type_ran(&report) {
-        println!("  (not every transaction type ran: a longer run draws them all)");
-    }
-    print_checks(&checks);
+    print_run(&report, &checks);
     let document = json!({
         "scale": scale,
         "shards": shards,

@@ -80,7 +80,7 @@ pub(crate) fn restart_cycles(c: &Calibration, restarts: f64, resumes: f64) -> f6
     } else {
         0.0
     };
-    (c.c_restart - resumed_share * c.c_descent).max(0.0)
+    crate::ycsb_model::resumed_restart_cycles(c.c_restart, c.c_descent, resumed_share)
 }
 
 /// A measured cost, or the fixed-buffer cost when it could not be measured here.

@@ -64,15 +64,22 @@ pub fn load(
     if let Some(bar) = bar {
         bar.finish_and_clear();
     }
-    let seconds = start.elapsed().as_secs_f64();
-    let report = LoadReport {
-        scale: *scale,
-        constants,
-        rows,
-        seconds,
-        rows_per_second: rows as f64 / seconds.max(1e-9),
-    };
+    let report = LoadReport::new(*scale, constants, rows, start);
     Ok((tables, report))
+}
+
+impl LoadReport {
+    /// The report of a load of `scale` that wrote `rows` since `start`.
+    pub(crate) fn new(scale: TpccScale, constants: Constants, rows: u64, start: Instant) -> Self {
+        let seconds = start.elapsed().as_secs_f64();
+        LoadReport {
+            scale,
+            constants,
+            rows,
+            seconds,
+            rows_per_second: rows as f64 / seconds.max(1e-9),
+        }
+    }
 }
 
 /// Refuses a database that holds a TPC-C population already (naming both scales).

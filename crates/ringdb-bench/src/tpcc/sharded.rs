@@ -78,14 +78,7 @@ pub fn load_sharded(
     if let Some(bar) = bar {
         bar.finish_and_clear();
     }
-    let seconds = start.elapsed().as_secs_f64();
-    let report = LoadReport {
-        scale: *scale,
-        constants,
-        rows,
-        seconds,
-        rows_per_second: rows as f64 / seconds.max(1e-9),
-    };
+    let report = LoadReport::new(*scale, constants, rows, start);
     Ok((tables, report))
 }
 

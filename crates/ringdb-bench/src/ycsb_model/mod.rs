@@ -131,8 +131,14 @@ pub struct ModelPrediction {
 
 /// A restart's cycles when `resumed_share` of the restarts resume below the root.
 pub fn restart_cycles(costs: &ModelCosts, resumed_share: f64) -> f64 {
+    resumed_restart_cycles(costs.c_restart, costs.c_descent, resumed_share)
+}
+
+/// `c_restart` less the descent (`c_descent`) for the `resumed_share` of restarts that
+/// resume below the root (both models price a restart so).
+pub fn resumed_restart_cycles(c_restart: f64, c_descent: f64, resumed_share: f64) -> f64 {
     debug_assert!((0.0..=1.0).contains(&resumed_share));
-    (costs.c_restart - resumed_share * costs.c_descent).max(0.0)
+    (c_restart - resumed_share * c_descent).max(0.0)
 }
 
 /// The prediction for a run that made `reads_per_op` page reads and `writes_per_op` page writes

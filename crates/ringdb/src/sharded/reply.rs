@@ -136,26 +136,7 @@ impl<T> ReplyReceiver<T> {
     /// Blocks the calling thread for the reply: spins for up to `spin` first (a reply that
     /// comes within it costs no sleep and no wake-up), then parks. `None`: the reply was lost.
     pub fn wait(self, spin: Duration) -> Option<T> {
-        if !spin.is_zero() {
-            let until = Instant::now() + spin;
-            while !self.slot.done.load(Ordering::Acquire) && Instant::now() < until {
-                std::hint::spin_loop();
-            }
-        }
-        if let Some(value) = self.slot.take() {
-            return value;
-        }
-        if !self.slot.register(Waiter::Thread(std::thread::current())) {
-            return self.slot.take().expect("finished");
-        }
-        // Bounded by the sender: it sends or is dropped (see the module doc); a park may end
-        // spuriously, hence the loop.
-        loop {
-            if self.slot.done.load(Ordering::Acquire) {
-                return self.slot.take().expect("finished");
-            }
-            std::thread::park();
-        }
+        self.wait_unless(spin, || false)
     }
 
     /// [`wait`](Self::wait), but also gives up (`None`) once `lost` says the sender can no
