@@ -25,6 +25,7 @@ pub fn run(a: &TpccArgs, settings: &Settings) -> CmdResult<bool> {
     let load_report = if fresh {
         let scale = settings.scale(a.warehouses.unwrap_or(shards as u32));
         scale.validate()?;
+        tpcc::check_shards(&db, scale.warehouses)?;
         check_pool(
             &scale,
             settings.page_size,

@@ -2,7 +2,8 @@
 //! consistency checks and runs every transaction type; `--check` on an existing database; bad
 //! input is refused with typed errors (W=0, another W, a pool too small for the hot set, a full
 //! disk during the load); a run SIGKILLed with the log on recovers and passes the checks; and
-//! the same run without isolation breaks the checks, so they can fail.
+//! the same run without isolation breaks the checks, so they can fail; warehouses over two
+//! shards pass them, and refuse a log.
 
 mod common;
 
@@ -277,4 +278,40 @@ fn effective_uid() -> u32 {
         .and_then(|ids| ids.split_whitespace().nth(1))
         .and_then(|id| id.parse().ok())
         .unwrap_or(u32::MAX)
+}
+
+#[test]
+fn warehouses_over_two_shards_pass_the_checks_and_a_log_is_refused_with_a_hint() {
+    let dir = fresh_dir("tpcc-shards");
+    let args = ["--shards", "2", "--warehouses", "2", "--tasks", "32"];
+    let out = tpcc(&dir, &[&args[..], &["--duration", "2s"]].concat());
+    let text = stdout(&out);
+    assert!(
+        out.status.success(),
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains("shards 2:") && text.contains("checks: passed"),
+        "{text}"
+    );
+    assert!(
+        dir.join(ringdb::MANIFEST_FILE).exists(),
+        "a sharded database"
+    );
+    // Reopened without --shards: the manifest keeps the count.
+    let out = tpcc(&dir, &["--check"]);
+    assert!(out.status.success(), "{}", stdout(&out));
+    let _ = std::fs::remove_dir_all(&dir);
+    // With a log, a transaction across shards would not be atomic across a crash: refused.
+    let dir = fresh_dir("tpcc-shards-log");
+    let durable = ["--durability", "fdatasync", "--duration", "1s"];
+    let out = tpcc(&dir, &[&args[..], &durable[..]].concat());
+    assert_refused(&out, "runs only without a log");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("hint: run the shards with --durability off"),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -71,7 +71,7 @@ pub use run::{
     TX_KINDS,
 };
 pub use scale::{TpccScale, DISTRICTS_STANDARD, WAREHOUSES_MAX};
-pub use sharded::{check_sharded, load_sharded, open_loaded_sharded, run_sharded};
+pub use sharded::{check_sharded, check_shards, load_sharded, open_loaded_sharded, run_sharded};
 pub use tables::{TpccTables, TABLE_NAMES};
 
 use crate::error::{BenchError, Result};

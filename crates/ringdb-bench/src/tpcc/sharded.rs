@@ -24,6 +24,20 @@ use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::Instant;
 
+/// Refuses what TPC-C cannot run on `db` with `warehouses` spread over its shards: a log on
+/// several shards ([`TpccRunError::DurableAcrossShards`]) and fewer warehouses than shards.
+/// The load and the run check it; call it first to refuse before loading.
+pub fn check_shards(db: &Db, warehouses: u32) -> Result<()> {
+    let shards = db.shard_count();
+    if shards > 1 && db.stats()?.shards.iter().any(|s| s.wal.is_some()) {
+        return Err(TpccRunError::DurableAcrossShards { shards }.into());
+    }
+    if warehouses < shards as u32 {
+        return Err(TpccRunError::FewerWarehousesThanShards { warehouses, shards }.into());
+    }
+    Ok(())
+}
+
 /// Loads the population of `scale` into `db`, each warehouse on its shard and ITEM on every
 /// shard; the meta row goes to every shard last. `db` must hold no TPC-C data.
 pub fn load_sharded(
@@ -32,13 +46,7 @@ pub fn load_sharded(
     progress: bool,
 ) -> Result<(TpccTables, LoadReport)> {
     scale.validate()?;
-    if scale.warehouses < db.shard_count() as u32 {
-        return Err(TpccRunError::FewerWarehousesThanShards {
-            warehouses: scale.warehouses,
-            shards: db.shard_count(),
-        }
-        .into());
-    }
+    check_shards(db, scale.warehouses)?;
     let start = Instant::now();
     let mut ids = [TableId::DEFAULT; 12];
     for (id, name) in ids.iter_mut().zip(TABLE_NAMES) {
@@ -176,17 +184,8 @@ pub fn run_sharded(
     spec: &TpccRunSpec,
 ) -> Result<TpccRunReport> {
     let shards = db.shard_count();
+    check_shards(db, scale.warehouses)?;
     let before = db.stats()?;
-    if shards > 1 && before.shards.iter().any(|s| s.wal.is_some()) {
-        return Err(TpccRunError::DurableAcrossShards { shards }.into());
-    }
-    if scale.warehouses < shards as u32 {
-        return Err(TpccRunError::FewerWarehousesThanShards {
-            warehouses: scale.warehouses,
-            shards,
-        }
-        .into());
-    }
     let progress_bar = crate::ycsb::bar(
         spec.duration.as_millis() as u64,
         "{spinner} {msg} [{bar:30}] {elapsed}/{duration} {prefix}",
