@@ -5,7 +5,10 @@
 //! shard's ring); the part's locks stay held until a commit or an abort arrives.
 
 use super::error::TpccError;
-use ringdb::{Db, DbHandle, Direction, Isolation, TableId, Transaction, TxnTimestamp};
+use ringdb::{
+    AcrossCommit, Db, DbHandle, Direction, Isolation, TableId, Transaction, TxnTimestamp,
+    WriteBatch,
+};
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::ops::Bound;
@@ -74,6 +77,10 @@ pub enum PartOp {
     },
     /// Commit the part.
     Commit,
+    /// Return the part's writes (to log them with the others' before any commits).
+    Prepare,
+    /// Commit the part, its writes logged with the others' by `Db::log_across`.
+    CommitAcross(AcrossCommit),
     /// Abort the part (nothing to do when it is gone already).
     Abort,
     /// The part died in a conflict and every other part has aborted: wait, holding nothing,
@@ -90,6 +97,8 @@ pub enum PartReply {
     Rows(Vec<(Vec<u8>, Vec<u8>)>),
     /// A write, delete, commit or abort done.
     Done,
+    /// The part's writes, for the log.
+    Writes(WriteBatch),
 }
 
 impl PartReply {
@@ -101,6 +110,7 @@ impl PartReply {
                 PartReply::Value(_) => "a value",
                 PartReply::Rows(_) => "rows",
                 PartReply::Done => "done",
+                PartReply::Writes(_) => "writes",
             },
         }
     }
@@ -131,7 +141,9 @@ async fn serve(
     let mut txn = match (open, &op) {
         (Some(txn), _) => txn,
         (None, PartOp::Abort | PartOp::WaitOut) => return Ok(PartReply::Done),
-        (None, PartOp::Commit) => return Err(TpccError::PartMissing { shard }),
+        (None, PartOp::Commit | PartOp::Prepare | PartOp::CommitAcross(_)) => {
+            return Err(TpccError::PartMissing { shard })
+        }
         (None, _) => {
             let mut txn = handle.begin_with(start.isolation, Some(start.timestamp));
             txn.report_conflicts_at_once();
@@ -146,6 +158,11 @@ async fn serve(
                 .map(|()| PartReply::Done)
                 .map_err(Into::into)
         }
+        PartOp::CommitAcross(commit) => {
+            let committed = txn.commit_across(&commit).await;
+            return committed.map(|()| PartReply::Done).map_err(Into::into);
+        }
+        PartOp::Prepare => Ok(PartReply::Writes(txn.pending_writes())),
         PartOp::Abort => {
             txn.abort();
             return Ok(PartReply::Done);
