@@ -194,7 +194,7 @@ fn a_run_killed_with_the_log_on_recovers_and_passes_the_checks() {
     let dir = fresh_dir("tpcc-kill");
     // Loaded with the log on: a database made without one is refused with durability on.
     load_small(&dir, &["--durability", "fdatasync"]);
-    let mut child = Command::new(ringdb_bin())
+    let child = Command::new(ringdb_bin())
         .args([
             "tpcc",
             "--path",
@@ -209,22 +209,46 @@ fn a_run_killed_with_the_log_on_recovers_and_passes_the_checks() {
         .spawn()
         .expect("start ringdb tpcc");
     let wal = dir.join("wal.ringdb");
-    // Wait (bounded) for the run to be under way, its log written to, then a little more.
+    // Opening the database recovers it from the log (the default with a log is fdatasync).
+    kill_and_check(
+        child,
+        &wal,
+        Duration::from_millis(1500),
+        &dir,
+        &["--pool", "1M"],
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Waits (bounded) until `watched` holds bytes, lets the run go on for `then`, SIGKILLs
+/// `child`, and asserts that `--check` on `dir` (with `check_args`) then passes: the reopen
+/// recovers what the logs hold.
+fn kill_and_check(
+    mut child: std::process::Child,
+    watched: &Path,
+    then: Duration,
+    dir: &Path,
+    check_args: &[&str],
+) {
     for _ in 0..200 {
-        if std::fs::metadata(&wal).is_ok_and(|m| m.len() > 0) {
+        if std::fs::metadata(watched).is_ok_and(|m| m.len() > 0) {
             break;
         }
         std::thread::sleep(Duration::from_millis(50));
     }
-    std::thread::sleep(Duration::from_millis(1500));
+    assert!(
+        std::fs::metadata(watched).is_ok_and(|m| m.len() > 0),
+        "{} was written to",
+        watched.display()
+    );
+    std::thread::sleep(then);
     assert!(
         child.try_wait().unwrap().is_none(),
         "the run ended before the kill"
     );
     child.kill().expect("SIGKILL");
     let _ = child.wait();
-    // Opening the database recovers it from the log (the default with a log is fdatasync).
-    let out = tpcc(&dir, &["--check", "--pool", "1M"]);
+    let out = tpcc(dir, &[&["--check"][..], check_args].concat());
     let text = stdout(&out);
     assert!(
         out.status.success(),
@@ -232,7 +256,6 @@ fn a_run_killed_with_the_log_on_recovers_and_passes_the_checks() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(text.contains("checks: passed"), "{text}");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -314,7 +337,7 @@ fn warehouses_over_two_shards_pass_the_checks_also_after_a_kill_with_the_log_on(
         &[&args[..], &durable[..], &["--duration", "1s"]].concat(),
     );
     assert!(out.status.success(), "{}", stdout(&out));
-    let mut child = Command::new(ringdb_bin())
+    let child = Command::new(ringdb_bin())
         .args(["tpcc", "--path", dir.to_str().unwrap(), "--small"])
         .args(["--tasks", "32", "--duration", "60s"])
         .args(durable)
@@ -322,32 +345,8 @@ fn warehouses_over_two_shards_pass_the_checks_also_after_a_kill_with_the_log_on(
         .stderr(Stdio::piped())
         .spawn()
         .expect("start ringdb tpcc");
+    // Killed once a commit across shards has reached the batch log, a second later.
     let batch_log = dir.join(ringdb::BATCH_LOG_FILE);
-    // Wait (bounded) for a commit across shards to reach the batch log, then a little more.
-    for _ in 0..200 {
-        if std::fs::metadata(&batch_log).is_ok_and(|m| m.len() > 0) {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    assert!(
-        std::fs::metadata(&batch_log).is_ok_and(|m| m.len() > 0),
-        "commits across shards went through the batch log"
-    );
-    std::thread::sleep(Duration::from_millis(1000));
-    assert!(
-        child.try_wait().unwrap().is_none(),
-        "the run ended before the kill"
-    );
-    child.kill().expect("SIGKILL");
-    let _ = child.wait();
-    let out = tpcc(&dir, &["--check"]);
-    let text = stdout(&out);
-    assert!(
-        out.status.success(),
-        "{text}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(text.contains("checks: passed"), "{text}");
+    kill_and_check(child, &batch_log, Duration::from_millis(1000), &dir, &[]);
     let _ = std::fs::remove_dir_all(&dir);
 }
