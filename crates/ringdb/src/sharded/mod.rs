@@ -22,8 +22,7 @@
 //! - this file: [`Db`], opening and closing;
 //! - `builder.rs`: [`DbBuilder`] (shards, pool, durability, engine);
 //! - `call.rs`: how a request reaches a shard and its reply comes back;
-//! - `ops.rs`: get, insert, remove, multi-get, batches; `cross.rs`: batches across shards;
-//!   `across.rs`: transactions with parts on several shards, committed through the same log;
+//! - `ops.rs`: get, insert, remove, multi-get, batches;
 //! - `iter.rs`: [`Range`], the streaming iterator merged across shards;
 //! - `shard.rs`: a shard's thread; `inbox.rs`: its queue and doorbell; `context.rs`: what a
 //!   shard's thread knows about itself; `manifest.rs`: the shard count and hash on disk;
@@ -31,7 +30,6 @@
 //!
 //! [`ShardError::OnShardThread`]: crate::ShardError::OnShardThread
 
-mod across;
 mod batch_log;
 mod builder;
 mod call;
@@ -48,10 +46,8 @@ mod shard_handle;
 mod stats;
 mod tables;
 
-pub use across::AcrossCommit;
 pub use batch_log::BATCH_LOG_FILE;
 pub use builder::DbBuilder;
-pub(crate) use cross::SYSTEM_TABLE;
 pub use iter::{prefix_end, Range};
 pub use manifest::{MANIFEST_FILE, SHARDS_MAX, SHARD_HASH};
 pub use shard_handle::Shard;

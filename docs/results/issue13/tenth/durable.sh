@@ -1,5 +1,6 @@
 #!/bin/bash
 # TPC-C over shards with a log (fdatasync, group commit): --shards 1 vs --shards 2, file on /.
+# Needs across-batch-log.patch (main refuses a log on several shards).
 bin=target/release/ringdb
 out=docs/results/issue13/tenth
 for s in 1 2; do
