@@ -388,6 +388,13 @@ pub enum BenchError {
         #[source]
         failure: JobFailure,
     },
+
+    /// A client thread could not be made `SCHED_BATCH`.
+    #[error("cannot make a client thread SCHED_BATCH: {source}")]
+    ClientPolicy {
+        /// The kernel's error.
+        source: std::io::Error,
+    },
 }
 
 /// A setting of a workload or benchmark, named in errors in the library's words; a front end

@@ -9,7 +9,7 @@
 //! throughput, latency percentiles, and the whole process's CPU time per operation (shard
 //! threads, client threads and io-wq workers included).
 
-use crate::error::Result;
+use crate::error::{BenchError, Result};
 use crate::ycsb::{self, key_bytes, scattered, Distribution, Op, OpGenerator, Workload};
 use ringdb::{Db, Shard};
 use ringdb_lab::counters::{rdtsc, ticks_to_ns, tsc_hz, CpuTime, LatencyHist, LatencySummary};
@@ -41,6 +41,8 @@ pub struct ShardedSpec {
     pub clients: usize,
     /// Keys per `multi_get` for the clients' reads (1: one `get` each).
     pub batch: usize,
+    /// Whether the client threads run `SCHED_BATCH` ([`ringdb::set_caller_thread_batch`]).
+    pub batch_clients: bool,
     /// How long the run lasts.
     pub duration: Duration,
     /// Seed of the generators.
@@ -363,7 +365,13 @@ fn run_clients(db: &Db, spec: &ShardedSpec) -> Result<Vec<Counted>> {
     let threads: Vec<_> = (0..spec.clients)
         .map(|client| {
             let (db, spec, stop) = (db.clone(), *spec, stop.clone());
-            std::thread::spawn(move || run_client(&db, &spec, client, &stop))
+            std::thread::spawn(move || {
+                if spec.batch_clients {
+                    ringdb::set_caller_thread_batch()
+                        .map_err(|source| BenchError::ClientPolicy { source })?;
+                }
+                Ok::<_, BenchError>(run_client(&db, &spec, client, &stop)?)
+            })
         })
         .collect();
     std::thread::sleep(spec.duration);

@@ -73,6 +73,7 @@ fn target_hint(error: &BenchError) -> Option<String> {
         BenchError::FilesystemFull { .. } => "free space, or use a smaller --size".to_string(),
         BenchError::ShortTransfer { .. } => "is the target shorter than --size?".to_string(),
         BenchError::Fio(FioError::NotInstalled) => "install fio, or drop --compare-fio".to_string(),
+        BenchError::ClientPolicy { .. } => "run the clients with --client-sched normal".to_string(),
         _ => return None,
     };
     Some(text)

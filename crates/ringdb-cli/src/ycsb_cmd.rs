@@ -27,6 +27,10 @@ pub struct YcsbArgs {
     /// With clients: keys per multi-get (1: one get per call).
     #[arg(long, default_value_t = 1)]
     pub(crate) multi_get: usize,
+    /// With clients: the client threads' scheduling policy, batch (their wake-ups do not
+    /// preempt the shards) | normal
+    #[arg(long, default_value = "batch", value_parser = ["batch", "normal"])]
+    pub(crate) client_sched: String,
     /// With clients: microseconds a blocking call spins for its reply before it parks.
     #[arg(long)]
     pub(crate) spin_us: Option<u64>,

@@ -44,6 +44,7 @@ pub fn run(a: &YcsbArgs, settings: &Settings, shards: Option<usize>) -> CmdResul
         tasks_per_shard: a.tasks,
         clients: a.clients,
         batch: a.multi_get.max(1),
+        batch_clients: a.client_sched == "batch",
         duration: settings.runtime,
         seed: a.seed,
     };
@@ -55,7 +56,16 @@ pub fn run(a: &YcsbArgs, settings: &Settings, shards: Option<usize>) -> CmdResul
         if a.clients == 0 {
             format!("{} tasks per shard", a.tasks)
         } else {
-            format!("{} client threads, multi-get {}", a.clients, spec.batch)
+            format!(
+                "{} client threads ({}), multi-get {}",
+                a.clients,
+                if spec.batch_clients {
+                    "SCHED_BATCH"
+                } else {
+                    "SCHED_OTHER"
+                },
+                spec.batch
+            )
         },
         settings.runtime
     );
@@ -81,6 +91,7 @@ fn report(
         "load": load,
         "run": r,
         "wake_up_us": wake_us,
+        "client_sched": (a.clients > 0).then_some(&a.client_sched),
         "host": ringdb_lab::host::Host::current(),
         // The model prices one shard's run; per-shard calibration is not built.
         "model": if a.no_model { serde_json::Value::Null } else { json!({ "not_computed": "shards" }) },

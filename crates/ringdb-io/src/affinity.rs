@@ -38,6 +38,26 @@ pub fn pin_current_thread(cpu: u32) -> Result<()> {
     Ok(())
 }
 
+/// Makes the calling thread a batch thread (Linux `SCHED_BATCH`): its wake-ups no longer
+/// preempt the thread that runs on the CPU it wakes on; it still gets its fair share of CPU
+/// time (its nice value is kept). No privilege is needed.
+pub fn set_current_thread_batch() -> std::io::Result<()> {
+    let param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: pid 0 is the calling thread; `param` is a valid sched_param (priority 0, the
+    // only one SCHED_BATCH takes) that outlives the call.
+    let ret = unsafe { libc::sched_setscheduler(0, libc::SCHED_BATCH, &param) };
+    if ret != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Whether the calling thread runs under `SCHED_BATCH`.
+pub fn current_thread_is_batch() -> bool {
+    // SAFETY: pid 0 is the calling thread; the call reads nothing from user memory.
+    unsafe { libc::sched_getscheduler(0) == libc::SCHED_BATCH }
+}
+
 /// The CPUs the calling thread may run on (its affinity mask), in increasing order; all
 /// online CPUs when the mask cannot be read.
 pub fn allowed_cpus() -> Vec<u32> {
@@ -99,6 +119,16 @@ mod tests {
         assert!(parse_cpu_list("2-1").is_err());
         assert!(parse_cpu_list("x").is_err());
         assert!(parse_cpu_list("").is_err());
+    }
+
+    #[test]
+    fn a_thread_made_batch_reports_batch_and_others_do_not() {
+        let made = std::thread::spawn(|| {
+            set_current_thread_batch().unwrap();
+            current_thread_is_batch()
+        });
+        assert!(made.join().unwrap());
+        assert!(!std::thread::spawn(current_thread_is_batch).join().unwrap());
     }
 
     #[test]

@@ -125,6 +125,61 @@ fn threads_write_and_read_and_iterators_merge_in_key_order_from_both_ends() {
     let _ = std::fs::remove_dir_all(&d);
 }
 
+/// A value that tells its key apart (long enough that the data outgrows a small pool).
+fn value_of(i: u64) -> Vec<u8> {
+    let mut value = i.to_le_bytes().repeat(12);
+    value.truncate(90 + (i % 7) as usize);
+    value
+}
+
+#[test]
+fn multi_gets_from_threads_agree_with_the_data_when_most_pages_must_be_read() {
+    let d = dir("multi-get-faults");
+    let db = Db::builder(&d)
+        .options(options(Durability::None, 64))
+        .shards(2)
+        .open()
+        .unwrap();
+    let records = 12_000u64;
+    for chunk in (0..records).collect::<Vec<_>>().chunks(500) {
+        let mut batch = WriteBatch::new();
+        chunk.iter().for_each(|&i| {
+            batch.put(&key(i), &value_of(i));
+        });
+        db.write(&batch).unwrap();
+    }
+    let reads_before = db.stats().unwrap().page_reads();
+    let readers: Vec<_> = (0..4u64)
+        .map(|t| {
+            let db = db.clone();
+            std::thread::spawn(move || {
+                for round in 0..200u64 {
+                    // Keys spread over the whole range (most leaves not in the pool), with
+                    // absent ones mixed in and a key asked twice.
+                    let asked: Vec<u64> = (0..16u64)
+                        .map(|j| (round * 7919 + j * 1543 + t * 104_729) % (records + 300))
+                        .chain([round % records])
+                        .chain([round % records])
+                        .collect();
+                    let keys: Vec<Vec<u8>> = asked.iter().map(|&i| key(i)).collect();
+                    let got = db.multi_get(&keys).unwrap();
+                    for (i, value) in asked.iter().zip(got) {
+                        assert_eq!(value, (*i < records).then(|| value_of(*i)), "key {i}");
+                    }
+                }
+            })
+        })
+        .collect();
+    readers.into_iter().for_each(|r| r.join().unwrap());
+    let read = db.stats().unwrap().page_reads() - reads_before;
+    assert!(
+        read > 100,
+        "the multi-gets should have faulted pages in: {read} read"
+    );
+    db.close().unwrap();
+    let _ = std::fs::remove_dir_all(&d);
+}
+
 #[test]
 fn reopening_keeps_everything_and_another_shard_count_is_refused() {
     let d = dir("reopen");

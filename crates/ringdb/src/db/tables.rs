@@ -122,6 +122,23 @@ impl DbHandle {
         Ok(self.tree_of(table)?.get_into(key, out).await?)
     }
 
+    /// [`get_into_in`](Self::get_into_in) without waiting: `None` where a page on the way is
+    /// not in the pool (nothing was read).
+    pub fn get_resident_into_in(
+        &self,
+        table: TableId,
+        key: &[u8],
+        out: &mut Vec<u8>,
+    ) -> Result<Option<bool>, ReadError> {
+        if let Some(first) = self.first_failure() {
+            return Err(ReadError::Failed { first });
+        }
+        if table == TableId::DEFAULT {
+            return Ok(self.tree.get_resident_into(key, out)?);
+        }
+        Ok(self.tree_of(table)?.get_resident_into(key, out)?)
+    }
+
     /// Inserts or replaces in `table`; returns whether the key existed. With a log, a commit
     /// of its own.
     pub async fn insert_in(

@@ -33,6 +33,7 @@
 mod batch_log;
 mod builder;
 mod call;
+mod caller;
 mod context;
 mod cross;
 mod gather;
@@ -40,6 +41,7 @@ mod inbox;
 mod iter;
 mod manifest;
 mod ops;
+mod packed;
 mod reply;
 mod shard;
 mod shard_handle;
@@ -48,6 +50,7 @@ mod tables;
 
 pub use batch_log::BATCH_LOG_FILE;
 pub use builder::DbBuilder;
+pub use caller::set_caller_thread_batch;
 pub use iter::{prefix_end, Range};
 pub use manifest::{MANIFEST_FILE, SHARDS_MAX, SHARD_HASH};
 pub use shard_handle::Shard;

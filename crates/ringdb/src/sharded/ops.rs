@@ -6,10 +6,12 @@
 //! single-thread database; one that spans shards goes through the cross-shard commit
 //! (`cross.rs`).
 
+use super::packed::Packed;
 use super::{gather, Db};
 use crate::db::{DbHandle, WriteBatch};
 use crate::error::{ReadError, WriteError};
 use crate::wal::Op;
+use crate::TableId;
 use futures_util::future::join_all;
 
 impl Db {
@@ -61,9 +63,7 @@ impl Db {
         let parts = receiver.wait(self.shared.spin);
         for ((shard, shard_positions), part) in positions.into_iter().zip(parts) {
             let got = part.ok_or_else(|| self.shared.inboxes[shard].lost())??;
-            for (position, value) in shard_positions.into_iter().zip(got) {
-                values[position] = value;
-            }
+            scatter(&mut values, shard_positions, &got);
         }
         Ok(values)
     }
@@ -125,21 +125,31 @@ impl Db {
         // runs in place.
         let mut values = vec![None; keys.len()];
         for (shard_positions, got) in positions.into_iter().zip(join_all(parts).await) {
-            for (position, value) in shard_positions.into_iter().zip(got??) {
-                values[position] = value;
-            }
+            scatter(&mut values, shard_positions, &got??);
         }
         Ok(values)
     }
 
     /// The keys per shard, each with its position in `keys`.
-    fn group_keys<K: AsRef<[u8]>>(&self, keys: &[K]) -> Vec<(Vec<usize>, Vec<Vec<u8>>)> {
-        let mut groups = vec![(Vec::new(), Vec::new()); self.shard_count()];
-        for (position, key) in keys.iter().enumerate() {
-            let key = key.as_ref();
-            let group = &mut groups[self.shard_of(key)];
+    fn group_keys<K: AsRef<[u8]>>(&self, keys: &[K]) -> Vec<(Vec<usize>, Packed)> {
+        let shards: Vec<usize> = keys.iter().map(|key| self.shard_of(key.as_ref())).collect();
+        let mut sizes = vec![(0, 0); self.shard_count()];
+        for (key, &shard) in keys.iter().zip(&shards) {
+            sizes[shard].0 += 1;
+            sizes[shard].1 += key.as_ref().len();
+        }
+        let mut groups: Vec<_> = (sizes.into_iter())
+            .map(|(count, bytes)| {
+                (
+                    Vec::with_capacity(count),
+                    Packed::with_capacity(count, bytes),
+                )
+            })
+            .collect();
+        for (position, (key, shard)) in keys.iter().zip(shards).enumerate() {
+            let group = &mut groups[shard];
             group.0.push(position);
-            group.1.push(key.to_vec());
+            group.1.push(Some(key.as_ref()));
         }
         groups
     }
@@ -159,9 +169,42 @@ impl Db {
     }
 }
 
-/// Gets every key of `keys` on one shard, concurrently (one task, its gets interleaved at page
-/// faults).
-async fn get_all(h: DbHandle, keys: Vec<Vec<u8>>) -> Result<Vec<Option<Vec<u8>>>, ReadError> {
-    let gets = keys.iter().map(|key| h.get(key));
-    join_all(gets).await.into_iter().collect()
+/// Gets every key of `keys` on one shard: in place for those whose pages are all in the pool
+/// (no allocation, no task), the others concurrently (their gets interleaved at page faults);
+/// the values packed in the keys' order.
+async fn get_all(h: DbHandle, keys: Packed) -> Result<Packed, ReadError> {
+    let mut values = Packed::with_capacity(keys.len(), 0);
+    let mut scratch = Vec::new();
+    let mut missing = Vec::new();
+    for (index, key) in keys.present().enumerate() {
+        match h.get_resident_into_in(TableId::DEFAULT, key, &mut scratch)? {
+            Some(found) => {
+                if values.is_empty() {
+                    // Room for every value, guessed from the first one's size.
+                    values = Packed::with_capacity(keys.len(), keys.len() * scratch.len());
+                }
+                values.push(found.then_some(&scratch[..]));
+            }
+            None => {
+                values.push(None);
+                missing.push(index);
+            }
+        }
+    }
+    let gets = missing
+        .iter()
+        .map(|&index| h.get(keys.get(index).unwrap_or_default()));
+    for (index, value) in missing.iter().zip(join_all(gets).await) {
+        values.set(*index, value?.as_deref());
+    }
+    Ok(values)
+}
+
+/// Puts one shard's values at their positions in the caller's answer, each copied out on the
+/// caller's thread.
+fn scatter(values: &mut [Option<Vec<u8>>], positions: Vec<usize>, got: &Packed) {
+    debug_assert_eq!(positions.len(), got.len(), "one value per key asked");
+    for (position, value) in positions.into_iter().zip(got.iter()) {
+        values[position] = value.map(<[u8]>::to_vec);
+    }
 }

@@ -237,6 +237,16 @@ impl BTree {
             .await
     }
 
+    /// [`get_into`](Self::get_into) if every page on the way is in the pool: `None` where one
+    /// is not (nothing was read; the caller waits with `get_into`). No allocation, no task.
+    pub fn get_resident_into(
+        &self,
+        key: &[u8],
+        out: &mut Vec<u8>,
+    ) -> Result<Option<bool>, StorageError> {
+        Ok(self.get_attempt(key, out, None)?.ok())
+    }
+
     /// Inserts or replaces; returns whether the key existed.
     pub async fn insert(&self, key: &[u8], value: &[u8]) -> Result<bool, WriteError> {
         self.check_record(key, value)?;
