@@ -26,16 +26,6 @@ pub enum Op {
     ReadModifyWrite(u64),
 }
 
-/// The ring depth for `tasks` concurrent tasks on one database (or shard): each task has at
-/// most one page read in flight, and the buffer pool's eviction writes come on top of them. A
-/// ring exactly as deep as the tasks parks reads behind those writes: out of memory with 5%
-/// updates (YCSB-B, 64 tasks per shard, file on `/`), each read waited 390 us more than the
-/// device took to serve it, against 120 us with twice the depth, and the device saw 77 I/Os in
-/// flight instead of ~100 (`docs/results/issue12-thread-per-core.md`).
-pub fn ring_depth(tasks: usize) -> u32 {
-    (2 * tasks).clamp(16, 512) as u32
-}
-
 pub fn key_bytes(k: u64) -> [u8; 8] {
     k.to_be_bytes()
 }

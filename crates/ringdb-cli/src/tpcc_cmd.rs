@@ -253,7 +253,7 @@ impl Settings {
             page_size: self.page_size,
             pool_pages: self.pool_pages,
             io: IoConfig {
-                queue_depth: ringdb_bench::ycsb::ring_depth(a.tasks),
+                queue_depth: a.tasks.clamp(8, 256) as u32,
                 batching: self.batching,
                 fixed_buffers: a.fixedbufs,
                 setup: if self.engine.accepts_uring_switches() {

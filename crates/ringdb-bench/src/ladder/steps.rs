@@ -130,7 +130,7 @@ impl StepIo<'_> {
     /// `engine` at the ladder's queue depth, pinned as asked, DEFER_TASKRUN for io_uring.
     fn base(&self, engine: EngineKind) -> IoConfig {
         IoConfig {
-            queue_depth: crate::ycsb::ring_depth(self.opts.tasks),
+            queue_depth: self.opts.tasks.clamp(8, 256) as u32,
             cpu: self.opts.cpu,
             setup: if engine == EngineKind::Uring || engine == EngineKind::UringSync {
                 SetupMode::Defer
