@@ -500,3 +500,53 @@ proptest! {
         let _ = std::fs::remove_dir_all(&d);
     }
 }
+
+/// A task on shard 1 awaiting a reply from shard 0 when shard 0 panics: its shard's other
+/// tasks leak, the reply's sender with them, so only the inbox can tell the task.
+#[test]
+fn a_task_awaiting_a_shard_that_panics_meanwhile_gets_down() {
+    let d = dir("panic-awaited");
+    let db = open(&d, 2, Durability::Off);
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    let waiter = {
+        let db = db.clone();
+        std::thread::spawn(move || {
+            let got = db.run_on(1, |shard| async move {
+                shard
+                    .db()
+                    .call_on_async(0, |h| async move {
+                        // Waits for a key nobody writes: until the shard dies under it.
+                        loop {
+                            ringdb_io::yield_now().await;
+                            if h.get(b"never").await.ok().flatten().is_some() {
+                                return;
+                            }
+                        }
+                    })
+                    .await
+            });
+            let _ = done_tx.send(());
+            got
+        })
+    };
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    let lost = db.run_on(0, |_| async { panic!("a bug in another task") });
+    assert!(
+        matches!(lost, Err(ShardError::Down { shard: 0, .. })),
+        "{lost:?}"
+    );
+    // Bounded: without the fix the task on shard 1 waits forever.
+    done_rx
+        .recv_timeout(std::time::Duration::from_secs(10))
+        .expect("the task on shard 1 learns that shard 0 is down");
+    let waited = waiter.join().expect("the waiting thread returns");
+    assert!(
+        matches!(waited, Ok(Err(ShardError::Down { shard: 0, .. }))),
+        "{waited:?}"
+    );
+    // Shard 1 still serves.
+    let on_shard_1 = (0..).map(key).find(|k| db.shard_of(k) == 1).unwrap();
+    db.insert(&on_shard_1, b"v").unwrap_or_else(|e| panic!("{e}"));
+    drop(db);
+    let _ = std::fs::remove_dir_all(&d);
+}

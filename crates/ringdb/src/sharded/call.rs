@@ -115,7 +115,9 @@ impl Db {
             return Ok(request(handle).await);
         }
         let reply = self.submit(shard, request)?;
-        reply.await.ok_or_else(|| self.shared.inboxes[shard].lost())
+        let inbox = &self.shared.inboxes[shard];
+        inbox.watch(reply.loseable());
+        reply.await.ok_or_else(|| inbox.lost())
     }
 
     /// Refuses a blocking call on a shard's thread: it would stall that shard's ring (and

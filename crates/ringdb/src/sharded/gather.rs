@@ -6,6 +6,7 @@
 //! and only the last part wakes the caller. A part whose sender is dropped unsent (its shard
 //! stopped) counts as lost, so the wait always ends.
 
+use super::reply::LOST_CHECK;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::Thread;
@@ -58,7 +59,13 @@ impl<T> PartSender<T> {
     /// Delivers this part.
     pub fn send(mut self, value: T) {
         let gathered = self.gathered.take().expect("a part is sent once");
-        gathered.parts.lock().unwrap_or_else(|p| p.into_inner())[self.index] = Some(value);
+        // The caller may have given up on a shard that went down (`wait_unless`) and taken the
+        // parts: a part that comes after that is dropped.
+        if let Some(part) =
+            (gathered.parts.lock().unwrap_or_else(|p| p.into_inner())).get_mut(self.index)
+        {
+            *part = Some(value);
+        }
         gathered.arrived();
     }
 }
@@ -72,15 +79,17 @@ impl<T> Drop for PartSender<T> {
 }
 
 impl<T> GatherReceiver<T> {
-    /// Blocks until every part arrived or was lost (spinning up to `spin` first); each part,
-    /// `None` where it was lost. Bounded by the senders: each sends or is dropped.
-    pub fn wait(self, spin: Duration) -> Vec<Option<T>> {
+    /// Blocks until every part arrived or was lost (spinning up to `spin` first), or until
+    /// `lost` says a sender can no longer send (its shard panicked and leaked it, so it never
+    /// drops); each part, `None` where it was lost or not in by then. `lost` is checked every
+    /// [`LOST_CHECK`] of parking.
+    pub fn wait_unless(self, spin: Duration, lost: impl Fn() -> bool) -> Vec<Option<T>> {
         let until = Instant::now() + spin;
         while self.gathered.remaining.load(Ordering::Acquire) > 0 && Instant::now() < until {
             std::hint::spin_loop();
         }
-        while self.gathered.remaining.load(Ordering::Acquire) > 0 {
-            std::thread::park();
+        while self.gathered.remaining.load(Ordering::Acquire) > 0 && !lost() {
+            std::thread::park_timeout(LOST_CHECK);
         }
         std::mem::take(
             &mut *self
@@ -108,7 +117,28 @@ mod tests {
             std::thread::sleep(Duration::from_millis(10));
             last.send(3);
         });
-        assert_eq!(receiver.wait(Duration::ZERO), vec![Some(1), None, Some(3)]);
+        assert_eq!(
+            receiver.wait_unless(Duration::ZERO, || false),
+            vec![Some(1), None, Some(3)]
+        );
         t.join().unwrap();
+    }
+
+    #[test]
+    fn a_part_whose_sender_leaked_is_given_up_once_its_shard_is_down() {
+        let (mut senders, receiver) = gather::<u32>(2);
+        let leaked = senders.pop().unwrap();
+        senders.pop().unwrap().send(1);
+        let down = std::sync::atomic::AtomicBool::new(false);
+        std::thread::scope(|scope| {
+            scope.spawn(|| {
+                std::thread::sleep(Duration::from_millis(30));
+                down.store(true, Ordering::Release);
+            });
+            let parts = receiver.wait_unless(Duration::ZERO, || down.load(Ordering::Acquire));
+            assert_eq!(parts, vec![Some(1), None]);
+        });
+        // A part sent after the caller gave up is dropped, not a panic.
+        leaked.send(2);
     }
 }

@@ -12,12 +12,13 @@
 //! stop is dropped by whichever side sees it last, which drops its reply sender: its caller
 //! learns the reply is lost and asks the inbox why.
 
+use super::reply::Loseable;
 use super::shard::ShardLocal;
 use crate::error::ShardError;
 use crossbeam_queue::SegQueue;
 use ringdb_io::Doorbell;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 /// Work for a shard: runs on its thread, usually spawning a task there.
 pub(super) type Job = Box<dyn FnOnce(&ShardLocal) + Send>;
@@ -31,7 +32,13 @@ pub(super) struct Inbox {
     down: OnceLock<Arc<str>>,
     /// The database is closing: a lost reply means "closed", not "down".
     closing: AtomicBool,
+    /// Replies tasks (on other shards) await from this shard, lost at the stop. Entries of
+    /// replies that came are pruned whenever the list is full.
+    awaited: Mutex<Vec<Weak<dyn Loseable>>>,
 }
+
+/// Entries the awaited list holds before it is first pruned of the replies that came.
+const AWAITED_PRUNE_AT: usize = 64;
 
 impl Inbox {
     /// The inbox of shard `index`, before its thread has a doorbell.
@@ -42,6 +49,7 @@ impl Inbox {
             doorbell: OnceLock::new(),
             down: OnceLock::new(),
             closing: AtomicBool::new(false),
+            awaited: Mutex::new(Vec::new()),
         }
     }
 
@@ -85,10 +93,40 @@ impl Inbox {
         self.queue.is_empty()
     }
 
-    /// Marks the shard down for `reason` and drops every job still queued.
+    /// Marks the shard down for `reason`, drops every job still queued, and declares lost
+    /// every reply a task still awaits from it.
     pub(super) fn stop(&self, reason: &str) {
         let _first_reason_wins = self.down.set(Arc::from(reason));
         self.discard();
+        let awaited = std::mem::take(&mut *self.awaited_list());
+        awaited
+            .iter()
+            .filter_map(Weak::upgrade)
+            .for_each(|r| r.lose());
+    }
+
+    /// A task is about to await `reply` from this shard: should the shard go down first, the
+    /// reply is declared lost instead of awaited forever.
+    pub(super) fn watch(&self, reply: Weak<dyn Loseable>) {
+        {
+            let mut awaited = self.awaited_list();
+            // Pruned when full, before it would grow: amortized O(1) per push, and at most
+            // twice as long as the replies still awaited (or AWAITED_PRUNE_AT).
+            if awaited.len() >= AWAITED_PRUNE_AT && awaited.len() == awaited.capacity() {
+                awaited.retain(|r| r.strong_count() > 0);
+            }
+            awaited.push(reply.clone());
+        }
+        // Down already (the stop may have emptied the list before the push): lose it here.
+        if self.is_down() {
+            if let Some(reply) = reply.upgrade() {
+                reply.lose();
+            }
+        }
+    }
+
+    fn awaited_list(&self) -> std::sync::MutexGuard<'_, Vec<Weak<dyn Loseable>>> {
+        self.awaited.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// The database is closing: later losses are reported as [`ShardError::Closed`].

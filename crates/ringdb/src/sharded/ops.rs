@@ -60,7 +60,10 @@ impl Db {
             positions.push((shard, shard_positions));
         }
         let mut values = vec![None; keys.len()];
-        let parts = receiver.wait(self.shared.spin);
+        let inboxes = &self.shared.inboxes;
+        let parts = receiver.wait_unless(self.shared.spin, || {
+            positions.iter().any(|(shard, _)| inboxes[*shard].is_down())
+        });
         for ((shard, shard_positions), part) in positions.into_iter().zip(parts) {
             let got = part.ok_or_else(|| self.shared.inboxes[shard].lost())??;
             scatter(&mut values, shard_positions, &got);

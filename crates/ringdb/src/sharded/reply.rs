@@ -64,13 +64,19 @@ pub fn channel<T>() -> (ReplySender<T>, ReplyReceiver<T>) {
 }
 
 impl<T> Slot<T> {
-    /// Leaves `Waiting` for `next` and wakes whoever waits.
+    /// Leaves `Waiting` for `next` and wakes whoever waits. A slot already declared lost
+    /// (its shard went down, [`Loseable::lose`]) keeps that verdict: a late value is dropped.
     fn finish(&self, next: State<T>) {
         let waiter = {
             let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+            match &*state {
+                State::Waiting(_) => {}
+                State::Lost | State::Taken => return,
+                State::Ready(_) => unreachable!("a reply slot is finished once"),
+            }
             match std::mem::replace(&mut *state, next) {
                 State::Waiting(waiter) => waiter,
-                _ => unreachable!("a reply slot is finished once"),
+                _ => unreachable!("checked above"),
             }
         };
         self.done.store(true, Ordering::Release);
@@ -129,6 +135,21 @@ impl<T> Drop for ReplySender<T> {
     }
 }
 
+/// A reply slot a shard's inbox can declare lost when the shard goes down: a shard that
+/// panicked leaks its tasks, and with them the senders of the replies they owed, which
+/// therefore never drop. A task awaiting such a reply (on another shard) cannot poll for that
+/// the way a parked thread does, so the inbox keeps its slot and loses it at the stop.
+pub(super) trait Loseable: Send + Sync {
+    /// Marks the reply lost (and wakes its waiter) unless it already came.
+    fn lose(&self);
+}
+
+impl<T: Send> Loseable for Slot<T> {
+    fn lose(&self) {
+        self.finish(State::Lost);
+    }
+}
+
 /// How often a parked [`ReplyReceiver::wait_unless`] checks whether its sender was lost.
 pub const LOST_CHECK: Duration = Duration::from_millis(20);
 
@@ -165,6 +186,14 @@ impl<T> ReplyReceiver<T> {
             }
             std::thread::park_timeout(LOST_CHECK);
         }
+    }
+}
+
+impl<T: Send + 'static> ReplyReceiver<T> {
+    /// A weak handle on the slot, for the inbox of the shard that owes the reply.
+    pub(super) fn loseable(&self) -> std::sync::Weak<dyn Loseable> {
+        let slot: Arc<dyn Loseable> = self.slot.clone();
+        Arc::downgrade(&slot)
     }
 }
 
