@@ -2,7 +2,8 @@
 //! whose remote warehouse lives on another shard run a part there (`tpcc/span.rs`). A run of
 //! many tasks on both shards, over a pool smaller than the data, keeps conditions 1-4 and
 //! the payments condition across shards; a half-committed cross-shard payment fails that
-//! condition (so it can fail); a database with a log and too few warehouses are refused.
+//! condition (so it can fail); with a log, commits that span shards go through the batch log;
+//! too few warehouses are refused.
 
 mod tpcc_common;
 
@@ -115,14 +116,39 @@ fn tpcc_a_half_committed_cross_shard_payment_fails_the_payments_condition() {
     assert_eq!(checks.payments.customer_growth_cents, 0);
 }
 
+/// With a log, transactions whose writes span shards commit through the batch log; the
+/// checks pass after the run, and again after a reopen (which replays every log).
 #[test]
-fn tpcc_across_shards_refuses_a_log_and_fewer_warehouses_than_shards() {
-    let dir = TempDir::new("sharded-refused-log");
+fn tpcc_across_two_shards_with_a_log_commits_through_the_batch_log() {
+    let dir = TempDir::new("sharded-log");
+    let scale = TpccScale::small(4);
     let db = open(&dir, 2 * 160, Durability::Fdatasync, true);
+    let (tables, load) = tpcc::load_sharded(&db, &scale, false).expect("load");
+    let report = tpcc::run_sharded(
+        &db,
+        &tables,
+        &scale,
+        &load.constants,
+        &spec(Isolation::Serializable, 1_500),
+    )
+    .expect("run");
+    assert!(report.spanning_per_tx > 0.0, "{report:?}");
+    assert!(report.log_syncs_per_tx > 0.0, "{report:?}");
+    let checks = tpcc::check_sharded(&db, &tables, &scale).expect("check");
+    assert!(checks.passed(), "{checks:#?}");
+    db.close().expect("close");
+    assert!(
+        std::fs::metadata(dir.0.join(ringdb::BATCH_LOG_FILE)).is_ok_and(|m| m.len() > 0),
+        "commits across shards went through the batch log"
+    );
+    let db = open(&dir, 2 * 160, Durability::Fdatasync, false);
+    let checks = tpcc::check_sharded(&db, &tables, &scale).expect("check after reopen");
+    assert!(checks.passed(), "{checks:#?}");
+}
+
+#[test]
+fn tpcc_across_shards_refuses_fewer_warehouses_than_shards_and_a_second_load() {
     let scale = TpccScale::small(2);
-    let err = tpcc::load_sharded(&db, &scale, false).unwrap_err();
-    assert!(err.to_string().contains("runs only without a log"), "{err}");
-    drop(db);
     let dir = TempDir::new("sharded-refused");
     let db = open(&dir, 2 * 160, Durability::Off, true);
     let err = tpcc::load_sharded(&db, &TpccScale::small(1), false).unwrap_err();

@@ -26,9 +26,6 @@ pub fn tpcc_hint(error: &(dyn Error + 'static)) -> Option<String> {
                 bytes.div_ceil(1 << 20)
             )
         }
-        TpccRunError::DurableAcrossShards { .. } => {
-            "run the shards with --durability off, or use one database (without --shards)".into()
-        }
         TpccRunError::FewerWarehousesThanShards { shards, .. } => {
             format!("load at least --warehouses {shards}, or lower --shards")
         }

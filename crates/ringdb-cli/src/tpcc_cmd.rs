@@ -36,7 +36,9 @@ pub struct TpccArgs {
     pub(crate) page_size: String,
     /// Spread the warehouses over this many shards (a thread each, pinned, with its own ring,
     /// pool slice and trees); a transaction that reaches another shard's warehouse runs a
-    /// part there. A database made with shards keeps its count. Runs without a log.
+    /// part there. A database made with shards keeps its count. With a log, a transaction
+    /// whose writes span shards commits through the cross-shard batch log (all or nothing
+    /// across a crash).
     #[arg(long, conflicts_with = "ladder")]
     pub(crate) shards: Option<usize>,
     /// Concurrent tasks (each runs one transaction at a time; with --shards, in all).

@@ -125,8 +125,8 @@ pub use error::{
 pub use memory::{MemoryStats, PartBytes};
 pub use page::PageError;
 pub use sharded::{
-    prefix_end, set_caller_thread_batch, Db, DbBuilder, Range, Shard, ShardedStats, Table,
-    BATCH_LOG_FILE, MANIFEST_FILE, SHARDS_MAX, SHARD_HASH, SYSTEM_PREFIX,
+    prefix_end, set_caller_thread_batch, AcrossCommit, Db, DbBuilder, Range, Shard, ShardedStats,
+    Table, BATCH_LOG_FILE, MANIFEST_FILE, SHARDS_MAX, SHARD_HASH, SYSTEM_PREFIX,
 };
 pub use tree::{Direction, TreeStats};
 pub use txn::{ConflictWith, Isolation, Transaction, TxnStats, TxnTimestamp};

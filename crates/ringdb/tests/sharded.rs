@@ -550,3 +550,60 @@ fn a_task_awaiting_a_shard_that_panics_meanwhile_gets_down() {
     drop(db);
     let _ = std::fs::remove_dir_all(&d);
 }
+
+/// A transaction with parts on two shards, its writes logged as one (`Db::log_across`), cut
+/// after the commit point with its home part committed and the other part never (it aborts,
+/// as a crash before its commit would leave it): the reopen applies that part from the batch
+/// log, so the transaction is whole.
+#[test]
+fn a_transaction_across_shards_cut_before_a_part_commits_is_whole_after_reopen() {
+    let d = dir("across");
+    let db = open(&d, 2, Durability::Fdatasync);
+    let on = |shard: usize| {
+        (0..1000)
+            .map(key)
+            .find(|k| db.shard_of(k) == shard)
+            .expect("a key of each shard")
+    };
+    let (home_key, part_key) = (on(0), on(1));
+    let (h0, h1) = (home_key.clone(), part_key.clone());
+    db.run_on(0, move |shard| async move {
+        let db = shard.db().clone();
+        let timestamp = ringdb::TxnTimestamp::from_counter(1);
+        let mut home = shard
+            .local()
+            .begin_with(ringdb::Isolation::Serializable, Some(timestamp));
+        home.put(ringdb::TableId::DEFAULT, &h0, b"home")
+            .await
+            .unwrap();
+        let part_writes = db
+            .call_on_async(1, move |h| async move {
+                let mut part = h.begin_with(ringdb::Isolation::Serializable, Some(timestamp));
+                part.put(ringdb::TableId::DEFAULT, &h1, b"part")
+                    .await
+                    .unwrap();
+                let writes = part.pending_writes();
+                part.abort();
+                writes
+            })
+            .await
+            .unwrap();
+        let logged = [(0, home.pending_writes()), (1, part_writes)];
+        let commit = db.log_across(&logged).unwrap();
+        home.commit_across(&commit).await.unwrap();
+        // No `across_done`: the commit stays in flight, as after a crash.
+    })
+    .unwrap();
+    assert_eq!(db.get(&home_key).unwrap().as_deref(), Some(&b"home"[..]));
+    assert_eq!(db.get(&part_key).unwrap(), None, "the part never committed");
+    drop(db);
+    let db = open(&d, 2, Durability::Fdatasync);
+    assert_eq!(db.get(&home_key).unwrap().as_deref(), Some(&b"home"[..]));
+    assert_eq!(
+        db.get(&part_key).unwrap().as_deref(),
+        Some(&b"part"[..]),
+        "the missing part is applied from the batch log"
+    );
+    db.close().unwrap();
+    let _ = std::fs::remove_dir_all(&d);
+}

@@ -66,8 +66,8 @@ pub enum TpccError {
         got: &'static str,
     },
 
-    /// The home shard committed but a part on another shard did not: without a log there
-    /// is nothing to redo it from (runs on several shards refuse durability for this reason).
+    /// The home shard committed but a part on another shard did not. With a log the part
+    /// is applied from the cross-shard batch log on reopen; without one nothing can redo it.
     #[error("the transaction committed on its home shard, but its part on shard {shard} failed to commit: {cause}")]
     HalfCommitted {
         /// The shard whose part failed.

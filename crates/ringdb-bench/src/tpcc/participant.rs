@@ -5,7 +5,10 @@
 //! shard's ring); the part's locks stay held until a commit or an abort arrives.
 
 use super::error::TpccError;
-use ringdb::{Db, DbHandle, Direction, Isolation, TableId, Transaction, TxnTimestamp};
+use ringdb::{
+    AcrossCommit, Db, DbHandle, Direction, Isolation, TableId, Transaction, TxnTimestamp,
+    WriteBatch,
+};
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::ops::Bound;
@@ -74,6 +77,10 @@ pub enum PartOp {
     },
     /// Commit the part.
     Commit,
+    /// Return the part's writes (to log them with the others' before any commits).
+    Prepare,
+    /// Commit the part, its writes logged with the others' by `Db::log_across`.
+    CommitAcross(AcrossCommit),
     /// Abort the part (nothing to do when it is gone already).
     Abort,
     /// The part died in a conflict and every other part has aborted: wait, holding nothing,
@@ -90,6 +97,8 @@ pub enum PartReply {
     Rows(Vec<(Vec<u8>, Vec<u8>)>),
     /// A write, delete, commit or abort done.
     Done,
+    /// The part's writes, for the log.
+    Writes(WriteBatch),
 }
 
 impl PartReply {
@@ -101,6 +110,7 @@ impl PartReply {
                 PartReply::Value(_) => "a value",
                 PartReply::Rows(_) => "rows",
                 PartReply::Done => "done",
+                PartReply::Writes(_) => "writes",
             },
         }
     }
@@ -127,24 +137,13 @@ async fn serve(
     start: PartStart,
     op: PartOp,
 ) -> Result<PartReply, TpccError> {
-    let open = OPEN.with(|o| o.borrow_mut().remove(&start.part_id));
-    let mut txn = match (open, &op) {
-        (Some(txn), _) => txn,
-        (None, PartOp::Abort | PartOp::WaitOut) => return Ok(PartReply::Done),
-        (None, PartOp::Commit) => return Err(TpccError::PartMissing { shard }),
-        (None, _) => {
-            let mut txn = handle.begin_with(start.isolation, Some(start.timestamp));
-            txn.report_conflicts_at_once();
-            txn
-        }
+    let Some(mut txn) = open_part(&handle, shard, start, &op)? else {
+        return Ok(PartReply::Done);
     };
     let reply = match op {
-        PartOp::Commit => {
-            return txn
-                .commit()
-                .await
-                .map(|()| PartReply::Done)
-                .map_err(Into::into)
+        PartOp::Commit => return Ok(txn.commit().await.map(|()| PartReply::Done)?),
+        PartOp::CommitAcross(commit) => {
+            return Ok(txn.commit_across(&commit).await.map(|()| PartReply::Done)?)
         }
         PartOp::Abort => {
             txn.abort();
@@ -154,6 +153,7 @@ async fn serve(
             txn.wait_out_conflict().await;
             return Ok(PartReply::Done);
         }
+        PartOp::Prepare => txn.prepare().await.map(PartReply::Writes),
         PartOp::Get { table, key, update } if update => {
             txn.get_for_update(table, &key).await.map(PartReply::Value)
         }
@@ -170,21 +170,50 @@ async fn serve(
             limit,
         } => {
             let (first, end) = (as_ref(&first), as_ref(&end));
-            let rows = txn.scan(table, first, end, direction, limit).await;
-            rows.map(PartReply::Rows)
+            txn.scan(table, first, end, direction, limit)
+                .await
+                .map(PartReply::Rows)
         }
     };
     // A conflict kills the part (its locks are released already): it is kept, dead, for
     // the `WaitOut` that follows once the other parts have aborted. Any other failure ends
     // it here (dropping it aborts it); the home aborts the whole transaction.
     if reply.is_ok() || matches!(&reply, Err(e) if e.is_conflict()) {
-        OPEN.with(|o| {
-            let mut open = o.borrow_mut();
-            assert!(open.len() < OPEN_PARTS_MAX, "more open parts than tasks");
-            open.insert(start.part_id, txn);
-        });
+        keep_open(start.part_id, txn);
     }
     Ok(reply?)
+}
+
+/// The part of `start` on this shard: the open one, or a new one for a first operation;
+/// `None` for an abort or wait-out of a part that is gone (nothing to do).
+fn open_part(
+    handle: &DbHandle,
+    shard: usize,
+    start: PartStart,
+    op: &PartOp,
+) -> Result<Option<Transaction>, TpccError> {
+    let open = OPEN.with(|o| o.borrow_mut().remove(&start.part_id));
+    match (open, op) {
+        (Some(txn), _) => Ok(Some(txn)),
+        (None, PartOp::Abort | PartOp::WaitOut) => Ok(None),
+        (None, PartOp::Commit | PartOp::Prepare | PartOp::CommitAcross(_)) => {
+            Err(TpccError::PartMissing { shard })
+        }
+        (None, _) => {
+            let mut txn = handle.begin_with(start.isolation, Some(start.timestamp));
+            txn.report_conflicts_at_once();
+            Ok(Some(txn))
+        }
+    }
+}
+
+/// Keeps `txn` open on this shard under `part_id` until its next operation.
+fn keep_open(part_id: u64, txn: Transaction) {
+    OPEN.with(|o| {
+        let mut open = o.borrow_mut();
+        assert!(open.len() < OPEN_PARTS_MAX, "more open parts than tasks");
+        open.insert(part_id, txn);
+    });
 }
 
 /// A bound over an owned key as one over a borrowed key.

@@ -69,14 +69,6 @@ pub enum TpccRunError {
         tasks: usize,
     },
 
-    /// A run on several shards with a log: a transaction that spans shards commits on each
-    /// separately (see `span.rs`), so a crash between the two would keep one half.
-    #[error("TPC-C across {shards} shards runs only without a log: a transaction that spans two shards commits on each separately, and a crash between the two would keep one half (open the database with durability off, or use one shard)")]
-    DurableAcrossShards {
-        /// The database's shards.
-        shards: usize,
-    },
-
     /// Fewer warehouses than shards: a shard would have no home warehouse for its tasks.
     #[error("{warehouses} warehouses cannot be spread over {shards} shards: every shard needs a warehouse")]
     FewerWarehousesThanShards {

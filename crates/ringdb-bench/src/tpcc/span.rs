@@ -17,9 +17,13 @@
 //!
 //! Commit: the home part first; if it fails, the other parts abort and nothing is changed.
 //! Then each other part. Until a part commits, its locks keep its old rows from every other
-//! transaction, so nobody sees one part's writes without the others'. Across a crash the parts
-//! are separate log records, so a spanning commit is not atomic when durable: the runner
-//! refuses durable runs on several shards (`run.rs`).
+//! transaction, so nobody sees one part's writes without the others'.
+//!
+//! With a log, a crash must not keep one part's writes without the others': when more than
+//! one shard writes, every part first hands its writes over (`Prepare`, locks still held),
+//! they are logged as one durable record of the cross-shard batch log (`Db::log_across`: the
+//! commit point), and only then does each part commit, its batch carrying that record's
+//! marker; a reopen applies the parts whose marker is missing from that log.
 
 use super::error::TpccError;
 use super::participant::{self, PartOp, PartReply, PartStart};
@@ -50,6 +54,9 @@ pub struct SpanContext {
     pub spanning_commits: Cell<u64>,
     /// Operations sent to another shard.
     pub remote_operations: Cell<u64>,
+    /// The database has a log: a commit whose writes span shards goes through the
+    /// cross-shard batch log first (`Db::log_across`).
+    pub logged: bool,
 }
 
 impl SpanContext {
@@ -302,6 +309,9 @@ impl TpccTxn {
         let Some(span) = span.filter(|s| !s.parts.is_empty()) else {
             return Ok(home.commit().await?);
         };
+        if span.context.logged {
+            return commit_logged(home, span).await;
+        }
         if let Err(e) = home.commit().await {
             abort_parts(&span).await;
             return Err(e.into());
@@ -345,6 +355,71 @@ impl TpccTxn {
             let _ = participant::send(&context.db, shard, span.start, PartOp::WaitOut).await;
         }
     }
+}
+
+/// Commits a spanning transaction with a log: every part's writes into one durable record
+/// of the cross-shard batch log first (the commit point), then each part with its marker
+/// (see `ringdb::Db::log_across`). When only one shard writes, its own log record is atomic
+/// already: the parts simply commit.
+async fn commit_logged(home: Transaction, span: Span) -> Result<(), TpccError> {
+    let context = &span.context;
+    let mut logged = Vec::with_capacity(span.parts.len() + 1);
+    let home_writes = match home.prepare().await {
+        Ok(writes) => writes,
+        Err(e) => {
+            home.abort();
+            abort_parts(&span).await;
+            return Err(e.into());
+        }
+    };
+    if !home_writes.is_empty() {
+        logged.push((context.home_shard, home_writes));
+    }
+    for &shard in &span.parts {
+        let prepared = participant::send(&context.db, shard, span.start, PartOp::Prepare).await;
+        match prepared {
+            Ok(PartReply::Writes(batch)) if batch.is_empty() => {}
+            Ok(PartReply::Writes(batch)) => logged.push((shard, batch)),
+            other => {
+                home.abort();
+                abort_parts(&span).await;
+                return Err(match other {
+                    Ok(reply) => reply.unexpected("writes"),
+                    Err(e) => e,
+                });
+            }
+        }
+    }
+    let commit = if logged.len() > 1 {
+        match context.db.log_across(&logged) {
+            Ok(commit) => Some(commit),
+            Err(e) => {
+                home.abort();
+                abort_parts(&span).await;
+                return Err(TpccError::Txn(e.into()));
+            }
+        }
+    } else {
+        None
+    };
+    // Past the commit point: a part that fails to commit is applied from the log on reopen.
+    let mut first_error = match &commit {
+        Some(c) => home.commit_across(c).await.err().map(TpccError::from),
+        None => home.commit().await.err().map(TpccError::from),
+    };
+    for &shard in &span.parts {
+        let op = commit.map_or(PartOp::Commit, PartOp::CommitAcross);
+        if let Err(e) = participant::send(&context.db, shard, span.start, op).await {
+            first_error.get_or_insert(e);
+        }
+    }
+    if let Some(commit) = commit {
+        context.db.across_done(commit, first_error.is_none());
+    }
+    context
+        .spanning_commits
+        .set(context.spanning_commits.get() + 1);
+    first_error.map_or(Ok(()), Err)
 }
 
 /// Aborts the parts of `span` on other shards, but for the one that died in a conflict (it

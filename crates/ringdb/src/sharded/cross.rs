@@ -36,12 +36,12 @@ pub(super) struct Coordinator {
     written_end: std::sync::atomic::AtomicU64,
 }
 
-struct CoordinatorState {
+pub(super) struct CoordinatorState {
     /// `None` without a log.
     log: Option<BatchLog>,
     next_id: u64,
     /// Batches whose parts are not all committed yet: the log is kept while any is.
-    in_flight: usize,
+    pub(super) in_flight: usize,
     /// The highest id the log holds (markers up to it are deleted when it is emptied).
     last_logged: u64,
     /// A write or sync of the log failed: whether that batch is in it is unknown until a
@@ -83,7 +83,7 @@ impl Coordinator {
         Ok(())
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, CoordinatorState> {
+    pub(super) fn lock(&self) -> std::sync::MutexGuard<'_, CoordinatorState> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
@@ -172,7 +172,7 @@ impl Db {
     /// The commit point: gives the batch its id, writes it to the log and makes it durable
     /// (sharing the sync with concurrent committers). Returns the id and the marker the parts
     /// carry (`None` without a log).
-    fn log_batch(
+    pub(super) fn log_batch(
         &self,
         coordinator: &Coordinator,
         parts: &[(usize, WriteBatch)],

@@ -22,7 +22,8 @@
 //! - this file: [`Db`], opening and closing;
 //! - `builder.rs`: [`DbBuilder`] (shards, pool, durability, engine);
 //! - `call.rs`: how a request reaches a shard and its reply comes back;
-//! - `ops.rs`: get, insert, remove, multi-get, batches;
+//! - `ops.rs`: get, insert, remove, multi-get, batches; `cross.rs`: batches across shards;
+//!   `across.rs`: transactions with parts on several shards, committed through the same log;
 //! - `iter.rs`: [`Range`], the streaming iterator merged across shards;
 //! - `shard.rs`: a shard's thread; `inbox.rs`: its queue and doorbell; `context.rs`: what a
 //!   shard's thread knows about itself; `manifest.rs`: the shard count and hash on disk;
@@ -30,6 +31,7 @@
 //!
 //! [`ShardError::OnShardThread`]: crate::ShardError::OnShardThread
 
+mod across;
 mod batch_log;
 mod builder;
 mod call;
@@ -48,9 +50,11 @@ mod shard_handle;
 mod stats;
 mod tables;
 
+pub use across::AcrossCommit;
 pub use batch_log::BATCH_LOG_FILE;
 pub use builder::DbBuilder;
 pub use caller::set_caller_thread_batch;
+pub(crate) use cross::SYSTEM_TABLE;
 pub use iter::{prefix_end, Range};
 pub use manifest::{MANIFEST_FILE, SHARDS_MAX, SHARD_HASH};
 pub use shard_handle::Shard;

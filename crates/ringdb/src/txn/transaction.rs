@@ -276,12 +276,49 @@ impl Transaction {
     /// durable per the database's mode when this returns), then the locks are released. On
     /// an error nothing of the batch is committed (unless the database failed mid-way, which
     /// the error says) and the locks are released as by an abort.
-    pub async fn commit(mut self) -> Result<(), TxnError> {
+    pub async fn commit(self) -> Result<(), TxnError> {
+        self.commit_marked(None).await
+    }
+
+    /// A copy of the writes the commit would make, as a batch: what a transaction with parts
+    /// on several shards logs for this part ([`Db::log_across`](crate::Db::log_across)).
+    pub fn pending_writes(&self) -> WriteBatch {
+        WriteBatch::from_ops(self.writes.to_ops())
+    }
+
+    /// [`pending_writes`](Self::pending_writes), once this database's log is durable up to
+    /// its end. With early lock release this part may have read writes whose records are
+    /// not durable yet; its commit point is in another log (the cross-shard batch log),
+    /// which must not become durable before them, or a crash would keep this transaction
+    /// and lose what it read.
+    pub async fn prepare(&self) -> Result<WriteBatch, TxnError> {
+        self.check_alive()?;
+        self.handle.wait_log_durable().await?;
+        Ok(self.pending_writes())
+    }
+
+    /// Commits this part of a transaction whose writes on several shards were logged as one
+    /// by [`Db::log_across`](crate::Db::log_across): as [`commit`](Self::commit), with the
+    /// log's marker in the same batch, so that a reopen after a crash applies this part from
+    /// that log only if it is not here.
+    pub async fn commit_across(self, commit: &crate::AcrossCommit) -> Result<(), TxnError> {
+        self.commit_marked(commit.marker()).await
+    }
+
+    /// [`commit`](Self::commit), the writes carrying the cross-shard `marker` when given.
+    async fn commit_marked(mut self, marker: Option<u64>) -> Result<(), TxnError> {
         if let Err(e) = self.check_alive() {
             self.finish(false);
             return Err(e);
         }
-        let writes = std::mem::take(&mut self.writes);
+        let mut writes = std::mem::take(&mut self.writes);
+        if let Some(id) = marker {
+            let system = self
+                .handle
+                .create_table(crate::sharded::SYSTEM_TABLE)
+                .await?;
+            writes.set(system, &id.to_be_bytes(), Some(b""));
+        }
         let result = if writes.is_empty() {
             if self.strict_release {
                 // Writers held their locks until durable: what it read is durable.

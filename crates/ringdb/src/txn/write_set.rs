@@ -107,6 +107,25 @@ impl WriteSet {
         }
     }
 
+    /// A copy of the writes as a batch's operations, by table and key.
+    pub(super) fn to_ops(&self) -> Vec<Op> {
+        let mut ops = Vec::new();
+        for (&table, writes) in &self.tables {
+            for (key, value) in writes {
+                let key = key.clone();
+                ops.push(match value {
+                    Some(value) => Op::Put {
+                        table,
+                        key,
+                        value: value.clone(),
+                    },
+                    None => Op::Delete { table, key },
+                });
+            }
+        }
+        ops
+    }
+
     /// The writes as a batch's operations, by table and key.
     pub(super) fn into_ops(self) -> Vec<Op> {
         let mut ops = Vec::new();

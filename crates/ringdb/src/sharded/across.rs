@@ -1,0 +1,68 @@
+//! A transaction with parts on several shards, committed atomically across a crash: the
+//! cross-shard batches' protocol (`cross.rs`, `batch_log.rs`) with the parts' writes coming
+//! from transactions that hold their locks meanwhile.
+//!
+//! 1. Each part's writes ([`Transaction::pending_writes`](crate::Transaction::pending_writes))
+//!    go into one record of the batch log, made durable: [`Db::log_across`]. That is the
+//!    commit point; a failure here changes nothing (the caller aborts every part).
+//! 2. Each part commits with the record's marker in its batch
+//!    ([`Transaction::commit_across`](crate::Transaction::commit_across)), then releases its
+//!    locks. A crash before a part's commit is durable leaves its shard without the marker,
+//!    and the reopen applies that part from the batch log (`Db::recover_batches`).
+//! 3. [`Db::across_done`] once every part has committed: the log may then be emptied.
+//!
+//! Without a log (durability `off`) step 1 only numbers the commit and the parts carry no
+//! marker: nothing survives a crash anyway.
+
+use super::Db;
+use crate::db::WriteBatch;
+use crate::error::WriteError;
+
+/// A commit across shards whose writes are logged (see the module doc): pass it to each
+/// part's [`Transaction::commit_across`](crate::Transaction::commit_across), then to
+/// [`Db::across_done`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AcrossCommit {
+    id: u64,
+    marker: Option<u64>,
+}
+
+impl AcrossCommit {
+    /// The marker each part's batch carries (`None` without a log).
+    pub(crate) fn marker(&self) -> Option<u64> {
+        self.marker
+    }
+
+    /// The commit's number in the batch log.
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+}
+
+impl Db {
+    /// The commit point of a transaction whose parts write on several shards: logs `parts`
+    /// (each shard's writes) as one record of the cross-shard batch log and makes it durable,
+    /// sharing the sync with concurrent committers. Blocks the calling thread for that sync
+    /// (on a shard's thread, its other tasks wait: the log is a plain file). Call it with
+    /// every part's locks held; on an error nothing is committed.
+    pub fn log_across(&self, parts: &[(usize, WriteBatch)]) -> Result<AcrossCommit, WriteError> {
+        for (shard, _) in parts {
+            assert!(*shard < self.shard_count(), "shard {shard} out of range");
+        }
+        let (id, marker) = self.log_batch(self.shared.coordinator(), parts)?;
+        Ok(AcrossCommit { id, marker })
+    }
+
+    /// Every part of `commit` has committed (`all_committed`), or some failed: a failed
+    /// part keeps its record in the log, so that a reopen applies it.
+    pub fn across_done(&self, commit: AcrossCommit, all_committed: bool) {
+        if all_committed {
+            self.shared.coordinator().lock().in_flight -= 1;
+        } else {
+            tracing::error!(
+                "cross-shard commit {}: a part failed after the commit point",
+                commit.id
+            );
+        }
+    }
+}
