@@ -546,7 +546,8 @@ fn a_task_awaiting_a_shard_that_panics_meanwhile_gets_down() {
     );
     // Shard 1 still serves.
     let on_shard_1 = (0..).map(key).find(|k| db.shard_of(k) == 1).unwrap();
-    db.insert(&on_shard_1, b"v").unwrap_or_else(|e| panic!("{e}"));
+    db.insert(&on_shard_1, b"v")
+        .unwrap_or_else(|e| panic!("{e}"));
     drop(db);
     let _ = std::fs::remove_dir_all(&d);
 }

@@ -391,7 +391,7 @@ async fn commit_logged(home: Transaction, span: Span) -> Result<(), TpccError> {
         }
     }
     let commit = if logged.len() > 1 {
-        match context.db.log_across(&logged) {
+        match context.db.log_across_async(&logged).await {
             Ok(commit) => Some(commit),
             Err(e) => {
                 home.abort();

@@ -14,9 +14,11 @@
 //! Without a log (durability `off`) step 1 only numbers the commit and the parts carry no
 //! marker: nothing survives a crash anyway.
 
+use super::cross::Record;
 use super::Db;
 use crate::db::WriteBatch;
 use crate::error::WriteError;
+use std::io::ErrorKind;
 
 /// A commit across shards whose writes are logged (see the module doc): pass it to each
 /// part's [`Transaction::commit_across`](crate::Transaction::commit_across), then to
@@ -51,6 +53,41 @@ impl Db {
         }
         let (id, marker) = self.log_batch(self.shared.coordinator(), parts)?;
         Ok(AcrossCommit { id, marker })
+    }
+
+    /// [`log_across`](Self::log_across) for a task on a shard: the sync runs on the batch
+    /// log's sync thread (shared with concurrent committers) while the shard's other tasks
+    /// go on.
+    pub async fn log_across_async(
+        &self,
+        parts: &[(usize, WriteBatch)],
+    ) -> Result<AcrossCommit, WriteError> {
+        for (shard, _) in parts {
+            assert!(*shard < self.shard_count(), "shard {shard} out of range");
+        }
+        let coordinator = self.shared.coordinator();
+        let written = match self.write_batch_record(coordinator, parts)? {
+            Record::Unlogged(id) => return Ok(AcrossCommit { id, marker: None }),
+            Record::Written(written) => written,
+        };
+        if let Some(file) = &written.file {
+            let synced = (coordinator
+                .syncer
+                .request(&coordinator.sync, file, written.end))
+            .await
+            .unwrap_or_else(|| Err((ErrorKind::Other, "the sync thread stopped".into())));
+            if let Err((kind, message)) = synced {
+                coordinator.lock().failed = true;
+                let source = std::io::Error::new(kind, message);
+                let path = written.path;
+                return Err(WriteError::BatchLog { path, source });
+            }
+        }
+        let id = written.id;
+        Ok(AcrossCommit {
+            id,
+            marker: Some(id),
+        })
     }
 
     /// Every part of `commit` has committed (`all_committed`), or some failed: a failed

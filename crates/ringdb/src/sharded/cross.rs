@@ -12,22 +12,49 @@
 //! applied.
 
 use super::batch_log::{BatchLog, LoggedBatch};
+use super::syncer::Syncer;
 use super::Db;
 use crate::catalog::TableId;
 use crate::db::{DbHandle, WriteBatch};
 use crate::error::{OpenError, WriteError};
 use crate::wal::Op;
 use std::path::Path;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 /// The name of each shard's system table, where the markers of applied parts live.
 pub const SYSTEM_TABLE: &str = "ringdb.system.batches";
 /// The batch log is emptied once it holds this many bytes and no batch is in flight.
 const BATCH_LOG_RESET_BYTES: u64 = 16 << 20;
 
+/// A batch's record, as [`Db::write_batch_record`] left it.
+pub(super) enum Record {
+    /// No log (durability `off`): the batch only has its id.
+    Unlogged(u64),
+    /// Written to the log; durable once synced up to its end.
+    Written(Written),
+}
+
+/// A record written to the batch log, not yet synced.
+pub(super) struct Written {
+    pub(super) id: u64,
+    /// The log's end after the record.
+    pub(super) end: u64,
+    /// The file to sync (`None`: the log is not synced).
+    pub(super) file: Option<Arc<std::fs::File>>,
+    pub(super) path: std::path::PathBuf,
+}
+
 /// The cross-shard commit's state.
 pub(super) struct Coordinator {
     state: Mutex<CoordinatorState>,
+    /// How far the log is written and durable: shared with the sync thread.
+    pub(super) sync: Arc<SyncState>,
+    /// The thread that syncs for tasks on the shards (`syncer.rs`).
+    pub(super) syncer: Syncer,
+}
+
+/// How far the batch log is written and durable.
+pub(super) struct SyncState {
     /// The log's end the last finished sync covered; held while a sync runs, so that
     /// committers who arrive meanwhile wait and then find their record covered (group
     /// commit).
@@ -46,7 +73,7 @@ pub(super) struct CoordinatorState {
     last_logged: u64,
     /// A write or sync of the log failed: whether that batch is in it is unknown until a
     /// reopen recovers the log, so cross-shard batches are refused until then.
-    failed: bool,
+    pub(super) failed: bool,
 }
 
 impl Coordinator {
@@ -64,14 +91,23 @@ impl Coordinator {
                 last_logged: 0,
                 failed: false,
             }),
-            durable_end: Mutex::new(0),
-            written_end: std::sync::atomic::AtomicU64::new(0),
+            sync: Arc::new(SyncState {
+                durable_end: Mutex::new(0),
+                written_end: std::sync::atomic::AtomicU64::new(0),
+            }),
+            syncer: Syncer::default(),
         }
     }
 
+    pub(super) fn lock(&self) -> std::sync::MutexGuard<'_, CoordinatorState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+impl SyncState {
     /// Makes the log durable up to `end` (a committer's record), sharing the sync with
     /// every committer whose record is in by then.
-    fn sync_to(&self, file: &std::fs::File, end: u64) -> std::io::Result<()> {
+    pub(super) fn sync_to(&self, file: &std::fs::File, end: u64) -> std::io::Result<()> {
         let mut durable = self.durable_end.lock().unwrap_or_else(|p| p.into_inner());
         if *durable >= end {
             return Ok(());
@@ -81,10 +117,6 @@ impl Coordinator {
         file.sync_data()?;
         *durable = covered;
         Ok(())
-    }
-
-    pub(super) fn lock(&self) -> std::sync::MutexGuard<'_, CoordinatorState> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
 
@@ -177,43 +209,62 @@ impl Db {
         coordinator: &Coordinator,
         parts: &[(usize, WriteBatch)],
     ) -> Result<(u64, Option<u64>), WriteError> {
-        let (id, end, file, path) = {
-            let mut state = coordinator.lock();
-            if state.failed {
-                return Err(WriteError::BatchLogFailed);
-            }
-            self.reset_log_if_due(&mut state)?;
-            let id = state.next_id;
-            state.next_id += 1;
-            let Some(log) = &mut state.log else {
-                state.in_flight += 1;
-                return Ok((id, None));
-            };
-            let logged: Vec<(usize, &[Op])> = parts.iter().map(|(s, b)| (*s, b.ops())).collect();
-            let path = log.path().to_path_buf();
-            let written = log.write(id, &logged);
-            let file = log.sync_handle();
-            let end = match written {
-                Ok(end) => end,
-                Err(source) => {
-                    state.failed = true;
-                    return Err(WriteError::BatchLog { path, source });
-                }
-            };
-            state.last_logged = id;
-            state.in_flight += 1;
-            coordinator
-                .written_end
-                .store(end, std::sync::atomic::Ordering::Release);
-            (id, end, file, path)
+        let written = match self.write_batch_record(coordinator, parts)? {
+            Record::Unlogged(id) => return Ok((id, None)),
+            Record::Written(written) => written,
         };
-        if let Some(file) = file {
-            if let Err(source) = coordinator.sync_to(&file, end) {
+        if let Some(file) = &written.file {
+            if let Err(source) = coordinator.sync.sync_to(file, written.end) {
                 coordinator.lock().failed = true;
-                return Err(WriteError::BatchLog { path, source });
+                return Err(WriteError::BatchLog {
+                    path: written.path,
+                    source,
+                });
             }
         }
-        Ok((id, Some(id)))
+        Ok((written.id, Some(written.id)))
+    }
+
+    /// Gives the batch its id and writes its record to the log, not yet synced.
+    pub(super) fn write_batch_record(
+        &self,
+        coordinator: &Coordinator,
+        parts: &[(usize, WriteBatch)],
+    ) -> Result<Record, WriteError> {
+        let mut state = coordinator.lock();
+        if state.failed {
+            return Err(WriteError::BatchLogFailed);
+        }
+        self.reset_log_if_due(&mut state)?;
+        let id = state.next_id;
+        state.next_id += 1;
+        let Some(log) = &mut state.log else {
+            state.in_flight += 1;
+            return Ok(Record::Unlogged(id));
+        };
+        let logged: Vec<(usize, &[Op])> = parts.iter().map(|(s, b)| (*s, b.ops())).collect();
+        let path = log.path().to_path_buf();
+        let written = log.write(id, &logged);
+        let file = log.sync_handle();
+        let end = match written {
+            Ok(end) => end,
+            Err(source) => {
+                state.failed = true;
+                return Err(WriteError::BatchLog { path, source });
+            }
+        };
+        state.last_logged = id;
+        state.in_flight += 1;
+        coordinator
+            .sync
+            .written_end
+            .store(end, std::sync::atomic::Ordering::Release);
+        Ok(Record::Written(Written {
+            id,
+            end,
+            file,
+            path,
+        }))
     }
 
     /// Empties the batch log when it is large and no batch is in flight, and has the markers
@@ -233,10 +284,12 @@ impl Db {
         // No committer is between its write and its sync (none is in flight).
         let coordinator = self.shared.coordinator();
         *coordinator
+            .sync
             .durable_end
             .lock()
             .unwrap_or_else(|p| p.into_inner()) = 0;
         coordinator
+            .sync
             .written_end
             .store(0, std::sync::atomic::Ordering::Release);
         let last = state.last_logged;

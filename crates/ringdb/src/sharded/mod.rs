@@ -48,6 +48,7 @@ mod reply;
 mod shard;
 mod shard_handle;
 mod stats;
+mod syncer;
 mod tables;
 
 pub use across::AcrossCommit;
