@@ -91,10 +91,7 @@ impl Coordinator {
                 last_logged: 0,
                 failed: false,
             }),
-            sync: Arc::new(SyncState {
-                durable_end: Mutex::new(0),
-                written_end: std::sync::atomic::AtomicU64::new(0),
-            }),
+            sync: Arc::new(SyncState::new()),
             syncer: Syncer::default(),
         }
     }
@@ -105,6 +102,14 @@ impl Coordinator {
 }
 
 impl SyncState {
+    /// Nothing written, nothing synced.
+    pub(super) fn new() -> SyncState {
+        SyncState {
+            durable_end: Mutex::new(0),
+            written_end: std::sync::atomic::AtomicU64::new(0),
+        }
+    }
+
     /// Makes the log durable up to `end` (a committer's record), sharing the sync with
     /// every committer whose record is in by then.
     pub(super) fn sync_to(&self, file: &std::fs::File, end: u64) -> std::io::Result<()> {

@@ -80,3 +80,39 @@ fn serve(sync: &SyncState, file: &File, receiver: &Receiver<SyncRequest>) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, Instant};
+
+    #[test]
+    fn queued_requests_are_served_and_the_thread_ends_with_its_queue() {
+        let path = std::env::temp_dir().join(format!("ringdb-syncer-{}", std::process::id()));
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(true)
+            .read(true)
+            .write(true)
+            .open(&path)
+            .unwrap();
+        let file = Arc::new(file);
+        let sync = Arc::new(SyncState::new());
+        let syncer = Syncer::default();
+        let replies: Vec<_> = (1..=3)
+            .map(|end| syncer.request(&sync, &file, end))
+            .collect();
+        for reply in replies {
+            assert_eq!(reply.wait(Duration::ZERO), Some(Ok(())));
+        }
+        assert_eq!(Arc::strong_count(&file), 2, "the thread holds the file");
+        drop(syncer);
+        // Bounded: the thread sees its queue closed and drops its handle on the file.
+        let until = Instant::now() + Duration::from_secs(5);
+        while Arc::strong_count(&file) > 1 && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert_eq!(Arc::strong_count(&file), 1, "the thread ended");
+        let _ = std::fs::remove_file(&path);
+    }
+}
