@@ -133,7 +133,7 @@ fn value_of(i: u64) -> Vec<u8> {
 }
 
 #[test]
-fn multi_gets_from_threads_agree_with_the_data_when_most_pages_must_be_read() {
+fn multi_gets_and_gets_from_threads_agree_with_the_data_when_most_pages_must_be_read() {
     let d = dir("multi-get-faults");
     let db = Db::builder(&d)
         .options(options(Durability::None, 64))
@@ -166,6 +166,10 @@ fn multi_gets_from_threads_agree_with_the_data_when_most_pages_must_be_read() {
                     for (i, value) in asked.iter().zip(got) {
                         assert_eq!(value, (*i < records).then(|| value_of(*i)), "key {i}");
                     }
+                    // A single get takes the same two paths: in place, or after a fault.
+                    let i = asked[round as usize % asked.len()];
+                    let single = db.get(&key(i)).unwrap();
+                    assert_eq!(single, (i < records).then(|| value_of(i)), "get {i}");
                 }
             })
         })

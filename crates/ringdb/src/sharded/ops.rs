@@ -15,13 +15,27 @@ use crate::TableId;
 use futures_util::future::join_all;
 
 impl Db {
-    /// The value of `key`, if present.
+    /// The value of `key`, if present. On the shard, a key whose pages are all in the pool
+    /// is read in place, without a task; only a page fault takes the async path.
     pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, ReadError> {
+        self.check_blocking_allowed()?;
         let key = key.to_vec();
-        self.call(
-            self.shard_of(&key),
-            move |h| async move { h.get(&key).await },
-        )?
+        let shard = self.shard_of(&key);
+        let reply = self.submit_local(shard, move |local, reply| {
+            let mut value = Vec::new();
+            match local
+                .handle
+                .get_resident_into_in(TableId::DEFAULT, &key, &mut value)
+            {
+                Ok(Some(found)) => reply.send(Ok(found.then_some(value))),
+                Err(e) => reply.send(Err(e)),
+                Ok(None) => {
+                    let h = local.handle.clone();
+                    drop(local.io.spawn(async move { reply.send(h.get(&key).await) }));
+                }
+            }
+        })?;
+        self.wait(shard, reply)?
     }
 
     /// Inserts or replaces; returns whether the key existed. With a log, durable on return (per
