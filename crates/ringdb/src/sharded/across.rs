@@ -48,9 +48,7 @@ impl Db {
     /// (on a shard's thread, its other tasks wait: the log is a plain file). Call it with
     /// every part's locks held; on an error nothing is committed.
     pub fn log_across(&self, parts: &[(usize, WriteBatch)]) -> Result<AcrossCommit, WriteError> {
-        for (shard, _) in parts {
-            assert!(*shard < self.shard_count(), "shard {shard} out of range");
-        }
+        self.assert_part_shards(parts);
         let (id, marker) = self.log_batch(self.shared.coordinator(), parts)?;
         Ok(AcrossCommit { id, marker })
     }
@@ -62,9 +60,7 @@ impl Db {
         &self,
         parts: &[(usize, WriteBatch)],
     ) -> Result<AcrossCommit, WriteError> {
-        for (shard, _) in parts {
-            assert!(*shard < self.shard_count(), "shard {shard} out of range");
-        }
+        self.assert_part_shards(parts);
         let coordinator = self.shared.coordinator();
         let written = match self.write_batch_record(coordinator, parts)? {
             Record::Unlogged(id) => return Ok(AcrossCommit { id, marker: None }),
@@ -88,6 +84,13 @@ impl Db {
             id,
             marker: Some(id),
         })
+    }
+
+    /// Every part names one of this database's shards.
+    fn assert_part_shards(&self, parts: &[(usize, WriteBatch)]) {
+        for (shard, _) in parts {
+            assert!(*shard < self.shard_count(), "shard {shard} out of range");
+        }
     }
 
     /// Every part of `commit` has committed (`all_committed`), or some failed: a failed
