@@ -440,13 +440,15 @@ pub enum BenchSetting {
     Warehouses,
     /// TPC-C districts per warehouse.
     Districts,
+    /// Memory one raw I/O job's buffers span.
+    BufferSpan,
 }
 
 impl BenchSetting {
     /// The setting's unit, for [`BenchSetting::amount`].
     fn unit(self) -> Unit {
         match self {
-            BenchSetting::BlockSize | BenchSetting::Size => Unit::Bytes,
+            BenchSetting::BlockSize | BenchSetting::Size | BenchSetting::BufferSpan => Unit::Bytes,
             BenchSetting::ReadMix => Unit::Percent,
             _ => Unit::Count,
         }
@@ -484,6 +486,7 @@ impl fmt::Display for BenchSetting {
             BenchSetting::Concurrency => "operations in flight per thread",
             BenchSetting::Warehouses => "warehouse count",
             BenchSetting::Districts => "districts per warehouse",
+            BenchSetting::BufferSpan => "buffer span",
         })
     }
 }
@@ -598,6 +601,13 @@ pub enum FioError {
     /// fio's JSON report has no job.
     #[error("fio's JSON has no job")]
     NoJob,
+
+    /// A setting of the run fio has no equal for: the two would not run the same thing.
+    #[error("fio has no equal of the {setting}; compare without it")]
+    NoEqual {
+        /// The setting.
+        setting: BenchSetting,
+    },
 }
 
 /// How a helper thread of a benchmark failed.

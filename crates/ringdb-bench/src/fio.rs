@@ -1,7 +1,7 @@
 //! Runs fio with the options equivalent to an [`IoSpec`] on the same target, so that
 //! `ringdb io --compare-fio` sets both tools side by side in one invocation.
 
-use crate::error::{FioError, Result};
+use crate::error::{BenchSetting, FioError, Result};
 use crate::rawio::{IoReport, IoSpec, RwMode};
 use crate::units::fio_size;
 use ringdb_io::{EngineKind, IoConfig, SetupMode};
@@ -108,6 +108,12 @@ pub fn run_fio(spec: &IoSpec) -> Result<IoReport> {
     if fio_version().is_none() {
         return Err(FioError::NotInstalled.into());
     }
+    if spec.buffer_span.is_some() {
+        return Err(FioError::NoEqual {
+            setting: BenchSetting::BufferSpan,
+        }
+        .into());
+    }
     let (args, label) = fio_args(spec);
     // fio reports the CPU of its job thread only; the whole process tree (io-wq workers and
     // SQPOLL threads included, as ringdb counts itself) comes from our children's rusage.
@@ -169,6 +175,7 @@ pub fn parse_fio_json(text: &str, spec: &IoSpec, label: String) -> Result<IoRepo
         bs: spec.bs,
         iodepth: spec.io.effective_depth(),
         numjobs: spec.numjobs,
+        buffer_span_bytes: None,
         target: spec.path.display().to_string(),
         direct: spec.direct,
         ios: ios as u64,

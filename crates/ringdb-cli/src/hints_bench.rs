@@ -82,7 +82,7 @@ fn target_hint(error: &BenchError) -> Option<String> {
 /// `value` as the flag of `setting` spells it: sizes as `4k`, `2m`; counts as numbers.
 fn flag_value(setting: BenchSetting, value: u64) -> String {
     match setting {
-        BenchSetting::BlockSize | BenchSetting::Size => fio_size(value),
+        BenchSetting::BlockSize | BenchSetting::Size | BenchSetting::BufferSpan => fio_size(value),
         _ => value.to_string(),
     }
 }
@@ -108,6 +108,7 @@ pub fn setting_flag(setting: BenchSetting) -> &'static str {
         BenchSetting::Threads => "--threads",
         BenchSetting::Concurrency => "--concurrency",
         BenchSetting::Warehouses => "--warehouses",
+        BenchSetting::BufferSpan => "--buffer-span",
         _ => "the setting",
     }
 }
@@ -211,6 +212,7 @@ mod tests {
             BenchSetting::Step,
             BenchSetting::Workload,
             BenchSetting::Distribution,
+            BenchSetting::BufferSpan,
         ] {
             assert!(setting_flag(setting).starts_with("--"), "{setting:?}");
         }

@@ -30,6 +30,12 @@ pub struct IoArgs {
     /// Jobs: one thread and one ring each.
     #[arg(long, default_value_t = 1)]
     numjobs: u32,
+    /// Memory each job's buffers span (e.g. 32M; default iodepth x bs, one buffer per
+    /// request in flight, as fio). Set it to a database's buffer pool per thread to compare
+    /// the two at the same memory footprint: some machines (VMs) serve the device slower
+    /// when its DMA lands all over a large area.
+    #[arg(long)]
+    buffer_span: Option<String>,
     /// Bytes of the target to use (0 = a whole block device).
     #[arg(long, default_value = "1G")]
     size: String,
@@ -222,6 +228,7 @@ fn spec(a: &IoArgs, typed: &ArgMatches, file: Option<&IoConfig>) -> Result<IoSpe
             Some(list) => ringdb_io::affinity::parse_cpu_list(list)?,
             None => Vec::new(),
         },
+        buffer_span: a.buffer_span.as_deref().map(parse_size).transpose()?,
     })
 }
 

@@ -143,3 +143,62 @@ fn numjobs_run_one_ring_each_and_add_up() {
     assert_eq!(v["ios"], 1000, "2 jobs x 500 I/Os");
     assert_eq!(v["numjobs"], 2);
 }
+
+#[test]
+fn a_buffer_span_spreads_the_buffers_and_verification_stays_exact() {
+    let f = tmp("span.dat");
+    let p = f.to_str().unwrap();
+    let run = |rw: &str, extra: &[&str]| {
+        let mut args = vec![
+            "io",
+            "--filename",
+            p,
+            "--size",
+            "2M",
+            "--rw",
+            rw,
+            "--ios",
+            "512",
+            "--iodepth",
+            "8",
+            "--buffer-span",
+            "1M",
+            "--verify",
+            "--seed",
+            "5",
+        ];
+        args.extend_from_slice(extra);
+        ringdb(&args)
+    };
+    let w = run("write", &[]);
+    assert!(w.status.success(), "{}", String::from_utf8_lossy(&w.stderr));
+    // Registered buffers too: each request names the index of the buffer it uses.
+    for extra in [&["--json"][..], &["--json", "--fixedbufs"][..]] {
+        let r = run("randread", extra);
+        assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&r.stdout).expect("JSON on stdout");
+        assert_eq!(v["buffer_span_bytes"], 1 << 20, "{v}");
+        assert_eq!(v["verified_blocks"], 512, "{v}");
+    }
+    // Less than one buffer per request in flight is refused, naming the flag.
+    let small = ringdb(&[
+        "io",
+        "--filename",
+        p,
+        "--size",
+        "2M",
+        "--ios",
+        "10",
+        "--iodepth",
+        "8",
+        "--buffer-span",
+        "16K",
+    ]);
+    assert_eq!(small.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&small.stderr);
+    assert!(
+        stderr.contains("buffer span") && stderr.contains("--buffer-span"),
+        "{stderr}"
+    );
+    let _ = std::fs::remove_file(&f);
+}

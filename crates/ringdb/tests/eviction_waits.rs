@@ -95,6 +95,12 @@ fn a_round_that_found_every_page_pinned_is_woken_by_an_unpin() {
         r.expect("every waiter got its frame");
     }
     assert!(bm.free_frames() >= 1);
+    // Each queued task waited for a frame at least once, and was counted.
+    assert!(
+        bm.stats().frame_waits >= QUEUED_WAITERS as u64,
+        "{:?}",
+        bm.stats()
+    );
     drop(bm);
     drop(rt);
     std::fs::remove_dir_all(&dir).ok();

@@ -99,4 +99,6 @@ pub struct PoolStats {
     pub evicted: u64,
     /// Times a task waited for a frame or for another task's I/O on a page.
     pub waits: u64,
+    /// Of those, the times a task found no free frame (and no round to run) and waited.
+    pub frame_waits: u64,
 }

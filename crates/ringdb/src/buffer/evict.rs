@@ -21,6 +21,12 @@ use std::rc::Rc;
 /// bound on the frames held by writes; more rounds wait for some to come back.
 const WRITE_ROUNDS_OUT_MAX: usize = 4;
 
+/// Counts a wait for a free frame (a wait of [`super::PoolStats::frame_waits`]'s kind).
+fn count_frame_wait(stats: &mut super::PoolStats) {
+    stats.waits += 1;
+    stats.frame_waits += 1;
+}
+
 /// A page on its way to the target: its slot, its id, and its sealed frame.
 pub(super) type Outgoing = (usize, PageId, PoolBuf);
 
@@ -46,7 +52,7 @@ impl BufferManager {
             if let Some(b) = inner.io.lease_buf() {
                 return Ok(b);
             }
-            inner.bump(|s| s.waits += 1);
+            inner.bump(count_frame_wait);
             wait(inner, WaitOn::Frames).await;
         }
         Err(StorageError::Stalled {
@@ -95,7 +101,7 @@ impl BufferManager {
             if self.may_start_round() {
                 self.evict_round().await?;
             } else {
-                inner.bump(|s| s.waits += 1);
+                inner.bump(count_frame_wait);
                 wait(inner, WaitOn::Frames).await;
             }
         }
