@@ -52,16 +52,14 @@ impl Inner {
     }
 
     /// Whether requests still queued at the end of a pass go to the kernel now (`pass_pushed`:
-    /// the pass queued something new).
+    /// the pass queued something new); the rule is [`Batching::flush_at_end_of_pass`].
     pub(super) fn flush_at_end_of_pass(&self, pass_pushed: bool) -> bool {
         let engine = self.engine.borrow();
-        let pending = engine.pending();
-        pending > 0
-            && match self.batching {
-                Batching::Each | Batching::Adaptive => true,
-                Batching::Fixed(n) => {
-                    pending >= n as usize || engine.in_flight() >= engine.depth() || !pass_pushed
-                }
-            }
+        self.batching.flush_at_end_of_pass(
+            engine.pending(),
+            engine.in_flight(),
+            engine.depth(),
+            pass_pushed,
+        )
     }
 }
