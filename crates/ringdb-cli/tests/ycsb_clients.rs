@@ -3,8 +3,11 @@
 //! here asserts timings: the reads must all find their keys, and the report must say what ran.
 
 mod common;
+#[path = "../../ringdb-io/tests/support/seccomp.rs"]
+mod seccomp;
 
 use common::{ringdb, tmp};
+use seccomp::{child_scenario, run_child, CHILD_DONE};
 use serde_json::Value;
 
 /// Runs `ringdb ycsb` with `args` after `--db <db>` and returns its JSON report.
@@ -68,4 +71,46 @@ fn clients_read_every_key_in_multi_gets_under_either_policy() {
     ]);
     assert_eq!(out.status.code(), Some(2), "clap refuses an unknown policy");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn clients_that_cannot_be_made_batch_are_refused_with_a_hint() {
+    match child_scenario().as_deref() {
+        Some("sched-blocked") => clients_under_a_filter_that_blocks_the_policy(),
+        Some(_) => {}
+        None => {
+            run_child(
+                "clients_that_cannot_be_made_batch_are_refused_with_a_hint",
+                "sched-blocked",
+                &[],
+            );
+        }
+    }
+}
+
+/// Under a seccomp filter that fails `sched_setscheduler` (inherited by `ringdb`): the default
+/// policy is refused with a typed error and the CLI's hint, and `--client-sched normal` runs.
+fn clients_under_a_filter_that_blocks_the_policy() {
+    let dir = tmp("ycsb-clients-sched-blocked");
+    let _ = std::fs::remove_dir_all(&dir);
+    let db = dir.to_str().expect("utf-8 path");
+    let common = ["--workload", "c", "--records", "2000", "--runtime", "100ms"];
+    let mut load = vec!["--shards", "2", "--load", "--tasks", "4"];
+    load.extend_from_slice(&common);
+    ycsb(db, &load);
+    seccomp::block_syscalls(&[libc::SYS_sched_setscheduler], libc::EPERM);
+    let mut batch = vec!["ycsb", "--db", db, "--durability", "off", "--clients", "2"];
+    batch.extend_from_slice(&common);
+    let out = ringdb(&batch);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("SCHED_BATCH"), "{stderr}");
+    assert!(stderr.contains("--client-sched normal"), "{stderr}");
+    let mut normal = vec!["--clients", "2", "--client-sched", "normal"];
+    normal.extend_from_slice(&common);
+    let report = ycsb(db, &normal);
+    assert_eq!(report["client_sched"], "normal", "{report}");
+    assert_eq!(report["run"]["misses"], 0, "{report}");
+    let _ = std::fs::remove_dir_all(&dir);
+    println!("{CHILD_DONE}");
 }
