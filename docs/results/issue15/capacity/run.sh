@@ -1,22 +1,4 @@
-#!/bin/bash
-# Alternates the build before the twelfth session (BASE: the engine holds its depth in flight)
-# and after it (NEW: twice the depth, batching unchanged), YCSB-B then C, one shard, on one loaded database (1M records, pool 40M: data
-# 5x the pool), with the model printed beside each run. Usage: run.sh [ROUNDS]
-# (env: BASE, NEW, DB, OUT)
-# The change was reverted: docs/results/issue12/twelfth/capacity.patch (apply to 927437e).
-set -euo pipefail
-rounds=${1:-4}
-base=${BASE:-/var/tmp/base-target/release/ringdb}; new=${NEW:-target/release/ringdb}
-db=${DB:-/var/tmp/b15/oom}; out=${OUT:-/tmp/issue15-capacity}; mkdir -p "$out"
-args=(--db "$db" --distribution uniform --records 1000000 --pool 40M --json)
-[ -e "$db" ] || "$new" ycsb "${args[@]}" --load --workload c --runtime 1s > /dev/null 2>&1
-for r in $(seq "$rounds"); do for w in b c; do for b in base new; do
-  bin=$base; [ "$b" = new ] && bin=$new
-  "$bin" ycsb "${args[@]}" --workload $w --runtime 8s --output "$out/$w-$b-$r.json" >/dev/null 2>&1
-  python3 -c "
-import json; d=json.load(open('$out/$w-$b-$r.json')); r=d['run']; m=d.get('model') or {}
-print('$w $b $r', round(r['ops_per_s']), 'cyc/op', round(r['cycles_per_op']), 'cpu', round(r['cpu_pct']),
-      'reads/op', round(r['reads_per_op'], 3), 'enters/op', round(r.get('enters_per_op', 0), 3),
-      'p50', round(r['lat_us']['p50']), 'predicted', round(m.get('predicted_cycles_per_op', 0)),
-      'ratio', round(m.get('measured_over_predicted', 0), 3))"
-done; done; done
+#!/usr/bin/env bash
+# 927437e's build (BASE) against it with capacity.patch applied (NEW: engines hold twice their
+# depth in flight; reverted). The patch: docs/results/issue12/twelfth/capacity.patch.
+exec "$(dirname "$0")/../../../../scripts/ycsb-oom-ab" "$@"
