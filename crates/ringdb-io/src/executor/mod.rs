@@ -20,11 +20,13 @@
 //!   [`adaptive_low_water`](crate::config::adaptive_low_water)`(depth) = max(1, depth / 4)` requests are *at the device*
 //!   (`in_flight - pending`) or [`ADAPTIVE_MAX_BATCH`](crate::config::ADAPTIVE_MAX_BATCH) (8) are queued, submit at once so the
 //!   device does not idle; otherwise defer, and flush at the end of the pass (or with the wait
-//!   when no task is ready). While the device is busy, an end-of-pass flush waits until at
-//!   least three requests are queued: the kernel plugs only submissions of more than two. A quarter of the depth still outstanding covers the time one
+//!   when no task is ready). A quarter of the depth still outstanding covers the time one
 //!   pass of the executor takes to refill, while deep queues get batches of up to 8 per enter.
 //!   The flush is skipped when no other task is ready, since the wait that follows carries the
-//!   request anyway. The rule itself is [`Batching::flush_now`] in `config.rs`.
+//!   request anyway. While the device is busy, the end-of-pass flush also waits until three
+//!   requests are queued (or a pass queues nothing): the kernel plugs only submissions of more
+//!   than two. The rules are [`Batching::flush_now`] and [`Batching::flush_at_end_of_pass`]
+//!   in `config.rs`.
 //!
 //! # Buffers and in-flight safety
 //! Buffers pass by value into an I/O and come back with its result (`(Result, B)`), so the
