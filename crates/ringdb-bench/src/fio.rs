@@ -105,14 +105,15 @@ fn push_uring_switches(io: &IoConfig, a: &mut Vec<String>, label: &mut String) {
 
 /// Runs fio for `spec` and reads its JSON into an [`IoReport`].
 pub fn run_fio(spec: &IoSpec) -> Result<IoReport> {
-    if fio_version().is_none() {
-        return Err(FioError::NotInstalled.into());
-    }
+    // Refused before anything else: with fio installed or not, the two would not compare.
     if spec.buffer_span.is_some() {
         return Err(FioError::NoEqual {
             setting: BenchSetting::BufferSpan,
         }
         .into());
+    }
+    if fio_version().is_none() {
+        return Err(FioError::NotInstalled.into());
     }
     let (args, label) = fio_args(spec);
     // fio reports the CPU of its job thread only; the whole process tree (io-wq workers and
@@ -246,6 +247,25 @@ fn latency(dirs: &[&Value; 2], ios: f64) -> LatencySummary {
 mod tests {
     use super::*;
     use ringdb_io::IoConfig;
+
+    #[test]
+    fn a_buffer_span_has_no_fio_equal_and_is_refused() {
+        let spec = IoSpec {
+            buffer_span: Some(32 << 20),
+            ..IoSpec::new("/tmp/x", IoConfig::new(EngineKind::Uring))
+        };
+        let error = run_fio(&spec).expect_err("refused");
+        assert!(
+            matches!(
+                error,
+                crate::error::BenchError::Fio(FioError::NoEqual {
+                    setting: BenchSetting::BufferSpan
+                })
+            ),
+            "{error}"
+        );
+        assert!(error.to_string().contains("buffer span"), "{error}");
+    }
 
     #[test]
     fn args_map_switches() {
