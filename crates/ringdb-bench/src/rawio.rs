@@ -427,7 +427,10 @@ fn is_block_device(path: &Path) -> bool {
         .unwrap_or(false)
 }
 
-/// Extends a regular file to `size` bytes of pattern data (seed 0), 1 MiB at a time.
+/// Extends a regular file to `size` bytes of pattern data (seed 0), 1 MiB at a time. Bytes the
+/// file already holds are never rewritten: the target may be somebody's data (a database's own
+/// file, read to compare the engine with raw I/O on it), so the pattern starts at the file's
+/// end (after zeros up to the pattern's next 8-byte word).
 pub fn fill_file(path: &Path, size: u64, progress: bool) -> Result<()> {
     use std::io::{Seek, SeekFrom, Write};
     let mut f = std::fs::OpenOptions::new()
@@ -436,15 +439,18 @@ pub fn fill_file(path: &Path, size: u64, progress: bool) -> Result<()> {
         .truncate(false)
         .open(path)
         .map_err(|e| IoError::os(format!("open {} to fill it", path.display()), e))?;
-    let start = f
+    let end = f
         .seek(SeekFrom::End(0))
         .map_err(|e| IoError::os("seek", e))?;
-    let start = start - start % (1 << 20);
-    f.seek(SeekFrom::Start(start))
-        .map_err(|e| IoError::os("seek", e))?;
+    let start = end.next_multiple_of(8);
+    if start > end && start <= size {
+        let zeros = [0u8; 8];
+        f.write_all(&zeros[..(start - end) as usize])
+            .map_err(|e| fill_error(path, size, e))?;
+    }
     let bar = progress.then(|| {
         let b = indicatif::ProgressBar::with_draw_target(
-            Some(size - start),
+            Some(size.saturating_sub(start)),
             indicatif::ProgressDrawTarget::stderr_with_hz(5),
         );
         if let Ok(s) = indicatif::ProgressStyle::with_template(
@@ -460,6 +466,8 @@ pub fn fill_file(path: &Path, size: u64, progress: bool) -> Result<()> {
     while off < size {
         let n = (size - off).min(chunk.len() as u64) as usize;
         pattern::fill(&mut chunk[..n], off, 0);
+        // A last partial word (a size that is not a multiple of 8) is zeros, not a stale word.
+        chunk[n - n % 8..n].fill(0);
         f.write_all(&chunk[..n])
             .map_err(|e| fill_error(path, size, e))?;
         off += n as u64;
@@ -879,4 +887,32 @@ pub fn cpu_list(cpus: &[u32]) -> String {
         .map(u32::to_string)
         .collect::<Vec<_>>()
         .join(",")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A file shorter than the run's size (e.g. a database's data file) is only extended: each
+    /// byte it held stays as it was, whatever its length.
+    #[test]
+    fn filling_a_short_file_never_rewrites_what_it_holds() {
+        let dir = std::env::temp_dir().join(format!("ringdb-fill-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        for held in [3u64, (1 << 20) + (1 << 19) + 5, 2 << 20] {
+            let path = dir.join(format!("held-{held}"));
+            let old: Vec<u8> = (0..held).map(|i| (i % 251) as u8 | 1).collect();
+            std::fs::write(&path, &old).unwrap();
+            fill_file(&path, 4 << 20, false).unwrap();
+            let now = std::fs::read(&path).unwrap();
+            assert_eq!(now.len(), 4 << 20);
+            assert!(
+                now[..held as usize] == old[..],
+                "{held} bytes held: rewritten"
+            );
+            let block = (3 << 20) as usize;
+            assert!(pattern::check(&now[block..block + 4096], block as u64, 0));
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }
