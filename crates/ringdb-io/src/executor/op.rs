@@ -97,15 +97,18 @@ impl<B: IoBuf> OpFuture<B> {
         }
     }
 
-    /// Whether this request may go to the engine now. A newcomer goes when the engine has room
-    /// and no one waits before it, else it parks; a parked request when it is among the first
-    /// as many waiters as the engine has room for (then it has left the FIFO).
+    /// Whether this request may go to the engine now: when it is (or, a newcomer, would be)
+    /// among the first as many waiters as the engine has room for; a parked request then
+    /// leaves the FIFO, a newcomer never joins it. A newcomer behind waiters that a reap woke
+    /// but the pass has not polled yet goes at once when the room covers them and it too:
+    /// parked there it would not be woken until the next reap, and the loop would wait with
+    /// the ring part empty.
     fn take_turn(&mut self, waker: &Waker) -> bool {
         let inner = &*self.inner;
         let room = inner.room();
         match self.state {
             OpState::Parked(ticket) => inner.depth_waiters.try_leave(ticket, room, waker),
-            OpState::Idle if room > 0 && inner.depth_waiters.is_empty() => true,
+            OpState::Idle if room > inner.depth_waiters.len() => true,
             OpState::Idle => {
                 let ticket = inner.depth_waiters.park(waker);
                 self.set_state(OpState::Parked(ticket));

@@ -54,9 +54,9 @@ impl SharedPool {
         (start >= base && start.checked_add(len_bytes)? <= base + iov.iov_len).then_some(index)
     }
 
-    /// A free buffer, if one is free and nobody waits for one.
+    /// A free buffer, if more are free than leases wait for (those go first).
     pub(super) fn try_lease(self: &Rc<Self>) -> Option<PoolBuf> {
-        if !self.waiters.is_empty() {
+        if self.free.borrow().len() <= self.waiters.len() {
             return None;
         }
         let index = self.free.borrow_mut().pop()?;
@@ -172,14 +172,14 @@ pub(super) struct Lease {
 }
 
 impl Lease {
-    /// Whether this lease's turn has come: a newcomer goes only when a buffer is free and no
-    /// one waits; a parked lease when it is among the first as many waiters as buffers are
-    /// free (then it has left the FIFO).
+    /// Whether this lease's turn has come: when it is (or, a newcomer, would be) among the first
+    /// as many waiters as buffers are free; a parked lease then leaves the FIFO, a newcomer
+    /// never joins it (the ring room's rule, `OpFuture::take_turn`).
     fn take_turn(&mut self, cx: &Context<'_>) -> bool {
         let shared = &self.shared;
         let free = shared.free.borrow().len();
         match self.ticket {
-            None => free > 0 && shared.waiters.is_empty(),
+            None => free > shared.waiters.len(),
             Some(ticket) => shared.waiters.try_leave(ticket, free, cx.waker()),
         }
     }
