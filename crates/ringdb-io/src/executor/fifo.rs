@@ -22,6 +22,7 @@ pub(super) struct Fifo {
 
 impl Fifo {
     /// Whether no future waits.
+    #[cfg(test)]
     pub(super) fn is_empty(&self) -> bool {
         self.queue.borrow().is_empty()
     }
