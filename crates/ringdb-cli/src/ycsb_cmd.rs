@@ -50,6 +50,11 @@ pub struct YcsbArgs {
     pub(crate) tasks: usize,
     #[arg(long, default_value = "10s")]
     runtime: String,
+    /// The mix runs this long before the measured run, unmeasured (other keys from the same
+    /// distribution): the pool fills, its memory is faulted in, evictions reach their steady
+    /// state. Out of memory, a cold start adds a few percent to the cycles per operation.
+    #[arg(long, default_value = "0s")]
+    pub(crate) warmup: String,
     /// Buffer pool size.
     #[arg(long, default_value = "64M")]
     pool: String,
@@ -122,10 +127,7 @@ pub fn run(mut a: YcsbArgs, typed: &ArgMatches) -> CmdResult {
     let progress = std::io::stderr().is_terminal();
     let load_report = load_or_check(&mut db, &a, load, progress)?;
     let model = crate::ycsb_model::calibrate(&mut db, &a, &settings, io)?;
-    eprintln!(
-        "ycsb: workload {:?} ({:?}), {} tasks, {:?}",
-        settings.workload, settings.distribution, a.tasks, settings.runtime
-    );
+    warm_up(&mut db, &a, &settings, progress)?;
     let mut gen = OpGenerator::new(settings.workload, settings.distribution, a.records, a.seed)
         .with_tasks(a.tasks);
     let spec = RunSpec {
@@ -154,6 +156,7 @@ pub fn run(mut a: YcsbArgs, typed: &ArgMatches) -> CmdResult {
         "records": a.records,
         "value_size": a.value_size,
         "tasks": a.tasks,
+        "warmup_secs": settings.warmup.as_secs_f64(),
         "engine": a.engine,
         "engine_in_effect": stats.io,
         "load": load_report,
@@ -178,6 +181,39 @@ pub fn run(mut a: YcsbArgs, typed: &ArgMatches) -> CmdResult {
     Ok(())
 }
 
+/// Mixed into the seed of the warm-up's generator: it draws other keys than the run.
+pub(crate) const WARMUP_SEED: u64 = 0x5741_524D_5550_0001;
+
+/// Names the run, then runs the mix for `--warmup` before it; the warm-up's figures are not
+/// reported.
+fn warm_up(db: &mut LocalDb, a: &YcsbArgs, settings: &Settings, progress: bool) -> CmdResult {
+    eprintln!(
+        "ycsb: workload {:?} ({:?}), {} tasks, {:?}",
+        settings.workload, settings.distribution, a.tasks, settings.runtime
+    );
+    if settings.warmup.is_zero() {
+        return Ok(());
+    }
+    eprintln!("ycsb: warming up for {:?}", settings.warmup);
+    let mut gen = OpGenerator::new(
+        settings.workload,
+        settings.distribution,
+        a.records,
+        a.seed ^ WARMUP_SEED,
+    )
+    .with_tasks(a.tasks);
+    let spec = RunSpec {
+        tasks: a.tasks,
+        duration: settings.warmup,
+        value_size: a.value_size,
+        max_ops: None,
+        progress,
+        label: "warmup".into(),
+    };
+    ycsb::run(db, &spec, move |_| Some(gen.next_op()))?;
+    Ok(())
+}
+
 /// The arguments parsed and checked.
 pub(crate) struct Settings {
     pub(crate) workload: Workload,
@@ -187,6 +223,7 @@ pub(crate) struct Settings {
     page_size: usize,
     pool_pages: usize,
     pub(crate) runtime: Duration,
+    pub(crate) warmup: Duration,
 }
 
 impl Settings {
@@ -198,6 +235,7 @@ impl Settings {
         let page_size = parse_size(&a.page_size)? as usize;
         let pool_pages = parse_size(&a.pool)? as usize / page_size.max(1);
         let runtime = parse_duration(&a.runtime)?;
+        let warmup = parse_duration(&a.warmup)?;
         if a.tasks == 0 || a.tasks > 4096 {
             return Err(format!("--tasks must be in 1..=4096, got {}", a.tasks).into());
         }
@@ -212,6 +250,7 @@ impl Settings {
             page_size,
             pool_pages,
             runtime,
+            warmup,
         })
     }
 

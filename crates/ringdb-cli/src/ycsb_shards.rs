@@ -69,10 +69,26 @@ pub fn run(a: &YcsbArgs, settings: &Settings, shards: Option<usize>) -> CmdResul
         },
         settings.runtime
     );
+    warm_up(&db, &spec, settings, progress)?;
     let r = ycsb_sharded::run(&db, &spec, progress)?;
     let wake_us = (a.clients > 0).then(|| ycsb_sharded::wake_up_cost_us(2000));
     db.close()?;
     report(a, load_report.as_ref(), &r, wake_us)
+}
+
+/// Runs `spec`'s mix for `--warmup` (other keys, unreported) before the measured run.
+fn warm_up(db: &Db, spec: &ShardedSpec, settings: &Settings, progress: bool) -> CmdResult {
+    if settings.warmup.is_zero() {
+        return Ok(());
+    }
+    eprintln!("ycsb: warming up for {:?}", settings.warmup);
+    let warmup = ShardedSpec {
+        duration: settings.warmup,
+        seed: spec.seed ^ super::ycsb_cmd::WARMUP_SEED,
+        ..*spec
+    };
+    ycsb_sharded::run(db, &warmup, progress)?;
+    Ok(())
 }
 
 /// Prints the table (or JSON) and writes `--output`.
@@ -87,6 +103,7 @@ fn report(
         "distribution": a.distribution,
         "records": a.records,
         "value_size": a.value_size,
+        "warmup": a.warmup,
         "engine": a.engine,
         "load": load,
         "run": r,

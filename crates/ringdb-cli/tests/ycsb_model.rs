@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{ringdb, tmp};
+use common::{assert_refused, ringdb, tmp};
 use serde_json::Value;
 
 fn number(v: &Value, path: &[&str]) -> f64 {
@@ -138,4 +138,41 @@ fn point_cost_reports_every_part() {
             assert!(row[i].as_f64().is_some_and(|x| x > 0.0), "{part}: {row}");
         }
     }
+}
+
+/// `--warmup` runs the mix before the measured run (stderr says so, the report carries its
+/// length) and the run's own figures start after it; a bad length is refused by name.
+#[test]
+fn a_warmup_runs_before_the_measured_run_and_a_bad_one_is_refused() {
+    let db = tmp("ycsb-warmup");
+    let db_arg = db.to_str().expect("utf-8 path");
+    let args = |warmup: &'static str| {
+        vec![
+            "ycsb",
+            "--db",
+            db_arg,
+            "--tasks",
+            "8",
+            "--records",
+            "3000",
+            "--runtime",
+            "300ms",
+            "--workload",
+            "b",
+            "--no-model",
+            "--json",
+            "--warmup",
+            warmup,
+        ]
+    };
+    let out = ringdb(&args("250ms"));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "stderr: {err}");
+    assert!(err.contains("warming up for 250ms"), "stderr: {err}");
+    let v: Value = serde_json::from_slice(&out.stdout).expect("JSON on stdout");
+    assert_eq!(number(&v, &["warmup_secs"]), 0.25, "{v}");
+    let secs = number(&v, &["run", "secs"]);
+    assert!(secs < 0.5, "the run's time counts the warm-up: {secs} s");
+    assert_refused(&ringdb(&args("soon")), "soon");
+    let _ = std::fs::remove_dir_all(&db);
 }
