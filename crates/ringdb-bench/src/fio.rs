@@ -196,6 +196,7 @@ pub fn parse_fio_json(text: &str, spec: &IoSpec, label: String) -> Result<IoRepo
         cqes_per_reap: None,
         iowq_workers: None,
         verified_blocks: None,
+        checksum_cycles_per_read: None,
     })
 }
 

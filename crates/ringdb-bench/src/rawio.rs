@@ -123,6 +123,12 @@ pub struct IoSpec {
     /// built on served 4 KiB reads ~7% slower into 32 MiB per job, ~11% into 128 MiB, than
     /// into 256 KiB).
     pub buffer_span: Option<u64>,
+    /// Each block read is checksummed (CRC32C, as a database verifies a page it has just read)
+    /// when its completion is reaped, and the cycles that took are reported
+    /// ([`IoReport::checksum_cycles_per_read`]). Such a block is not in the CPU's caches: the
+    /// device (or, in a VM, the host) has just written it, and how dear reading it is depends
+    /// on where the writer left it.
+    pub checksum_reads: bool,
 }
 
 impl IoSpec {
@@ -143,6 +149,7 @@ impl IoSpec {
             progress: false,
             cpus: Vec::new(),
             buffer_span: None,
+            checksum_reads: false,
         }
     }
 
@@ -242,6 +249,10 @@ pub struct IoReport {
     pub iowq_workers: Option<u64>,
     /// Blocks whose content was checked bit-exactly (with `verify`).
     pub verified_blocks: Option<u64>,
+    /// With [`IoSpec::checksum_reads`]: TSC cycles of one block's CRC32C right after its read
+    /// completed (these cycles are part of `cycles_per_io` too).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub checksum_cycles_per_read: Option<f64>,
 }
 
 /// Per-job outcome.
@@ -253,7 +264,15 @@ struct JobResult {
     hist: LatencyHist,
     stats: EngineStats,
     verified: u64,
+    checksums: Checksums,
     elapsed: Duration,
+}
+
+/// Reads checksummed on completion ([`IoSpec::checksum_reads`]) and the TSC cycles they took.
+#[derive(Clone, Copy, Debug, Default)]
+struct Checksums {
+    reads: u64,
+    cycles: u64,
 }
 
 /// Runs `spec` (filling the file first when it is shorter than `spec.size`).
@@ -500,6 +519,7 @@ struct Completed {
     bytes: u64,
     /// Reads checked against the pattern.
     verified: u64,
+    checksums: Checksums,
     /// Nanoseconds per TSC tick, for the latencies.
     ns_per_tick: f64,
 }
@@ -511,6 +531,7 @@ impl Completed {
             ios: 0,
             bytes: 0,
             verified: 0,
+            checksums: Checksums::default(),
             ns_per_tick: 1e9 / tsc_hz(),
         }
     }
@@ -685,6 +706,7 @@ impl JobSetup {
             hist: done.hist,
             stats: self.engine.stats(),
             verified: done.verified,
+            checksums: done.checksums,
             elapsed: t0.elapsed(),
         })
     }
@@ -725,6 +747,12 @@ impl JobSetup {
                 });
             }
             done.verified += 1;
+        }
+        if spec.checksum_reads && s.read {
+            let start = rdtsc();
+            std::hint::black_box(ringdb::page::compute_checksum(self.pool.slice(s.buffer)));
+            done.checksums.cycles += rdtsc().saturating_sub(start);
+            done.checksums.reads += 1;
         }
         Ok(())
     }
@@ -792,6 +820,7 @@ fn summarise(
     let mut hist = LatencyHist::new();
     let mut stats = EngineStats::default();
     let (mut ios, mut bytes, mut verified) = (0, 0, 0);
+    let mut checksums = Checksums::default();
     let mut runtime = Duration::ZERO;
     let mut thread_cpu = Duration::ZERO;
     for r in results {
@@ -800,6 +829,8 @@ fn summarise(
         ios += r.ios;
         bytes += r.bytes;
         verified += r.verified;
+        checksums.reads += r.checksums.reads;
+        checksums.cycles += r.checksums.cycles;
         stats.enters += r.stats.enters;
         stats.reaps += r.stats.reaps;
         stats.completed += r.stats.completed;
@@ -835,6 +866,8 @@ fn summarise(
         cqes_per_reap: (spec.io.engine != EngineKind::Posix).then(|| stats.cqes_per_reap()),
         iowq_workers: Some(iowq),
         verified_blocks: spec.verify.map(|_| verified),
+        checksum_cycles_per_read: (spec.checksum_reads && checksums.reads > 0)
+            .then(|| checksums.cycles as f64 / checksums.reads as f64),
     }
 }
 

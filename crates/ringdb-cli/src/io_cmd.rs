@@ -229,6 +229,7 @@ fn spec(a: &IoArgs, typed: &ArgMatches, file: Option<&IoConfig>) -> Result<IoSpe
             None => Vec::new(),
         },
         buffer_span: a.buffer_span.as_deref().map(parse_size).transpose()?,
+        checksum_reads: false,
     })
 }
 

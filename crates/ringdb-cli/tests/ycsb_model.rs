@@ -46,7 +46,14 @@ fn ycsb(name: &str, extra: &[&str]) -> Value {
 
 fn check_prediction(v: &Value) {
     let m = &v["model"];
-    for term in ["c_tx", "c_restart", "c_checksum", "c_read", "c_write"] {
+    for term in [
+        "c_tx",
+        "c_restart",
+        "c_checksum",
+        "c_checksum_read",
+        "c_read",
+        "c_write",
+    ] {
         assert!(number(m, &["costs", term]) > 0.0, "{term}: {m}");
     }
     let predicted = number(m, &["predicted_cycles_per_op"]);

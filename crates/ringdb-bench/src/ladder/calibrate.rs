@@ -38,6 +38,11 @@ pub struct Calibration {
     /// one, timed here on pages not in the CPU's caches (as a page just read, or an eviction
     /// victim, is).
     pub c_checksum: f64,
+    /// Cycles to verify a page just read from the target: the CRC32C of each block of a raw
+    /// read run, timed as its completion is reaped (the device, or in a VM the host, has just
+    /// written it, and what reading it costs depends on where that left it). 0 where it was
+    /// not measured: reads are then priced with `c_checksum`.
+    pub c_checksum_read: f64,
     /// Cycles per read submitted one per enter.
     pub c_read_single: f64,
     /// Cycles per read, batched (adaptive, queue full).
@@ -174,13 +179,19 @@ impl Probe<'_> {
     }
 
     /// Cycles per I/O submitted one per enter, batched, batched with registered buffers,
-    /// and through libaio.
+    /// and through libaio; the batched reads also time the verification of each page read
+    /// (`c_checksum_read`, taken out of `c_read_batch`).
     fn measure_submission_cycles(&self, c: &mut Calibration) -> Result<()> {
         let data = &self.data;
         let single = self.io(EngineKind::Uring, Batching::Each, false);
         c.c_read_single = self.run(data, RwMode::RandRead, single)?.cycles_per_io;
         let batched = self.io(EngineKind::Uring, Batching::Adaptive, false);
-        (c.c_read_batch, c.c_write_batch) = self.read_and_write(data, &batched, cycles)?;
+        let mut reads = self.spec(data, RwMode::RandRead, batched.clone());
+        reads.checksum_reads = true;
+        let report = rawio::run(&reads)?;
+        c.c_checksum_read = report.checksum_cycles_per_read.unwrap_or(0.0);
+        c.c_read_batch = (report.cycles_per_io - c.c_checksum_read).max(0.0);
+        c.c_write_batch = self.run(data, RwMode::RandWrite, batched)?.cycles_per_io;
         let fixed = self.io(EngineKind::Uring, Batching::Adaptive, true);
         (c.c_read_batch_fixed, c.c_write_batch_fixed) =
             self.read_and_write(data, &fixed, cycles)?;
@@ -275,6 +286,24 @@ pub(crate) fn io_cycles(
     io: IoConfig,
 ) -> Result<f64> {
     Ok(Probe::new(opts, size).run(target, rw, io)?.cycles_per_io)
+}
+
+/// Cycles per page read of a raw random-read run of `io` over the first `size` bytes of
+/// `target` (as [`io_cycles`]), with each page checksummed as its completion is reaped: the
+/// read's cycles without the checksum, and the checksum's (the verification of a page just
+/// read).
+pub(crate) fn read_cycles_and_checksum(
+    opts: &LadderOpts,
+    size: u64,
+    target: &Path,
+    io: IoConfig,
+) -> Result<(f64, f64)> {
+    let probe = Probe::new(opts, size);
+    let mut spec = probe.spec(target, RwMode::RandRead, io);
+    spec.checksum_reads = true;
+    let report = rawio::run(&spec)?;
+    let checksum = report.checksum_cycles_per_read.unwrap_or(0.0);
+    Ok(((report.cycles_per_io - checksum).max(0.0), checksum))
 }
 
 /// Average time for `n` page writes at random offsets, submitted together, to all complete,

@@ -14,8 +14,10 @@
 //!   cycles of the step's submission mode (single or batched, plain or registered buffers,
 //!   libaio, or the application thread's share under SQPOLL).
 //!
-//! In each, `c_tx` stands for the engine's own work, and each fault adds a restart and a
-//! checksum to it. A restart costs `c_restart` (one more in-memory transaction, as in the
+//! In each, `c_tx` stands for the engine's own work, and each fault adds a restart and the
+//! verification of the page read to it (`c_checksum_read`, timed on the pages of the batched
+//! read calibration as each arrives; each write-back adds the seal of a cold page,
+//! `c_checksum`). A restart costs `c_restart` (one more in-memory transaction, as in the
 //! paper) less `c_descent` for the share of the step's restarts that resumed at the page
 //! their wait read instead of at the root.
 //!

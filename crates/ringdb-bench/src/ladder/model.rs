@@ -67,9 +67,19 @@ pub(crate) fn predict(model: Model, c: &Calibration, r: f64, w: f64) -> (f64, f6
 }
 
 /// Cycles per transaction spent by the engine itself: the transaction, plus per fault a
-/// restarted traversal and a checksum, plus per write-back a checksum.
+/// restarted traversal and the verification of the page read, plus per write-back a seal.
 fn engine_cycles(c: &Calibration, r: f64, w: f64) -> f64 {
-    c.c_tx + r * (c.c_restart + c.c_checksum) + w * c.c_checksum
+    c.c_tx + r * (c.c_restart + read_checksum_cycles(c)) + w * c.c_checksum
+}
+
+/// What verifying a page just read costs: `c_checksum_read` where it was measured, else the
+/// checksum of a cold page.
+pub(crate) fn read_checksum_cycles(c: &Calibration) -> f64 {
+    if c.c_checksum_read > 0.0 {
+        c.c_checksum_read
+    } else {
+        c.c_checksum
+    }
 }
 
 /// A restart's cycles in a step that restarted `restarts` and resumed `resumes` times per

@@ -29,8 +29,8 @@ fn data_set_line(r: &LadderReport) -> String {
 /// The calibrated costs on one line, then a blank line.
 pub(crate) fn costs_line(c: &Calibration) -> String {
     format!(
-        "costs: read {:.1} us, write {:.1} us (batched: {:.1} us per write), c_tx {:.0} cyc (restart {:.0}, of it descent {:.0}, checksum {:.0}), read single/batch/fixed {:.0}/{:.0}/{:.0} cyc, write batch/fixed {:.0}/{:.0} cyc, passthrough r/w {:.0}/{:.0} cyc, iopoll r/w {:.0}/{:.0} cyc, sqpoll app r/w {:.0}/{:.0} cyc, libaio r/w {:.0}/{:.0} cyc, device {:.0} IOPS (runs {:.0?}), TSC {:.2} GHz\n\n",
-        c.read_lat_us, c.write_lat_us, c.batch_write_us_per_write, c.c_tx, c.c_restart, c.c_descent, c.c_checksum, c.c_read_single, c.c_read_batch,
+        "costs: read {:.1} us, write {:.1} us (batched: {:.1} us per write), c_tx {:.0} cyc (restart {:.0}, of it descent {:.0}, checksum {:.0}, of a page just read {:.0}), read single/batch/fixed {:.0}/{:.0}/{:.0} cyc, write batch/fixed {:.0}/{:.0} cyc, passthrough r/w {:.0}/{:.0} cyc, iopoll r/w {:.0}/{:.0} cyc, sqpoll app r/w {:.0}/{:.0} cyc, libaio r/w {:.0}/{:.0} cyc, device {:.0} IOPS (runs {:.0?}), TSC {:.2} GHz\n\n",
+        c.read_lat_us, c.write_lat_us, c.batch_write_us_per_write, c.c_tx, c.c_restart, c.c_descent, c.c_checksum, c.c_checksum_read, c.c_read_single, c.c_read_batch,
         c.c_read_batch_fixed, c.c_write_batch, c.c_write_batch_fixed, c.c_read_passthrough,
         c.c_write_passthrough, c.c_read_iopoll, c.c_write_iopoll, c.c_read_sqpoll,
         c.c_write_sqpoll, c.c_read_libaio, c.c_write_libaio, c.device_iops, c.device_iops_runs, c.tsc_ghz

@@ -87,6 +87,12 @@ fn calibration_rows(c: &Calibration) -> Vec<Vec<String>> {
             0,
         ),
         row("checksum of a page", c.c_checksum, "cycles", 0),
+        row(
+            "checksum of a page just read",
+            c.c_checksum_read,
+            "cycles",
+            0,
+        ),
         row("read, single", c.c_read_single, "cycles", 0),
         row("read, batched", c.c_read_batch, "cycles", 0),
         row("write, batched", c.c_write_batch, "cycles", 0),

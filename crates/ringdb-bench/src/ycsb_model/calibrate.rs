@@ -1,10 +1,11 @@
 //! Measures the model's costs on the run's own database and target, after the load and before
 //! the run: the mix with every page resident (`c_tx`), raw reads and writes of the run's engine
-//! and switches (`c_read`, `c_write`, through the ladder's calibration), and a page checksum.
+//! and switches (`c_read` with the verification of each page read, `c_write`, through the
+//! ladder's calibration), and a cold page's checksum.
 
 use super::{ModelCosts, TxSource};
 use crate::error::{BenchError, Result};
-use crate::ladder::calibrate::{checksum_cycles, io_cycles};
+use crate::ladder::calibrate::{checksum_cycles, io_cycles, read_cycles_and_checksum};
 use crate::ladder::LadderOpts;
 use crate::rawio::RwMode;
 use crate::ycsb::{self, Distribution, Op, OpGenerator, PhaseReport, RunSpec, Workload};
@@ -98,7 +99,8 @@ pub fn calibrate(
     };
     progress("c_read: raw page reads of the run's engine over the data");
     let read_bytes = readable_bytes(&spec.data, db.stats().pages, page_size);
-    let c_read = io_cycles(&opts, read_bytes, &spec.data, RwMode::RandRead, io.clone())?;
+    let (c_read, c_checksum_read) =
+        read_cycles_and_checksum(&opts, read_bytes, &spec.data, io.clone())?;
     progress("c_write: raw page writes of the run's engine beside the data");
     let (c_write, write_target) = write_cycles(&opts, &spec.data, io)?;
     Ok(ModelCosts {
@@ -109,6 +111,7 @@ pub fn calibrate(
         c_restart: c_tx,
         c_descent,
         c_checksum: checksum_cycles(page_size),
+        c_checksum_read,
         c_read,
         c_write,
         write_target,

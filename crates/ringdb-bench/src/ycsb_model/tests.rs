@@ -12,6 +12,7 @@ fn costs(c_write: Option<f64>) -> ModelCosts {
         c_restart: 4100.0,
         c_descent: 2000.0,
         c_checksum: 300.0,
+        c_checksum_read: 0.0,
         c_read: 2400.0,
         c_write,
         write_target: None,
@@ -50,6 +51,25 @@ fn the_prediction_is_the_ladders_engine_formula() {
     // In memory the prediction is c_tx alone.
     let (in_memory, _, _) = predict(&costs(Some(3000.0)), 0.0, 0.0, 0.0, Path::new("/x")).unwrap();
     assert_eq!(in_memory, 4100.0);
+}
+
+#[test]
+fn reads_are_priced_with_the_checksum_of_a_page_just_read_where_it_was_measured() {
+    let mut measured = costs(Some(3000.0));
+    measured.c_checksum_read = 900.0;
+    let (predicted, per_read, per_write) =
+        predict(&measured, 0.85, 0.1, 0.0, Path::new("/x")).unwrap();
+    // Reads: 4100 + 900 + 2400; write-backs still seal a cold page: 300 + 3000.
+    assert_eq!(per_read, 7400.0);
+    assert_eq!(per_write, 3300.0);
+    assert!((predicted - (4100.0 + 0.85 * 7400.0 + 0.1 * 3300.0)).abs() < 1e-6);
+    let p = compare(&measured, &run(0.85, 0.1, 12_000.0), Path::new("/x")).unwrap();
+    assert!(
+        p.costs_line().contains("c_checksum_read 900"),
+        "{}",
+        p.costs_line()
+    );
+    assert!(p.costs_line().contains("per write: c_checksum 300"));
 }
 
 #[test]
@@ -126,6 +146,7 @@ fn the_report_has_the_terms_the_prediction_and_the_ratio() {
         "c_restart",
         "c_descent",
         "c_checksum",
+        "c_checksum_read",
         "c_read",
         "c_write",
         "tsc_ghz",
