@@ -87,6 +87,10 @@ pub struct PhaseReport {
     pub misses: u64,
     /// Most io-wq worker threads (`iou-wrk-*`) seen at once (sampled every second).
     pub iowq_workers: usize,
+    /// TSC cycles the verification of a page read took, on average, where the pool timed
+    /// it (`BufferManager::time_verification`); the cost model prices reads with it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub verification_cycles_per_read: Option<f64>,
 }
 
 /// Options of a run phase.
@@ -368,7 +372,15 @@ fn summarise(
         cpu_pct: 100.0 * cpu / secs.max(1e-9),
         misses: shared.misses.get(),
         iowq_workers,
+        verification_cycles_per_read: verification_cycles_per_read(before, after),
     }
+}
+
+/// The mean cycles of the verifications the pool timed between `before` and `after`.
+fn verification_cycles_per_read(before: &DbStats, after: &DbStats) -> Option<f64> {
+    let timed = after.pool.verifications_timed - before.pool.verifications_timed;
+    let cycles = after.pool.verification_cycles - before.pool.verification_cycles;
+    (timed > 0).then(|| cycles as f64 / timed as f64)
 }
 
 /// Executes one operation; `Ok(false)` when a read found nothing.

@@ -127,6 +127,9 @@ pub fn run(mut a: YcsbArgs, typed: &ArgMatches) -> CmdResult {
     let progress = std::io::stderr().is_terminal();
     let load_report = load_or_check(&mut db, &a, load, progress)?;
     let model = crate::ycsb_model::calibrate(&mut db, &a, &settings, io)?;
+    // The model prices reads with the run's own verification cost (ycsb_model's docs).
+    let timed = matches!(model, crate::ycsb_model::Model::Costs(_));
+    db.handle().tree().buffer().time_verification(timed);
     warm_up(&mut db, &a, &settings, progress)?;
     let mut gen = OpGenerator::new(settings.workload, settings.distribution, a.records, a.seed)
         .with_tasks(a.tasks);

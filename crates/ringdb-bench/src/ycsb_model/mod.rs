@@ -18,11 +18,14 @@
 //! - `c_read` and `c_write`: cycles per page read and write of the run's engine and switches
 //!   (engine, batching, registered buffers, queue depth), from raw I/O runs: reads over the
 //!   database's own data, writes over a scratch file beside it (never over the data);
-//! - `c_checksum_read`: the verification of a page just read: the CRC32C of each page of the
-//!   `c_read` run, timed as its completion is reaped (and taken out of `c_read`). The device,
-//!   or in a VM the host, has just written that page; on the VM this was built on its cost
-//!   moved between ~1,300 and ~2,300 cycles with the host's load, most of what a run's cycles
-//!   per operation moved by;
+//! - `c_checksum_read`: the verification of a page just read. The device, or in a VM the
+//!   host, has just written that page, and what reading it costs depends on where that left
+//!   it: on the VM this was built on it moved between ~850 and ~2,500 cycles from one second
+//!   to the next with the host's load, most of what a run's cycles per operation moved by. So
+//!   the run times its own verifications (`BufferManager::time_verification`, two TSC reads
+//!   per page read) and the prediction uses that figure; the calibration's (the CRC32C of
+//!   each page of the `c_read` run as its completion is reaped, taken out of `c_read`) stands
+//!   in where the run has none;
 //! - `c_checksum`: one CRC32C seal of a page not in the CPU's caches (an eviction victim's);
 //! - `c_descent`: a descent from the root to a resident leaf over keys of the `c_tx` range,
 //!   timed by the tree's measurement hook (`BTree::trace_get`).
@@ -109,8 +112,12 @@ pub struct ModelCosts {
 /// The model beside the run: its terms, the prediction, the measurement and their ratio.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct ModelPrediction {
-    /// The costs used.
+    /// The costs used. Where the run timed its verifications, `c_checksum_read` is the run's
+    /// own figure (see `checksum_read_timed_in_run`), not the calibration's.
     pub costs: ModelCosts,
+    /// Whether `c_checksum_read` was timed in the run (the pool timed each page read's
+    /// verification) rather than in the calibration's raw reads.
+    pub checksum_read_timed_in_run: bool,
     /// Page reads per operation the run made (`r`).
     pub reads_per_op: f64,
     /// Page writes per operation the run made (`w`).
@@ -197,6 +204,18 @@ pub fn compare(
     write_path: &std::path::Path,
 ) -> Result<ModelPrediction> {
     let (r, w) = (run.reads_per_op, run.writes_per_op);
+    // What verifying a page just read costs moves with the host's state from one second to
+    // the next (on the VM this was built on, 1,300 to 2,300 cycles): the run's own figure
+    // where it timed it, the calibration's snapshot otherwise.
+    let mut costs = costs.clone();
+    let timed_in_run = match run.verification_cycles_per_read {
+        Some(cycles) if r > 0.0 => {
+            costs.c_checksum_read = cycles;
+            true
+        }
+        _ => false,
+    };
+    let costs = &costs;
     let resumed_share = if run.restarts_per_op > 0.0 {
         (run.resumes_per_op / run.restarts_per_op).clamp(0.0, 1.0)
     } else {
@@ -205,6 +224,7 @@ pub fn compare(
     let (predicted, per_read, per_write) = predict(costs, r, w, resumed_share, write_path)?;
     Ok(ModelPrediction {
         costs: costs.clone(),
+        checksum_read_timed_in_run: timed_in_run,
         reads_per_op: r,
         writes_per_op: w,
         resumed_share,
@@ -240,7 +260,7 @@ impl ModelPrediction {
     pub fn costs_line(&self) -> String {
         let c = &self.costs;
         format!(
-            "       c_tx {} ({}, {:.3} reads/op), per read: c_restart {} (c_tx - {:.0}% resumed x c_descent {}) + c_checksum_read {} + c_read {}; per write: c_checksum {} + c_write {}",
+            "       c_tx {} ({}, {:.3} reads/op), per read: c_restart {} (c_tx - {:.0}% resumed x c_descent {}) + c_checksum_read {}{} + c_read {}; per write: c_checksum {} + c_write {}",
             thousands(c.c_tx),
             c.c_tx_source.describe(),
             c.c_tx_reads_per_op,
@@ -248,6 +268,11 @@ impl ModelPrediction {
             100.0 * self.resumed_share,
             thousands(c.c_descent),
             thousands(c.c_checksum_read),
+            if self.checksum_read_timed_in_run {
+                " (timed in the run)"
+            } else {
+                ""
+            },
             thousands(c.c_read),
             thousands(c.c_checksum),
             c.c_write.map_or("not measured".into(), thousands)

@@ -36,6 +36,7 @@ fn run(reads_per_op: f64, writes_per_op: f64, cycles_per_op: f64) -> PhaseReport
         cpu_pct: 100.0,
         misses: 0,
         iowq_workers: 0,
+        verification_cycles_per_read: None,
     }
 }
 

@@ -280,6 +280,9 @@ pub(super) struct Inner {
     /// version of those pages is on disk, so it refuses further work instead of guessing.
     pub(super) poisoned: Cell<bool>,
     pub(super) stats: Cell<PoolStats>,
+    /// Whether each page read's verification is timed into the stats
+    /// ([`BufferManager::time_verification`](super::BufferManager::time_verification)).
+    pub(super) time_verification: Cell<bool>,
     /// Resident pages that are dirty.
     pub(super) dirty: Cell<usize>,
     /// Of those, the structural ones (never stolen under a log).
@@ -336,6 +339,7 @@ impl Inner {
             next_ticket: Cell::new(0),
             poisoned: Cell::new(false),
             stats: Cell::new(PoolStats::default()),
+            time_verification: Cell::new(false),
             dirty: Cell::new(0),
             structural_dirty: Cell::new(0),
             in_checkpoint: Cell::new(0),

@@ -133,7 +133,15 @@ impl BufferManager {
         let (res, buf) = inner.io.read(inner.file, inner.offset(pid), buf).await;
         cancel.armed = false;
         inner.bump(|s| s.reads += 1);
+        let timed = inner.time_verification.get().then(crate::tree::timestamp);
         let checked = check_read(res, &buf, pid, inner.cfg.page_size);
+        if let Some(start) = timed {
+            let cycles = crate::tree::timestamp().saturating_sub(start);
+            inner.bump(|s| {
+                s.verifications_timed += 1;
+                s.verification_cycles += cycles;
+            });
+        }
         let mut st = inner.state.borrow_mut();
         let result = match checked {
             Ok(()) => {

@@ -125,6 +125,15 @@ impl BufferManager {
         self.inner.cfg.page_size
     }
 
+    /// Times the verification of each page read from now on (`on`), or no longer: two
+    /// time-stamp counter reads per page read, counted in [`PoolStats::verification_cycles`].
+    /// A page just read is not in the CPU's caches, and what checking it costs depends on
+    /// where the device (in a VM, the host) left it: a benchmark that prices its run with a
+    /// cost model reads the run's own figure here. Off by default: nothing is timed.
+    pub fn time_verification(&self, on: bool) {
+        self.inner.time_verification.set(on);
+    }
+
     /// What the pool counted so far.
     pub fn stats(&self) -> PoolStats {
         self.inner.stats.get()
