@@ -83,6 +83,7 @@ fn in_memory_the_model_is_c_tx_over_all_the_data() {
         "{v}"
     );
     assert_eq!(number(&v, &["model", "reads_per_op"]), 0.0);
+    assert_eq!(v["model"]["checksum_read_timed_in_run"], false, "{v}");
 }
 
 #[test]
@@ -97,6 +98,13 @@ fn out_of_memory_the_model_prices_reads_and_writes_from_a_hot_range() {
         "{v}"
     );
     assert!(number(&v, &["model", "reads_per_op"]) > 0.0, "{v}");
+    // Reads are priced with the run's own verification of each page read.
+    assert_eq!(v["model"]["checksum_read_timed_in_run"], true, "{v}");
+    assert_eq!(
+        number(&v, &["model", "costs", "c_checksum_read"]),
+        number(&v, &["run", "verification_cycles_per_read"]),
+        "{v}"
+    );
 }
 
 #[test]
@@ -182,4 +190,29 @@ fn a_warmup_runs_before_the_measured_run_and_a_bad_one_is_refused() {
     assert!(secs < 0.5, "the run's time counts the warm-up: {secs} s");
     assert_refused(&ringdb(&args("soon")), "soon");
     let _ = std::fs::remove_dir_all(&db);
+}
+
+/// `--cpu` pins the database's thread and the calibration with it; a sharded run refuses it
+/// (its shards' threads are placed by the database).
+#[test]
+fn cpu_pins_one_shard_and_a_sharded_run_refuses_it() {
+    let v = ycsb(
+        "model-cpu",
+        &["--workload", "c", "--records", "3000", "--cpu", "0"],
+    );
+    check_prediction(&v);
+    let db = tmp("ycsb-cpu-shards");
+    let out = ringdb(&[
+        "ycsb",
+        "--db",
+        db.to_str().expect("utf-8 path"),
+        "--shards",
+        "2",
+        "--cpu",
+        "0",
+        "--runtime",
+        "100ms",
+    ]);
+    let _ = std::fs::remove_dir_all(&db);
+    assert_refused(&out, "--cpu");
 }
