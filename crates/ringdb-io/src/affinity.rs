@@ -22,6 +22,13 @@ pub fn cpu_set(cpu: u32) -> Result<libc::cpu_set_t> {
     Ok(set)
 }
 
+/// The CPU the calling thread runs on now (`None` where the kernel cannot say).
+pub fn current_cpu() -> Option<u32> {
+    // SAFETY: sched_getcpu takes no arguments and touches no memory of ours.
+    let cpu = unsafe { libc::sched_getcpu() };
+    u32::try_from(cpu).ok()
+}
+
 /// Pins the calling thread to `cpu`.
 pub fn pin_current_thread(cpu: u32) -> Result<()> {
     let set = cpu_set(cpu)?;
@@ -129,6 +136,15 @@ mod tests {
         });
         assert!(made.join().unwrap());
         assert!(!std::thread::spawn(current_thread_is_batch).join().unwrap());
+    }
+
+    #[test]
+    fn a_thread_pinned_to_a_cpu_runs_there() {
+        let on = std::thread::spawn(|| {
+            pin_current_thread(0).unwrap();
+            current_cpu()
+        });
+        assert_eq!(on.join().unwrap(), Some(0));
     }
 
     #[test]

@@ -94,7 +94,9 @@ pub fn calibrate(
         page_size,
         tasks: spec.tasks,
         calibrate: spec.measure,
-        cpu: spec.io.cpu,
+        // Unpinned, the raw runs go where the database's thread is now: which CPU takes the
+        // device's interrupts matters to a read's cost (`ringdb ycsb --cpu` pins both).
+        cpu: spec.io.cpu.or_else(ringdb_io::affinity::current_cpu),
         ..LadderOpts::new(&spec.data)
     };
     progress("c_read: raw page reads of the run's engine over the data");

@@ -10,7 +10,7 @@ base=${BASE:?set BASE to the baseline ringdb}; new=${NEW:-target/release/ringdb}
 db=${DB:-/var/tmp/svi}; dev=${DEV:-vda}
 args=(ycsb --db "$db" --records 1000000 --value-size 128 --pool 64M --durability off
       --distribution uniform --tasks 64 --workload b --runtime 8s --no-model --json)
-stats() { awk -v d="$dev" '$3==d {print $4, $8, $11, $14}' /proc/diskstats; }
+stats() { awk -v d="$dev" '$3==d {print $4, $8, $7, $14}' /proc/diskstats; }
 for r in $(seq "$rounds"); do for b in base new; do
   bin=$base; [ "$b" = new ] && bin=$new
   out=$(mktemp)
