@@ -137,18 +137,17 @@ pub fn run(mut a: YcsbArgs, typed: &ArgMatches) -> CmdResult {
     let timed = matches!(model, crate::ycsb_model::Model::Costs(_));
     db.handle().tree().buffer().time_verification(timed);
     warm_up(&mut db, &a, &settings, progress)?;
-    let mut gen = OpGenerator::new(settings.workload, settings.distribution, a.records, a.seed)
-        .with_tasks(a.tasks);
-    let spec = RunSpec {
-        tasks: a.tasks,
-        duration: settings.runtime,
-        value_size: a.value_size,
-        max_ops: None,
-        progress,
-        label: format!("ycsb-{}", a.workload),
-    };
     let before = db.stats();
-    let r = ycsb::run(&mut db, &spec, move |_| Some(gen.next_op()))?;
+    let label = format!("ycsb-{}", a.workload);
+    let r = run_mix(
+        &mut db,
+        &a,
+        &settings,
+        a.seed,
+        settings.runtime,
+        label,
+        progress,
+    )?;
     let stats = db.stats();
     let durability = durability_summary(
         &before,
@@ -220,23 +219,40 @@ fn warm_up(db: &mut LocalDb, a: &YcsbArgs, settings: &Settings, progress: bool) 
         return Ok(());
     }
     eprintln!("ycsb: warming up for {:?}", settings.warmup);
-    let mut gen = OpGenerator::new(
-        settings.workload,
-        settings.distribution,
-        a.records,
-        a.seed ^ WARMUP_SEED,
-    )
-    .with_tasks(a.tasks);
+    let seed = a.seed ^ WARMUP_SEED;
+    run_mix(
+        db,
+        a,
+        settings,
+        seed,
+        settings.warmup,
+        "warmup".into(),
+        progress,
+    )?;
+    Ok(())
+}
+
+/// The workload's mix for `duration` on `a.tasks` tasks, its keys drawn from `seed`.
+fn run_mix(
+    db: &mut LocalDb,
+    a: &YcsbArgs,
+    settings: &Settings,
+    seed: u64,
+    duration: Duration,
+    label: String,
+    progress: bool,
+) -> CmdResult<PhaseReport> {
+    let mut gen = OpGenerator::new(settings.workload, settings.distribution, a.records, seed)
+        .with_tasks(a.tasks);
     let spec = RunSpec {
         tasks: a.tasks,
-        duration: settings.warmup,
+        duration,
         value_size: a.value_size,
         max_ops: None,
         progress,
-        label: "warmup".into(),
+        label,
     };
-    ycsb::run(db, &spec, move |_| Some(gen.next_op()))?;
-    Ok(())
+    Ok(ycsb::run(db, &spec, move |_| Some(gen.next_op()))?)
 }
 
 /// The arguments parsed and checked.
