@@ -98,12 +98,14 @@ fn report(
     r: &ShardedReport,
     wake_us: Option<f64>,
 ) -> CmdResult {
+    let warmup = ringdb_bench::units::parse_duration(&a.warmup);
+    let warmup_secs = warmup.map_or(0.0, |d| d.as_secs_f64());
     let report = json!({
         "workload": a.workload,
         "distribution": a.distribution,
         "records": a.records,
         "value_size": a.value_size,
-        "warmup": a.warmup,
+        "warmup_secs": warmup_secs,
         "engine": a.engine,
         "load": load,
         "run": r,

@@ -205,7 +205,7 @@ pub fn compare(
 ) -> Result<ModelPrediction> {
     let (r, w) = (run.reads_per_op, run.writes_per_op);
     // What verifying a page just read costs moves with the host's state from one second to
-    // the next (on the VM this was built on, 1,300 to 2,300 cycles): the run's own figure
+    // the next (on the VM this was built on, 850 to 2,500 cycles): the run's own figure
     // where it timed it, the calibration's snapshot otherwise.
     let mut costs = costs.clone();
     let timed_in_run = match run.verification_cycles_per_read {
