@@ -72,6 +72,10 @@ pub struct PhaseReport {
     pub ops_per_s: f64,
     /// Operations completed in each whole second of the phase.
     pub per_second: Vec<u64>,
+    /// The whole process's CPU time per operation in each whole second of `per_second`, in
+    /// TSC cycles (`null` for a second no operation began). A VM's host can change how much
+    /// every operation costs for seconds at a time; this shows when it did within a run.
+    pub cycles_per_op_per_second: Vec<Option<f64>>,
     pub lat_us: LatencySummary,
     /// Page reads (faults), page writes, eviction rounds and restarts per operation.
     pub reads_per_op: f64,
@@ -184,6 +188,8 @@ struct Shared {
     ops: Cell<u64>,
     misses: Cell<u64>,
     per_second: RefCell<Vec<u64>>,
+    /// The process's CPU time when the first operation of each second finished.
+    cpu_at_second: RefCell<Vec<Option<Duration>>>,
     hist: RefCell<LatencyHist>,
     first_error: RefCell<Option<ringdb::DbError>>,
     stop: Cell<bool>,
@@ -199,6 +205,7 @@ impl Shared {
             ops: Cell::new(0),
             misses: Cell::new(0),
             per_second: RefCell::new(Vec::new()),
+            cpu_at_second: RefCell::new(Vec::new()),
             hist: RefCell::new(LatencyHist::new()),
             first_error: RefCell::new(None),
             stop: Cell::new(false),
@@ -220,7 +227,11 @@ impl Shared {
         let mut per_second = self.per_second.borrow_mut();
         if per_second.len() <= sec {
             per_second.resize(sec + 1, 0);
-            // Once per second: which io-wq workers exist now.
+            // Once per second: the CPU time so far (one getrusage) and which io-wq workers
+            // exist now.
+            let mut cpu_at_second = self.cpu_at_second.borrow_mut();
+            cpu_at_second.resize(sec + 1, None);
+            cpu_at_second[sec] = Some(CpuTime::now().total());
             self.iowq.borrow_mut().sample();
         }
         per_second[sec] += 1;
@@ -353,11 +364,14 @@ fn summarise(
     if secs.fract() > 0.0 && per_second.len() > secs as usize {
         per_second.truncate(secs as usize);
     }
+    let cycles_per_op_per_second =
+        cycles_per_op_each_second(&per_second, &shared.cpu_at_second.borrow());
     PhaseReport {
         ops,
         secs,
         ops_per_s: ops as f64 / secs.max(1e-9),
         per_second,
+        cycles_per_op_per_second,
         lat_us: shared.hist.borrow().summary(),
         reads_per_op: per(after.pool.reads - before.pool.reads),
         writes_per_op: per(after.pool.writes - before.pool.writes),
@@ -374,6 +388,25 @@ fn summarise(
         iowq_workers,
         verification_cycles_per_read: verification_cycles_per_read(before, after),
     }
+}
+
+/// Cycles per operation in each second of `per_second`: the CPU time between the first
+/// operations of that second and of the next (`cpu_at_second`), over the second's operations;
+/// `None` where a second had no operation or its end was not sampled.
+fn cycles_per_op_each_second(
+    per_second: &[u64],
+    cpu_at_second: &[Option<Duration>],
+) -> Vec<Option<f64>> {
+    let hz = tsc_hz();
+    per_second
+        .iter()
+        .enumerate()
+        .map(|(sec, &ops)| {
+            let from = (*cpu_at_second.get(sec)?)?;
+            let to = (*cpu_at_second.get(sec + 1)?)?;
+            (ops > 0).then(|| to.saturating_sub(from).as_secs_f64() * hz / ops as f64)
+        })
+        .collect()
 }
 
 /// The mean cycles of the verifications the pool timed between `before` and `after`.
@@ -655,6 +688,23 @@ mod tests {
             *m.entry(k).or_default() += 1;
         }
         m
+    }
+
+    #[test]
+    fn each_seconds_cycles_come_from_the_cpu_time_between_its_samples() {
+        let hz = tsc_hz();
+        let s = Duration::from_secs;
+        let cpu = [Some(s(0)), Some(s(1)), None, Some(s(3)), Some(s(5))];
+        let per_op = cycles_per_op_each_second(&[1000, 2000, 0, 500], &cpu);
+        assert_eq!(per_op.len(), 4);
+        let close = |got: Option<f64>, want: f64| (got.unwrap() - want).abs() < 1e-6 * want;
+        assert!(close(per_op[0], hz / 1000.0));
+        // The second after it has no sample (no operation finished in it): unknown.
+        assert_eq!(per_op[1], None);
+        assert_eq!(per_op[2], None);
+        assert!(close(per_op[3], 2.0 * hz / 500.0));
+        // The last second's end was never sampled.
+        assert_eq!(cycles_per_op_each_second(&[10], &[Some(s(0))]), vec![None]);
     }
 
     #[test]

@@ -6,6 +6,7 @@ use ringdb::{ConfigFile, DbStats, LocalDb, Options};
 use ringdb_bench::units::{parse_duration, parse_size};
 use ringdb_bench::ycsb::{self, Distribution, OpGenerator, PhaseReport, RunSpec, Workload};
 use ringdb_io::{Batching, EngineKind, IoConfig, SetupMode};
+use ringdb_lab::interrupts::{InterruptCounts, InterruptWatch};
 use serde_json::{json, Value};
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -138,16 +139,7 @@ pub fn run(mut a: YcsbArgs, typed: &ArgMatches) -> CmdResult {
     db.handle().tree().buffer().time_verification(timed);
     warm_up(&mut db, &a, &settings, progress)?;
     let before = db.stats();
-    let label = format!("ycsb-{}", a.workload);
-    let r = run_mix(
-        &mut db,
-        &a,
-        &settings,
-        a.seed,
-        settings.runtime,
-        label,
-        progress,
-    )?;
+    let (r, interrupts) = measured_run(&mut db, &a, &settings, progress)?;
     let stats = db.stats();
     let durability = durability_summary(
         &before,
@@ -170,6 +162,7 @@ pub fn run(mut a: YcsbArgs, typed: &ArgMatches) -> CmdResult {
         "load": load_report,
         "run": r,
         "model": model_json,
+        "device_interrupts": interrupts,
         "height": stats.height,
         "pages": stats.pages,
         "durability": durability,
@@ -181,12 +174,27 @@ pub fn run(mut a: YcsbArgs, typed: &ArgMatches) -> CmdResult {
         println!("{text}");
     } else {
         print_table(load_report.as_ref(), &r, &stats, durability.as_ref());
+        println!("{}", interrupts_line(interrupts.as_ref(), r.ops, a.cpu));
         model_lines.iter().for_each(|line| println!("{line}"));
     }
     if let Some(p) = &a.output {
         std::fs::write(p, text + "\n").map_err(|e| format!("writing {}: {e}", p.display()))?;
     }
     Ok(())
+}
+
+/// The measured run, with the interrupts the data's device raised meanwhile (`None` where
+/// it has none to count).
+fn measured_run(
+    db: &mut LocalDb,
+    a: &YcsbArgs,
+    settings: &Settings,
+    progress: bool,
+) -> CmdResult<(PhaseReport, Option<InterruptCounts>)> {
+    let watch = InterruptWatch::start(&ringdb_bench::ycsb_model::data_file(&a.db));
+    let label = format!("ycsb-{}", a.workload);
+    let r = run_mix(db, a, settings, a.seed, settings.runtime, label, progress)?;
+    Ok((r, watch.and_then(|watch| watch.stop())))
 }
 
 /// Runs a sharded database (`--shards`, `--clients`, or one that is sharded already); `None`
@@ -518,8 +526,7 @@ fn print_table(
         "      page reads/op {:.3}  writes/op {:.3}  enters/op {:.3}  cycles/op {:.0}  CPU {:.0}%  misses {}",
         r.reads_per_op, r.writes_per_op, r.enters_per_op, r.cycles_per_op, r.cpu_pct, r.misses
     );
-    let ps: Vec<String> = r.per_second.iter().map(|n| n.to_string()).collect();
-    println!("      ops per second: {}", ps.join(" "));
+    print_per_second(r);
     if r.restarts_per_op > 0.0 {
         println!(
             "      restarts/op {:.3} ({:.0}% resumed at the page read, not at the root)",
@@ -565,6 +572,33 @@ fn print_table(
 }
 
 /// The engine's memory by part in one line: now, and the peak where it moves.
+/// The run's operations, and its cycles per operation, second by second.
+fn print_per_second(r: &PhaseReport) {
+    let ops: Vec<String> = r.per_second.iter().map(|n| n.to_string()).collect();
+    println!("      ops per second: {}", ops.join(" "));
+    let cycles: Vec<String> = r
+        .cycles_per_op_per_second
+        .iter()
+        .map(|c| c.map_or("-".into(), |c| format!("{c:.0}")))
+        .collect();
+    println!("      cycles/op per second: {}", cycles.join(" "));
+}
+
+/// Which CPUs the device's completions interrupted during the run, beside the CPU the
+/// database's thread was pinned to: with the kernel charging interrupt time to the task it
+/// interrupts, the cycles per operation depend on it (`ringdb_lab::interrupts`).
+fn interrupts_line(interrupts: Option<&InterruptCounts>, ops: u64, cpu: Option<u32>) -> String {
+    let thread = cpu.map_or("the thread not pinned".into(), |c| {
+        format!("the thread on CPU {c}")
+    });
+    match interrupts {
+        Some(counts) => format!("      device interrupts {}; {thread}", counts.describe(ops)),
+        None => format!(
+            "      device interrupts: none to count (no PCI disk with MSI vectors); {thread}"
+        ),
+    }
+}
+
 fn memory_line(m: &ringdb::MemoryStats) -> String {
     let part = |name: &str, p: ringdb::PartBytes| {
         format!(

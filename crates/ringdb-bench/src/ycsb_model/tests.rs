@@ -26,6 +26,7 @@ fn run(reads_per_op: f64, writes_per_op: f64, cycles_per_op: f64) -> PhaseReport
         secs: 1.0,
         ops_per_s: 1000.0,
         per_second: vec![1000],
+        cycles_per_op_per_second: vec![Some(cycles_per_op)],
         lat_us: Default::default(),
         reads_per_op,
         writes_per_op,
