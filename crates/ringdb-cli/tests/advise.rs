@@ -74,8 +74,39 @@ fn a_small_advice_is_priced_explained_and_verified() {
         assert!(c["reads_per_op"].as_f64().unwrap() > 0.2, "{c}");
     }
     assert!(v["verification"]["verdict"].as_str().unwrap().len() > 10);
+    check_placement(&v);
     check_written(recommended, &config, &report);
     let _ = std::fs::remove_file(&target);
+}
+
+/// Where the target's disk has MSI vectors and the process two CPUs, two pinned read runs say
+/// where its completions interrupt, with a reason; elsewhere the advice says it could not tell.
+fn check_placement(v: &serde_json::Value) {
+    let placement = &v["placement"];
+    if placement.is_null() {
+        let undetermined = v["undetermined"].to_string();
+        assert!(
+            undetermined.contains("completions interrupt"),
+            "{undetermined}"
+        );
+        eprintln!("no interrupts to count here: {undetermined}");
+        return;
+    }
+    let runs = placement["runs"].as_array().expect("runs");
+    assert_eq!(runs.len(), 2, "{placement}");
+    assert_ne!(runs[0]["cpu"], runs[1]["cpu"], "{placement}");
+    for run in runs {
+        assert!(run["cycles_per_read"].as_f64().unwrap() > 0.0, "{run}");
+        assert!(run["interrupts"]["total"].as_u64().is_some(), "{run}");
+    }
+    let kinds = ["run_on", "no_gain", "follows_submitter", "unclear"];
+    let kind = placement["verdict"]["kind"].as_str().expect("a verdict");
+    assert!(kinds.contains(&kind), "{placement}");
+    let reasons = v["reasons"].as_array().unwrap();
+    assert!(
+        reasons.iter().any(|r| r["guideline"] == "placement"),
+        "{reasons:?}"
+    );
 }
 
 /// The configuration file holds the recommendation and the ladder runs it; the report page

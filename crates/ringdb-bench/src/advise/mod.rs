@@ -16,6 +16,7 @@
 pub mod candidate;
 mod ceiling;
 mod config;
+pub mod placement;
 pub mod reasons;
 mod rings;
 mod table;
@@ -24,6 +25,7 @@ pub mod workload;
 
 pub use candidate::{Candidate, Machine, CANDIDATES};
 pub use config::{config_of, config_text};
+pub use placement::Placement;
 pub use reasons::Reason;
 pub use table::table;
 pub use verify::{Verification, VerifiedCandidate};
@@ -150,6 +152,9 @@ pub struct Advice {
     pub io_source: String,
     /// What the kernel, process and device accept.
     pub probe: ProbeReport,
+    /// Where the device's completions interrupt and what a read costs on two CPUs (`None`:
+    /// no interrupts to count here, or a single CPU).
+    pub placement: Option<Placement>,
     /// Every candidate, in [`CANDIDATES`] order.
     pub candidates: Vec<Candidate>,
     /// Indices into `candidates`, best first.
@@ -195,12 +200,13 @@ pub fn advise(opts: &AdviseOpts, progress: &dyn Fn(&str)) -> Result<Advice> {
     }
     progress("probe");
     let probe = probe::probe(Some(&opts.target));
+    let (placement, placement_error) = measure_placement(&ladder_opts, progress);
     let (prepared, calibration, io_per_op, io_source) =
         measure_workload(opts, &ladder_opts, calibration, progress)?;
     let elapsed_s = start.elapsed().as_secs_f64();
     let candidates = candidate::predict_all(&ladder_opts, &calibration, io_per_op, opts.machine);
     let ranking = candidate::rank(&candidates, opts.max_latency_us);
-    let reasons = reasons::reasons(&reasons::Facts {
+    let mut reasons = reasons::reasons(&reasons::Facts {
         probe: &probe,
         calibration: &calibration,
         io: io_per_op,
@@ -208,6 +214,10 @@ pub fn advise(opts: &AdviseOpts, progress: &dyn Fn(&str)) -> Result<Advice> {
         candidates: &candidates,
         order: &ranking,
     });
+    reasons.extend(placement.as_ref().map(|p| Reason {
+        guideline: "placement",
+        text: p.reason(),
+    }));
     let mut advice = Advice {
         target: opts.target.display().to_string(),
         workload: opts.workload.describe(),
@@ -218,6 +228,7 @@ pub fn advise(opts: &AdviseOpts, progress: &dyn Fn(&str)) -> Result<Advice> {
         io_per_op,
         io_source,
         probe,
+        placement,
         recommended: ranking.first().map(|&i| candidates[i].name.clone()),
         candidates,
         ranking,
@@ -229,10 +240,35 @@ pub fn advise(opts: &AdviseOpts, progress: &dyn Fn(&str)) -> Result<Advice> {
         budget_s: opts.budget.as_secs_f64(),
     };
     advice.undetermined = undetermined(&advice, opts);
+    advice.undetermined.extend(placement_error);
     if let Some(prepared) = prepared {
         advice.verification = Some(verify::verify(&ladder_opts, &advice, prepared, progress));
     }
     Ok(advice)
+}
+
+/// Where the device's completions interrupt ([`placement`]); a failure to measure it is
+/// something the advice could not determine, not a failure of the advice.
+fn measure_placement(
+    ladder_opts: &LadderOpts,
+    progress: &dyn Fn(&str),
+) -> (Option<Placement>, Option<String>) {
+    progress("placement: where the device's completions interrupt");
+    let data = ladder::target::data_path(ladder_opts, ringdb_io::EngineKind::Uring);
+    match placement::measure(ladder_opts, ladder_opts.calibration_bytes(), &data) {
+        Ok(Some(placement)) => (Some(placement), None),
+        Ok(None) => (
+            None,
+            Some(format!(
+                "where the device's completions interrupt: {} is on no PCI disk with MSI vectors to count, or this process may run on one CPU only",
+                ladder_opts.target.display()
+            )),
+        ),
+        Err(e) => (
+            None,
+            Some(format!("where the device's completions interrupt: {e}")),
+        ),
+    }
 }
 
 /// Refuses a budget too small and a verification of a custom workload.
