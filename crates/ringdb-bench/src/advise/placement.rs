@@ -152,7 +152,9 @@ fn pinned_run(opts: &LadderOpts, size: u64, data: &Path, cpu: u32) -> Result<Opt
         cpu: Some(cpu),
         ..IoConfig::new(EngineKind::Uring)
     };
-    let cycles_per_read = io_cycles(&pinned, size, data, RwMode::RandRead, io)?;
+    // The engine's reads land all over its pool: the buffers spread over as much memory.
+    let pool_bytes = (opts.pool_pages * opts.page_size) as u64;
+    let cycles_per_read = io_cycles(&pinned, size, data, RwMode::RandRead, io, Some(pool_bytes))?;
     Ok(watch.stop().map(|interrupts| PinnedRun {
         cpu,
         cycles_per_read,

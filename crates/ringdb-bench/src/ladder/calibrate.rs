@@ -277,29 +277,36 @@ impl Probe<'_> {
 /// Cycles per I/O (the whole process counted) of a raw random-`rw` run of `io`, `opts.calibrate`
 /// long, over the first `size` bytes of `target` in pages of `opts.page_size`: what the ladder
 /// measures per submission mode, for any engine and switches (`ringdb ycsb`'s model prices its
-/// own run's with it). A regular file shorter than `size` is filled first.
+/// own run's with it). A regular file shorter than `size` is filled first. `buffer_span`:
+/// the memory the requests' buffers spread over ([`rawio::IoSpec::buffer_span`]; `None`: one
+/// buffer per request in flight).
 pub(crate) fn io_cycles(
     opts: &LadderOpts,
     size: u64,
     target: &Path,
     rw: RwMode,
     io: IoConfig,
+    buffer_span: Option<u64>,
 ) -> Result<f64> {
-    Ok(Probe::new(opts, size).run(target, rw, io)?.cycles_per_io)
+    let mut spec = Probe::new(opts, size).spec(target, rw, io);
+    spec.buffer_span = buffer_span.map(|span| span.max(spec.bs * u64::from(spec.iodepth())));
+    Ok(rawio::run(&spec)?.cycles_per_io)
 }
 
 /// Cycles per page read of a raw random-read run of `io` over the first `size` bytes of
 /// `target` (as [`io_cycles`]), with each page checksummed as its completion is reaped: the
 /// read's cycles without the checksum, and the checksum's (the verification of a page just
-/// read).
+/// read). `buffer_span` as in [`io_cycles`].
 pub(crate) fn read_cycles_and_checksum(
     opts: &LadderOpts,
     size: u64,
     target: &Path,
     io: IoConfig,
+    buffer_span: Option<u64>,
 ) -> Result<(f64, f64)> {
     let probe = Probe::new(opts, size);
     let mut spec = probe.spec(target, RwMode::RandRead, io);
+    spec.buffer_span = buffer_span.map(|span| span.max(spec.bs * u64::from(spec.iodepth())));
     spec.checksum_reads = true;
     let report = rawio::run(&spec)?;
     let checksum = report.checksum_cycles_per_read.unwrap_or(0.0);

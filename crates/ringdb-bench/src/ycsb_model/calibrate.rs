@@ -101,10 +101,13 @@ pub fn calibrate(
     };
     progress("c_read: raw page reads of the run's engine over the data");
     let read_bytes = readable_bytes(&spec.data, db.stats().pages, page_size);
+    // The run's reads land in the pool's frames, and its write-backs leave from them: the raw
+    // runs' buffers spread over as much memory (`ringdb io --buffer-span`).
+    let pool_bytes = (db.handle().tree().buffer().config().frames * page_size) as u64;
     let (c_read, c_checksum_read) =
-        read_cycles_and_checksum(&opts, read_bytes, &spec.data, io.clone())?;
+        read_cycles_and_checksum(&opts, read_bytes, &spec.data, io.clone(), Some(pool_bytes))?;
     progress("c_write: raw page writes of the run's engine beside the data");
-    let (c_write, write_target) = write_cycles(&opts, &spec.data, io)?;
+    let (c_write, write_target) = write_cycles(&opts, &spec.data, io, pool_bytes)?;
     Ok(ModelCosts {
         tsc_ghz: tsc_hz() / 1e9,
         c_tx,
@@ -286,17 +289,19 @@ fn readable_bytes(data: &Path, pages: u64, page_size: usize) -> u64 {
     (want.min(len) / ps).max(1) * ps
 }
 
-/// Cycles per page write on a scratch file beside `data` (removed after), with the file it
-/// used; `(None, None)` on a block device.
+/// Cycles per page write on a scratch file beside `data` (removed after), from buffers spread
+/// over `pool_bytes`, with the file it used; `(None, None)` on a block device.
 fn write_cycles(
     opts: &LadderOpts,
     data: &Path,
     io: IoConfig,
+    pool_bytes: u64,
 ) -> Result<(Option<f64>, Option<PathBuf>)> {
     let Some(scratch) = scratch_file(data) else {
         return Ok((None, None));
     };
-    let cycles = io_cycles(opts, SCRATCH_BYTES, &scratch, RwMode::RandWrite, io);
+    let span = Some(pool_bytes);
+    let cycles = io_cycles(opts, SCRATCH_BYTES, &scratch, RwMode::RandWrite, io, span);
     let _ = std::fs::remove_file(&scratch);
     Ok((Some(cycles?), Some(scratch)))
 }

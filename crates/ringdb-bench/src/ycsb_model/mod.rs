@@ -17,7 +17,9 @@
 //!   run's ([`TxSource`] says which);
 //! - `c_read` and `c_write`: cycles per page read and write of the run's engine and switches
 //!   (engine, batching, registered buffers, queue depth), from raw I/O runs: reads over the
-//!   database's own data, writes over a scratch file beside it (never over the data);
+//!   database's own data, writes over a scratch file beside it (never over the data), their
+//!   buffers spread over as much memory as the pool (the run's reads land in its frames; on
+//!   the VM this was built on, reads into 40 MiB cost ~6% more cycles than into 512 KiB);
 //! - `c_checksum_read`: the verification of a page just read. The device, or in a VM the
 //!   host, has just written that page, and what reading it costs depends on where that left
 //!   it: on the VM this was built on it moved between ~850 and ~2,500 cycles from one second
