@@ -76,6 +76,10 @@ pub struct PhaseReport {
     /// TSC cycles (`null` for a second no operation began). A VM's host can change how much
     /// every operation costs for seconds at a time; this shows when it did within a run.
     pub cycles_per_op_per_second: Vec<Option<f64>>,
+    /// Operations finished on each CPU (index = CPU number), sampled every
+    /// [`CPU_SAMPLE_OPS`]th operation: where the scheduler ran an unpinned thread, which
+    /// decides what its I/O cost where the device's completions interrupt one CPU.
+    pub ops_per_cpu: Vec<u64>,
     pub lat_us: LatencySummary,
     /// Page reads (faults), page writes, eviction rounds and restarts per operation.
     pub reads_per_op: f64,
@@ -188,6 +192,8 @@ struct Shared {
     ops: Cell<u64>,
     misses: Cell<u64>,
     per_second: RefCell<Vec<u64>>,
+    /// Operations finished on each CPU, sampled ([`CPU_SAMPLE_OPS`]).
+    ops_per_cpu: RefCell<Vec<u64>>,
     /// The process's CPU time when the first operation of each second finished.
     cpu_at_second: RefCell<Vec<Option<Duration>>>,
     hist: RefCell<LatencyHist>,
@@ -206,6 +212,7 @@ impl Shared {
             misses: Cell::new(0),
             per_second: RefCell::new(Vec::new()),
             cpu_at_second: RefCell::new(Vec::new()),
+            ops_per_cpu: RefCell::new(Vec::new()),
             hist: RefCell::new(LatencyHist::new()),
             first_error: RefCell::new(None),
             stop: Cell::new(false),
@@ -235,7 +242,23 @@ impl Shared {
             self.iowq.borrow_mut().sample();
         }
         per_second[sec] += 1;
+        if n.is_multiple_of(CPU_SAMPLE_OPS) {
+            self.sample_cpu();
+        }
         (n, elapsed)
+    }
+
+    /// Counts the last [`CPU_SAMPLE_OPS`] operations as finished on the CPU the thread is on.
+    fn sample_cpu(&self) {
+        let Some(cpu) = ringdb_io::affinity::current_cpu() else {
+            return;
+        };
+        let cpu = (cpu as usize).min(MAX_SAMPLED_CPUS - 1);
+        let mut ops_per_cpu = self.ops_per_cpu.borrow_mut();
+        if ops_per_cpu.len() <= cpu {
+            ops_per_cpu.resize(cpu + 1, 0);
+        }
+        ops_per_cpu[cpu] += CPU_SAMPLE_OPS;
     }
 
     /// Keeps the phase's first error and stops every task.
@@ -244,6 +267,12 @@ impl Shared {
         self.stop.set(true);
     }
 }
+
+/// Every this many operations, the CPU the phase's thread is on is sampled
+/// ([`PhaseReport::ops_per_cpu`]).
+pub const CPU_SAMPLE_OPS: u64 = 8;
+/// CPUs `ops_per_cpu` tells apart (higher numbers count as the last).
+const MAX_SAMPLED_CPUS: usize = 4096;
 
 /// When a phase's tasks stop, and what they write.
 #[derive(Clone, Copy)]
@@ -372,6 +401,7 @@ fn summarise(
         ops_per_s: ops as f64 / secs.max(1e-9),
         per_second,
         cycles_per_op_per_second,
+        ops_per_cpu: shared.ops_per_cpu.borrow().clone(),
         lat_us: shared.hist.borrow().summary(),
         reads_per_op: per(after.pool.reads - before.pool.reads),
         writes_per_op: per(after.pool.writes - before.pool.writes),

@@ -3,6 +3,7 @@
 //! and switches (`c_read` with the verification of each page read, `c_write`, through the
 //! ladder's calibration), and a cold page's checksum.
 
+use super::placement::{self, CpuIoCosts};
 use super::{ModelCosts, TxSource};
 use crate::error::{BenchError, Result};
 use crate::ladder::calibrate::{checksum_cycles, io_cycles, read_cycles_and_checksum};
@@ -90,24 +91,34 @@ pub fn calibrate(
     let c_descent = descent_cycles(db, &c_tx_source, spec.records)?;
     let page_size = db.handle().tree().buffer().page_size();
     let io = effective_config(&spec.io, &db.stats().io);
-    let opts = LadderOpts {
-        page_size,
-        tasks: spec.tasks,
-        calibrate: spec.measure,
-        // Unpinned, the raw runs go where the database's thread is now: which CPU takes the
-        // device's interrupts matters to a read's cost (`ringdb ycsb --cpu` pins both).
-        cpu: spec.io.cpu.or_else(ringdb_io::affinity::current_cpu),
-        ..LadderOpts::new(&spec.data)
+    let runs = RawRuns {
+        opts: LadderOpts {
+            page_size,
+            tasks: spec.tasks,
+            calibrate: spec.measure,
+            ..LadderOpts::new(&spec.data)
+        },
+        data: &spec.data,
+        read_bytes: readable_bytes(&spec.data, db.stats().pages, page_size),
+        // The run's reads land in the pool's frames, and its write-backs leave from them: the
+        // raw runs' buffers spread over as much memory (`ringdb io --buffer-span`).
+        pool_bytes: (db.handle().tree().buffer().config().frames * page_size) as u64,
+        io,
+        progress,
     };
-    progress("c_read: raw page reads of the run's engine over the data");
-    let read_bytes = readable_bytes(&spec.data, db.stats().pages, page_size);
-    // The run's reads land in the pool's frames, and its write-backs leave from them: the raw
-    // runs' buffers spread over as much memory (`ringdb io --buffer-span`).
-    let pool_bytes = (db.handle().tree().buffer().config().frames * page_size) as u64;
-    let (c_read, c_checksum_read) =
-        read_cycles_and_checksum(&opts, read_bytes, &spec.data, io.clone(), Some(pool_bytes))?;
-    progress("c_write: raw page writes of the run's engine beside the data");
-    let (c_write, write_target) = write_cycles(&opts, &spec.data, io, pool_bytes)?;
+    // The raw runs go where the database's thread is now (which CPU takes the device's
+    // interrupts matters to a read's cost), and for an unpinned run also to a CPU of the
+    // other kind (`placement`).
+    let first = spec.io.cpu.or_else(ringdb_io::affinity::current_cpu);
+    let allowed = ringdb_io::affinity::allowed_cpus();
+    let pinned = spec.io.cpu.is_some();
+    let (io_by_cpu, interrupt_cpu) =
+        placement::measure_on_both_kinds(&spec.data, first, pinned, &allowed, |cpu| runs.on(cpu))?;
+    let (c_read, c_checksum_read, c_write) = {
+        let first = &io_by_cpu[0];
+        (first.c_read, first.c_checksum_read, first.c_write)
+    };
+    let write_target = c_write.and(scratch_file(&spec.data));
     Ok(ModelCosts {
         tsc_ghz: tsc_hz() / 1e9,
         c_tx,
@@ -120,6 +131,8 @@ pub fn calibrate(
         c_read,
         c_write,
         write_target,
+        interrupt_cpu,
+        io_by_cpu,
         secs: start.elapsed().as_secs_f64(),
     })
 }
@@ -289,21 +302,61 @@ fn readable_bytes(data: &Path, pages: u64, page_size: usize) -> u64 {
     (want.min(len) / ps).max(1) * ps
 }
 
-/// Cycles per page write on a scratch file beside `data` (removed after), from buffers spread
-/// over `pool_bytes`, with the file it used; `(None, None)` on a block device.
-fn write_cycles(
-    opts: &LadderOpts,
-    data: &Path,
-    io: IoConfig,
+/// The raw read and write runs of the run's engine and switches, pinned to one CPU at a time.
+struct RawRuns<'a> {
+    opts: LadderOpts,
+    /// The database's data (read) and where the scratch file goes beside it (written).
+    data: &'a Path,
+    /// Bytes of the data the reads spread over.
+    read_bytes: u64,
+    /// Memory the buffers spread over: the pool's.
     pool_bytes: u64,
-) -> Result<(Option<f64>, Option<PathBuf>)> {
-    let Some(scratch) = scratch_file(data) else {
-        return Ok((None, None));
-    };
-    let span = Some(pool_bytes);
-    let cycles = io_cycles(opts, SCRATCH_BYTES, &scratch, RwMode::RandWrite, io, span);
-    let _ = std::fs::remove_file(&scratch);
-    Ok((Some(cycles?), Some(scratch)))
+    io: IoConfig,
+    progress: &'a dyn Fn(&str),
+}
+
+impl RawRuns<'_> {
+    /// Cycles per page read (with the verification's apart) and per page write, pinned to
+    /// `cpu`.
+    fn on(&self, cpu: Option<u32>) -> Result<CpuIoCosts> {
+        let on = cpu.map_or(String::new(), |c| format!(" on CPU {c}"));
+        let opts = LadderOpts {
+            cpu,
+            ..self.opts.clone()
+        };
+        let io = IoConfig {
+            cpu,
+            ..self.io.clone()
+        };
+        (self.progress)(&format!(
+            "c_read: raw page reads of the run's engine over the data{on}"
+        ));
+        let span = Some(self.pool_bytes);
+        let (c_read, c_checksum_read) =
+            read_cycles_and_checksum(&opts, self.read_bytes, self.data, io.clone(), span)?;
+        (self.progress)(&format!(
+            "c_write: raw page writes of the run's engine beside the data{on}"
+        ));
+        let c_write = self.write_cycles(&opts, io)?;
+        Ok(CpuIoCosts {
+            cpu,
+            c_read,
+            c_checksum_read,
+            c_write,
+        })
+    }
+
+    /// Cycles per page write on a scratch file beside the data (removed after); `None` on a
+    /// block device.
+    fn write_cycles(&self, opts: &LadderOpts, io: IoConfig) -> Result<Option<f64>> {
+        let Some(scratch) = scratch_file(self.data) else {
+            return Ok(None);
+        };
+        let span = Some(self.pool_bytes);
+        let cycles = io_cycles(opts, SCRATCH_BYTES, &scratch, RwMode::RandWrite, io, span);
+        let _ = std::fs::remove_file(&scratch);
+        Ok(Some(cycles?))
+    }
 }
 
 #[cfg(test)]

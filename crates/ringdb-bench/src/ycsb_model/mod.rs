@@ -36,6 +36,7 @@
 //! add keys (far above the loaded ones, at [`CALIBRATION_INSERT_BASE`]) before the run.
 
 mod calibrate;
+pub mod placement;
 
 pub(crate) use calibrate::descent_cycles_over;
 pub use calibrate::{calibrate, data_file, scratch_file, ModelSpec, CALIBRATION_INSERT_BASE};
@@ -107,6 +108,13 @@ pub struct ModelCosts {
     pub c_write: Option<f64>,
     /// Where the writes were measured (a scratch file beside the data).
     pub write_target: Option<PathBuf>,
+    /// The CPU the device's completions interrupted during the raw reads, where one took
+    /// nearly all of them.
+    pub interrupt_cpu: Option<u32>,
+    /// The raw runs' costs on each CPU they were pinned to: the database thread's first (the
+    /// `c_read`, `c_checksum_read` and `c_write` above), then, for an unpinned run where one
+    /// CPU takes the device's interrupts, a CPU of the other kind ([`placement`]).
+    pub io_by_cpu: Vec<placement::CpuIoCosts>,
     /// Seconds the calibration took.
     pub secs: f64,
 }
@@ -120,6 +128,10 @@ pub struct ModelPrediction {
     /// Whether `c_checksum_read` was timed in the run (the pool timed each page read's
     /// verification) rather than in the calibration's raw reads.
     pub checksum_read_timed_in_run: bool,
+    /// For an unpinned run whose I/O costs were measured on both kinds of CPU: the share of
+    /// its operations that finished on the CPU the device interrupts (the costs above are
+    /// the two CPUs' weighed by it).
+    pub on_interrupt_cpu: Option<f64>,
     /// Page reads per operation the run made (`r`).
     pub reads_per_op: f64,
     /// Page writes per operation the run made (`w`).
@@ -210,6 +222,13 @@ pub fn compare(
     // the next (on the VM this was built on, 850 to 2,500 cycles): the run's own figure
     // where it timed it, the calibration's snapshot otherwise.
     let mut costs = costs.clone();
+    // An unpinned thread's I/O cost where it ran (`placement`).
+    let blend = placement::blend(&costs, &run.ops_per_cpu);
+    if let Some(b) = &blend {
+        costs.c_read = b.c_read;
+        costs.c_checksum_read = b.c_checksum_read;
+        costs.c_write = b.c_write.or(costs.c_write);
+    }
     let timed_in_run = match run.verification_cycles_per_read {
         Some(cycles) if r > 0.0 => {
             costs.c_checksum_read = cycles;
@@ -227,6 +246,7 @@ pub fn compare(
     Ok(ModelPrediction {
         costs: costs.clone(),
         checksum_read_timed_in_run: timed_in_run,
+        on_interrupt_cpu: blend.map(|b| b.on_interrupt_cpu),
         reads_per_op: r,
         writes_per_op: w,
         resumed_share,
@@ -278,6 +298,28 @@ impl ModelPrediction {
             thousands(c.c_read),
             thousands(c.c_checksum),
             c.c_write.map_or("not measured".into(), thousands)
+        ) + &self.blend_note()
+    }
+
+    /// Where an unpinned run's I/O costs were weighed from, or nothing.
+    fn blend_note(&self) -> String {
+        let (Some(share), Some(cpu)) = (self.on_interrupt_cpu, self.costs.interrupt_cpu) else {
+            return String::new();
+        };
+        let on = |irq: bool| {
+            let of_kind = |c: &&placement::CpuIoCosts| (c.cpu == Some(cpu)) == irq;
+            self.costs
+                .io_by_cpu
+                .iter()
+                .find(of_kind)
+                .map_or("?".into(), |c| thousands(c.c_read))
+        };
+        format!(
+            "; I/O costs weighed by where the unpinned thread ran: {:.0}% of operations on CPU {cpu}, which the device interrupts (c_read {}), {:.0}% elsewhere (c_read {})",
+            100.0 * share,
+            on(true),
+            100.0 * (1.0 - share),
+            on(false)
         )
     }
 }

@@ -3,7 +3,7 @@
 use super::*;
 use std::path::Path;
 
-fn costs(c_write: Option<f64>) -> ModelCosts {
+pub(super) fn costs(c_write: Option<f64>) -> ModelCosts {
     ModelCosts {
         tsc_ghz: 2.0,
         c_tx: 4100.0,
@@ -16,6 +16,8 @@ fn costs(c_write: Option<f64>) -> ModelCosts {
         c_read: 2400.0,
         c_write,
         write_target: None,
+        interrupt_cpu: None,
+        io_by_cpu: Vec::new(),
         secs: 1.0,
     }
 }
@@ -27,6 +29,7 @@ fn run(reads_per_op: f64, writes_per_op: f64, cycles_per_op: f64) -> PhaseReport
         ops_per_s: 1000.0,
         per_second: vec![1000],
         cycles_per_op_per_second: vec![Some(cycles_per_op)],
+        ops_per_cpu: vec![1000],
         lat_us: Default::default(),
         reads_per_op,
         writes_per_op,
@@ -106,6 +109,41 @@ fn the_comparison_relates_measured_to_predicted() {
         "model: 10,210 cycles/op predicted (c_tx 4,100 + 0.85 reads x 6,800 + 0.10 writes x \
          3,300), measured 15,315: 1.50x"
     );
+}
+
+#[test]
+fn an_unpinned_runs_io_is_priced_where_its_operations_finished() {
+    let mut c = costs(Some(3000.0));
+    c.interrupt_cpu = Some(1);
+    c.io_by_cpu = vec![
+        placement::CpuIoCosts {
+            cpu: Some(0),
+            c_read: 6000.0,
+            c_checksum_read: 0.0,
+            c_write: Some(5000.0),
+        },
+        placement::CpuIoCosts {
+            cpu: Some(1),
+            c_read: 2000.0,
+            c_checksum_read: 0.0,
+            c_write: Some(3000.0),
+        },
+    ];
+    let mut r = run(0.85, 0.1, 15_315.0);
+    r.ops_per_cpu = vec![250, 750];
+    let p = compare(&c, &r, Path::new("/x")).unwrap();
+    assert_eq!(p.on_interrupt_cpu, Some(0.75));
+    assert_eq!(p.costs.c_read, 0.25 * 6000.0 + 0.75 * 2000.0);
+    assert_eq!(p.costs.c_write, Some(0.25 * 5000.0 + 0.75 * 3000.0));
+    assert!(
+        p.costs_line().contains("75% of operations on CPU 1"),
+        "{}",
+        p.costs_line()
+    );
+    // Without samples of where it ran, the first CPU's costs stand.
+    r.ops_per_cpu.clear();
+    let p = compare(&c, &r, Path::new("/x")).unwrap();
+    assert_eq!((p.on_interrupt_cpu, p.costs.c_read), (None, 2400.0));
 }
 
 #[test]
