@@ -48,7 +48,7 @@ pub struct Blend {
     pub on_interrupt_cpu: f64,
 }
 
-/// The CPU that took at least [`ONE_CPU_SHARE`] of `counts`, if enough were counted.
+/// The CPU that took nearly all of `counts` (90%), if enough were counted.
 pub fn interrupt_cpu(counts: &InterruptCounts) -> Option<u32> {
     let (cpu, most) = counts.per_cpu.iter().enumerate().max_by_key(|(_, n)| **n)?;
     let one = counts.total >= MIN_INTERRUPTS && *most as f64 >= ONE_CPU_SHARE * counts.total as f64;
