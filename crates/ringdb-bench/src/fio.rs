@@ -197,6 +197,7 @@ pub fn parse_fio_json(text: &str, spec: &IoSpec, label: String) -> Result<IoRepo
         iowq_workers: None,
         verified_blocks: None,
         checksum_cycles_per_read: None,
+        device_interrupts: None,
     })
 }
 

@@ -13,6 +13,7 @@ use ringdb_io::{
 };
 use ringdb_io::{Target, TargetOptions};
 use ringdb_lab::counters::{rdtsc, tsc_hz, CpuTime, LatencyHist, LatencySummary};
+use ringdb_lab::interrupts::{InterruptCounts, InterruptWatch};
 use ringdb_lab::iowq::IowqTracker;
 use serde::Serialize;
 use std::fmt;
@@ -253,6 +254,11 @@ pub struct IoReport {
     /// completed (these cycles are part of `cycles_per_io` too).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub checksum_cycles_per_read: Option<f64>,
+    /// The target's device's interrupts during the run, per CPU, where it has MSI vectors to
+    /// count (`ringdb_lab::interrupts`): with a queue per CPU (NVMe) they follow the jobs'
+    /// CPUs, with one vector (virtio-blk) they all go to one CPU.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub device_interrupts: Option<InterruptCounts>,
 }
 
 /// Per-job outcome.
@@ -306,6 +312,7 @@ pub fn run(spec: &IoSpec) -> Result<IoReport> {
     // Jobs open their rings before the barrier; one that fails there still reaches it, so the
     // main thread never waits forever.
     barrier.wait();
+    let interrupts = InterruptWatch::start(&spec.path);
     let cpu0 = CpuTime::now();
     let t0 = Instant::now();
     let mut iowq = IowqTracker::default();
@@ -327,8 +334,13 @@ pub fn run(spec: &IoSpec) -> Result<IoReport> {
         bar.finish_and_clear();
     }
 
+    let interrupts = interrupts.and_then(|watch| watch.stop());
     let results = join_jobs(handles)?;
-    Ok(summarise(&spec, &results, wall, cpu, iowq.seen() as u64))
+    let report = summarise(&spec, &results, wall, cpu, iowq.seen() as u64);
+    Ok(IoReport {
+        device_interrupts: interrupts,
+        ..report
+    })
 }
 
 /// Joins every job thread; the first error (in job order) wins, a panic counting as one.
@@ -868,6 +880,7 @@ fn summarise(
         verified_blocks: spec.verify.map(|_| verified),
         checksum_cycles_per_read: (spec.checksum_reads && checksums.reads > 0)
             .then(|| checksums.cycles as f64 / checksums.reads as f64),
+        device_interrupts: None,
     }
 }
 

@@ -571,7 +571,6 @@ fn print_table(
     println!("      {}", memory_line(&stats.memory));
 }
 
-/// The engine's memory by part in one line: now, and the peak where it moves.
 /// The run's operations, and its cycles per operation, second by second.
 fn print_per_second(r: &PhaseReport) {
     let ops: Vec<String> = r.per_second.iter().map(|n| n.to_string()).collect();
@@ -599,6 +598,7 @@ fn interrupts_line(interrupts: Option<&InterruptCounts>, ops: u64, cpu: Option<u
     }
 }
 
+/// The engine's memory by part in one line: now, and the peak where it moves.
 fn memory_line(m: &ringdb::MemoryStats) -> String {
     let part = |name: &str, p: ringdb::PartBytes| {
         format!(

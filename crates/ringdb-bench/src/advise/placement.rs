@@ -14,6 +14,7 @@ use crate::error::Result;
 use crate::ladder::calibrate::io_cycles;
 use crate::ladder::LadderOpts;
 use crate::rawio::RwMode;
+use crate::ycsb_model::thousands;
 use ringdb_io::{EngineKind, IoConfig, SetupMode};
 use ringdb_lab::interrupts::{InterruptCounts, InterruptWatch};
 use serde::Serialize;
@@ -89,7 +90,13 @@ impl Placement {
         let costs: Vec<String> = self
             .runs
             .iter()
-            .map(|r| format!("{:.0} cycles per read on CPU {}", r.cycles_per_read, r.cpu))
+            .map(|r| {
+                format!(
+                    "{} cycles per read on CPU {}",
+                    thousands(r.cycles_per_read),
+                    r.cpu
+                )
+            })
             .collect();
         let costs = costs.join(" against ");
         match &self.verdict {
@@ -256,7 +263,7 @@ mod tests {
         let text = p.reason();
         assert!(text.contains("interrupt CPU 1"), "{text}");
         assert!(
-            text.contains("5500 cycles per read on CPU 0 against 3000 cycles per read on CPU 1"),
+            text.contains("5,500 cycles per read on CPU 0 against 3,000 cycles per read on CPU 1"),
             "{text}"
         );
         assert!(text.contains("cpu = 1"), "{text}");
