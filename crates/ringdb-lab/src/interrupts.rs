@@ -22,6 +22,11 @@ use std::path::{Path, PathBuf};
 
 /// Where the kernel lists interrupt counts per CPU.
 const PROC_INTERRUPTS: &str = "/proc/interrupts";
+/// Share of the interrupts one CPU must take to be the device's interrupt CPU
+/// ([`InterruptCounts::single_cpu`]).
+pub const SINGLE_CPU_SHARE: f64 = 0.9;
+/// Fewest interrupts counted for their shares to mean anything.
+pub const MIN_INTERRUPTS: u64 = 20;
 /// Levels above a disk's `device` link searched for the PCI function's `msi_irqs/` (virtio:
 /// `virtio1` -> its PCI function; NVMe: `nvme0` -> its PCI function).
 const MAX_LEVELS_UP: usize = 4;
@@ -107,6 +112,15 @@ impl InterruptWatch {
 }
 
 impl InterruptCounts {
+    /// The CPU that took nearly all of them ([`SINGLE_CPU_SHARE`] of at least
+    /// [`MIN_INTERRUPTS`]): a device with one vector, or whose vectors all go to one CPU.
+    pub fn single_cpu(&self) -> Option<u32> {
+        let (cpu, most) = self.per_cpu.iter().enumerate().max_by_key(|(_, n)| **n)?;
+        let one =
+            self.total >= MIN_INTERRUPTS && *most as f64 >= SINGLE_CPU_SHARE * self.total as f64;
+        one.then_some(cpu as u32)
+    }
+
     /// `vda: 0.82 per op, CPU 1 100%` style: the share of each CPU that took any.
     pub fn describe(&self, ops: u64) -> String {
         let shares: Vec<String> = self
@@ -211,6 +225,20 @@ ERR:          0
             total: 400,
         };
         assert_eq!(c.describe(500), "vda: 0.80 per op, CPU 1 75%, CPU 2 25%");
+    }
+
+    #[test]
+    fn one_cpu_is_the_interrupt_cpu_where_it_takes_nearly_all_of_enough() {
+        let counts = |per_cpu: Vec<u64>| InterruptCounts {
+            device: "vda".into(),
+            total: per_cpu.iter().sum(),
+            per_cpu,
+        };
+        assert_eq!(counts(vec![0, 950]).single_cpu(), Some(1));
+        assert_eq!(counts(vec![95, 905]).single_cpu(), Some(1));
+        assert_eq!(counts(vec![400, 600]).single_cpu(), None);
+        assert_eq!(counts(vec![0, 10]).single_cpu(), None);
+        assert_eq!(counts(vec![]).single_cpu(), None);
     }
 
     #[test]

@@ -20,10 +20,6 @@ use ringdb_lab::interrupts::{InterruptCounts, InterruptWatch};
 use serde::Serialize;
 use std::path::Path;
 
-/// Share of a run's interrupts one CPU must take to be "the" interrupt CPU.
-const ONE_CPU_SHARE: f64 = 0.9;
-/// Fewest interrupts a run must see for its shares to mean anything.
-const MIN_INTERRUPTS: u64 = 20;
 /// A CPU is recommended only where its reads are at least this much cheaper.
 const MIN_GAIN: f64 = 1.05;
 
@@ -36,20 +32,6 @@ pub struct PinnedRun {
     pub cycles_per_read: f64,
     /// The device's interrupts during the run, per CPU.
     pub interrupts: InterruptCounts,
-}
-
-impl PinnedRun {
-    /// The CPU that took the most interrupts, and its share.
-    fn busiest(&self) -> (u32, f64) {
-        let (cpu, most) = self
-            .interrupts
-            .per_cpu
-            .iter()
-            .enumerate()
-            .max_by_key(|(_, n)| **n)
-            .map_or((0, 0), |(cpu, n)| (cpu as u32, *n));
-        (cpu, most as f64 / self.interrupts.total.max(1) as f64)
-    }
 }
 
 /// What the two runs showed.
@@ -127,12 +109,9 @@ pub fn measure(opts: &LadderOpts, size: u64, data: &Path) -> Result<Option<Place
     let Some(run_a) = pinned_run(opts, size, data, first)? else {
         return Ok(None);
     };
-    let (busiest, share) = run_a.busiest();
-    let enough = run_a.interrupts.total >= MIN_INTERRUPTS && share >= ONE_CPU_SHARE;
-    let second = if enough && busiest != first && cpus.contains(&busiest) {
-        busiest
-    } else {
-        cpus.iter().copied().find(|&c| c != first).unwrap_or(first)
+    let second = match run_a.interrupts.single_cpu() {
+        Some(irq) if irq != first && cpus.contains(&irq) => irq,
+        _ => cpus.iter().copied().find(|&c| c != first).unwrap_or(first),
     };
     let Some(run_b) = pinned_run(opts, size, data, second)? else {
         return Ok(None);
@@ -171,11 +150,7 @@ fn pinned_run(opts: &LadderOpts, size: u64, data: &Path, cpu: u32) -> Result<Opt
 
 /// What runs `a` and `b` (pinned to different CPUs) show.
 pub fn verdict(a: &PinnedRun, b: &PinnedRun) -> Verdict {
-    let one_cpu = |r: &PinnedRun| {
-        let (cpu, share) = r.busiest();
-        (r.interrupts.total >= MIN_INTERRUPTS && share >= ONE_CPU_SHARE).then_some(cpu)
-    };
-    match (one_cpu(a), one_cpu(b)) {
+    match (a.interrupts.single_cpu(), b.interrupts.single_cpu()) {
         // Each run's interrupts went to its own CPU: they follow the submitter.
         (Some(x), Some(y)) if x == a.cpu && y == b.cpu && a.cpu != b.cpu => {
             Verdict::FollowsSubmitter

@@ -17,11 +17,6 @@ use crate::error::Result;
 use ringdb_lab::interrupts::{InterruptCounts, InterruptWatch};
 use serde::Serialize;
 
-/// Share of the calibration's interrupts one CPU must take to count as the interrupt CPU.
-const ONE_CPU_SHARE: f64 = 0.9;
-/// Fewest interrupts the calibration's reads must raise for their shares to count.
-const MIN_INTERRUPTS: u64 = 20;
-
 /// The raw I/O costs measured with the runs pinned to one CPU.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct CpuIoCosts {
@@ -48,13 +43,6 @@ pub struct Blend {
     pub on_interrupt_cpu: f64,
 }
 
-/// The CPU that took nearly all of `counts` (90%), if enough were counted.
-pub fn interrupt_cpu(counts: &InterruptCounts) -> Option<u32> {
-    let (cpu, most) = counts.per_cpu.iter().enumerate().max_by_key(|(_, n)| **n)?;
-    let one = counts.total >= MIN_INTERRUPTS && *most as f64 >= ONE_CPU_SHARE * counts.total as f64;
-    one.then_some(cpu as u32)
-}
-
 /// Measures `on(cpu)` on `first`, and, unless `pinned`, where one CPU took the device's
 /// interrupts during that measurement (counted on `data`'s device), on one CPU of the other
 /// kind among `allowed`. Returns the costs, first's first, and the interrupt CPU.
@@ -70,7 +58,7 @@ pub fn measure_on_both_kinds(
     let irq_cpu = watch
         .and_then(|w| w.stop())
         .as_ref()
-        .and_then(interrupt_cpu);
+        .and_then(InterruptCounts::single_cpu);
     let other = match (irq_cpu, first) {
         _ if pinned => None,
         (Some(irq), Some(first)) if irq == first => allowed.iter().copied().find(|&c| c != irq),
@@ -140,20 +128,6 @@ mod tests {
         costs.interrupt_cpu = interrupt_cpu;
         costs.io_by_cpu = io_by_cpu;
         costs
-    }
-
-    #[test]
-    fn the_interrupt_cpu_takes_nearly_all_of_enough_interrupts() {
-        let counts = |per_cpu: Vec<u64>| InterruptCounts {
-            device: "vda".into(),
-            total: per_cpu.iter().sum(),
-            per_cpu,
-        };
-        assert_eq!(interrupt_cpu(&counts(vec![0, 950])), Some(1));
-        assert_eq!(interrupt_cpu(&counts(vec![95, 905])), Some(1));
-        assert_eq!(interrupt_cpu(&counts(vec![400, 600])), None);
-        assert_eq!(interrupt_cpu(&counts(vec![0, 10])), None);
-        assert_eq!(interrupt_cpu(&counts(vec![])), None);
     }
 
     #[test]
