@@ -83,8 +83,8 @@ mod target;
 
 pub use buf::{AlignedBuf, FixedBufferPool, BUF_ALIGN, MAX_FIXED_BUFFERS};
 pub use config::{
-    adaptive_low_water, Batching, EngineKind, IoConfig, SetupMode, SqPoll, ADAPTIVE_MAX_BATCH,
-    ADAPTIVE_PLUG_MIN, MAX_QUEUE_DEPTH,
+    adaptive_batch, adaptive_low_water, Batching, EngineKind, IoConfig, SetupMode, SqPoll,
+    ADAPTIVE_MAX_BATCH, ADAPTIVE_PLUG_MIN, MAX_QUEUE_DEPTH,
 };
 pub use engine::{
     nvme_geometry, open_engine, open_engine_resolved, DoorbellWakes, EffectiveIo, Engine,

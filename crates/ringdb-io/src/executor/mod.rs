@@ -17,16 +17,16 @@
 //!   task is ready (and go out with the wait), the ring is full, or a pass queued nothing new
 //!   (so a task spinning on `yield_now` cannot hold back requests it waits for).
 //! - [`Batching::Adaptive`]: after each request, if fewer than
-//!   [`adaptive_low_water`](crate::config::adaptive_low_water)`(depth) = max(1, depth / 4)` requests are *at the device*
-//!   (`in_flight - pending`) or [`ADAPTIVE_MAX_BATCH`](crate::config::ADAPTIVE_MAX_BATCH) (8) are queued, submit at once so the
-//!   device does not idle; otherwise defer, and flush at the end of the pass (or with the wait
-//!   when no task is ready). A quarter of the depth still outstanding covers the time one
-//!   pass of the executor takes to refill, while deep queues get batches of up to 8 per enter.
-//!   The flush is skipped when no other task is ready, since the wait that follows carries the
-//!   request anyway. While the device is busy, the end-of-pass flush also waits until three
-//!   requests are queued (or a pass queues nothing): the kernel plugs only submissions of more
-//!   than two. The rules are [`Batching::flush_now`] and [`Batching::flush_at_end_of_pass`]
-//!   in `config.rs`.
+//!   [`adaptive_low_water`](crate::config::adaptive_low_water)`(depth) = max(1, depth / 4)`
+//!   requests are *at the device* (`in_flight - pending`), submit at once so the device does not
+//!   idle; otherwise let them accumulate until
+//!   [`adaptive_batch`](crate::config::adaptive_batch)`(depth)` (an eighth of the depth, 3 to
+//!   16) are queued, and hand a partial batch over with the loop's next enter (the reap that
+//!   runs completions' task work, or the wait when no task is ready) rather than with an enter
+//!   of its own. A quarter of the depth still outstanding covers the time the loop takes to
+//!   get there, and every enter that hands requests over may ring the device's doorbell (in a
+//!   VM, an exit to the host). A pass that queued nothing new flushes what is left. The rules
+//!   are [`Batching::flush_now`] and [`Batching::flush_at_end_of_pass`] in `config.rs`.
 //!
 //! # Buffers and in-flight safety
 //! Buffers pass by value into an I/O and come back with its result (`(Result, B)`), so the
