@@ -8,6 +8,7 @@
 use crate::error::{BenchError, BenchSetting, Result};
 use ringdb::{DbStats, LocalDb};
 use ringdb_lab::counters::{rdtsc, ticks_to_ns, tsc_hz, CpuTime, LatencyHist, LatencySummary};
+use ringdb_lab::cpu_stat::{self, CpuStat};
 use ringdb_lab::iowq::IowqTracker;
 use serde::Serialize;
 use std::cell::{Cell, RefCell};
@@ -99,6 +100,12 @@ pub struct PhaseReport {
     /// it (`BufferManager::time_verification`); the cost model prices reads with it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub verification_cycles_per_read: Option<f64>,
+    /// The interrupt handling the kernel charged to the process, in TSC cycles per operation:
+    /// hard and soft interrupt time on the CPUs its thread ran on, its share of each
+    /// ([`ringdb_lab::cpu_stat`]). Only where the kernel charges interrupts to the task they
+    /// interrupt (no `CONFIG_IRQ_TIME_ACCOUNTING`) and `/proc/stat` can be read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub interrupt_cycles_per_op: Option<f64>,
 }
 
 /// Options of a run phase.
@@ -289,6 +296,7 @@ fn phase(
     next_op: impl FnMut(usize) -> Option<Op> + 'static,
 ) -> Result<PhaseReport> {
     let before: DbStats = db.stats();
+    let stat0 = CpuStat::now();
     let cpu0 = CpuTime::now();
     let start = Instant::now();
     let shared = Rc::new(Shared::new());
@@ -320,11 +328,29 @@ fn phase(
     let iowq_workers = shared.iowq.borrow().seen();
     let secs = start.elapsed().as_secs_f64();
     let cpu = CpuTime::now().since(cpu0).total().as_secs_f64();
+    let cpu_stat = CpuStat::now()
+        .zip(stat0)
+        .map(|(now, then)| now.since(&then));
     if let Some(e) = shared.first_error.borrow_mut().take() {
         return Err(e.into());
     }
     let after = db.stats();
-    Ok(summarise(&shared, &before, &after, secs, cpu, iowq_workers))
+    let mut report = summarise(&shared, &before, &after, secs, cpu, iowq_workers);
+    report.interrupt_cycles_per_op = cpu_stat
+        .filter(|_| cpu_stat::interrupts_charged_to_tasks() == Some(true))
+        .and_then(|delta| interrupt_cycles_per_op(&delta, cpu, &report));
+    Ok(report)
+}
+
+/// The interrupt handling charged to a phase that used `cpu_secs` of CPU time over `delta`,
+/// per operation, in TSC cycles ([`PhaseReport::interrupt_cycles_per_op`]).
+fn interrupt_cycles_per_op(delta: &CpuStat, cpu_secs: f64, report: &PhaseReport) -> Option<f64> {
+    if report.ops == 0 {
+        return None;
+    }
+    let hz = cpu_stat::ticks_per_sec();
+    let secs = cpu_stat::interrupt_secs_charged(delta, hz, cpu_secs, &report.ops_per_cpu)?;
+    Some(secs * tsc_hz() / report.ops as f64)
 }
 
 /// One task of a phase: runs operations from `next_op` until it has none, the phase's time or
@@ -417,6 +443,7 @@ fn summarise(
         misses: shared.misses.get(),
         iowq_workers,
         verification_cycles_per_read: verification_cycles_per_read(before, after),
+        interrupt_cycles_per_op: None,
     }
 }
 

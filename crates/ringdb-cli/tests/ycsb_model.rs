@@ -60,8 +60,16 @@ fn check_prediction(v: &Value) {
     let read_term = number(m, &["read_term_cycles"]);
     let write_term = number(m, &["write_term_cycles"]);
     let c_tx = number(m, &["costs", "c_tx"]);
+    // Counted in the run where the kernel charges interrupts to tasks (null elsewhere).
+    let interrupts = m["interrupt_term_cycles"].as_f64().unwrap_or(0.0);
+    assert!(interrupts >= 0.0, "{m}");
+    assert_eq!(
+        m["interrupt_term_cycles"].as_f64(),
+        v["run"]["interrupt_cycles_per_op"].as_f64(),
+        "{v}"
+    );
     assert!(
-        (predicted - (c_tx + read_term + write_term)).abs() <= 1e-6 * predicted,
+        (predicted - (c_tx + read_term + write_term + interrupts)).abs() <= 1e-6 * predicted,
         "{m}"
     );
     let measured = number(m, &["measured_cycles_per_op"]);

@@ -10,6 +10,7 @@
 //! - [`device`]: the block device under a path as sysfs describes it (queue limits,
 //!   scheduler, NVMe nodes), built on the runtime's [`ringdb_io::sysfs`] queries.
 //! - [`counters`]: rdtsc, latency histograms and CPU time, for benchmarks.
+//! - [`cpu_stat`]: each CPU's time by kind, and the interrupt handling charged to a thread.
 //! - [`interrupts`]: which CPUs the device under a path interrupts, counted over a run.
 //! - [`iowq`]: the io-wq workers and SQPOLL threads io_uring runs for this process.
 //! - [`host`]: the machine a result was measured on (kernel, CPU model, TSC rate, cpuidle),
@@ -22,6 +23,7 @@
 #![warn(missing_docs)]
 
 pub mod counters;
+pub mod cpu_stat;
 pub mod device;
 pub mod host;
 pub mod interrupts;

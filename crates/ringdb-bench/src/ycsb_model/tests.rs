@@ -41,6 +41,7 @@ fn run(reads_per_op: f64, writes_per_op: f64, cycles_per_op: f64) -> PhaseReport
         misses: 0,
         iowq_workers: 0,
         verification_cycles_per_read: None,
+        interrupt_cycles_per_op: None,
     }
 }
 
@@ -144,6 +145,31 @@ fn an_unpinned_runs_io_is_priced_where_its_operations_finished() {
     r.ops_per_cpu.clear();
     let p = compare(&c, &r, Path::new("/x")).unwrap();
     assert_eq!((p.on_interrupt_cpu, p.costs.c_read), (None, 2400.0));
+}
+
+#[test]
+fn interrupt_handling_counted_in_the_run_is_added_to_the_prediction() {
+    let mut charged = run(0.85, 0.1, 15_315.0);
+    charged.interrupt_cycles_per_op = Some(2_500.0);
+    let p = compare(&costs(Some(3000.0)), &charged, Path::new("/x")).unwrap();
+    // 10,210 from c_tx, reads and writes, and the 2,500 the run was charged.
+    assert_eq!(p.interrupt_term_cycles, Some(2_500.0));
+    assert!((p.predicted_cycles_per_op - 12_710.0).abs() < 1e-6);
+    assert!(p
+        .line()
+        .contains("0.10 writes x 3,300 + interrupts 2,500), measured 15,315"));
+    assert!(p
+        .costs_line()
+        .contains("interrupts: hard and soft interrupt time"));
+    // Where the run could not count it, the term is absent, not zero.
+    let p = compare(
+        &costs(Some(3000.0)),
+        &run(0.85, 0.1, 15_315.0),
+        Path::new("/x"),
+    )
+    .unwrap();
+    assert_eq!(p.interrupt_term_cycles, None);
+    assert!(!p.line().contains("interrupts"));
 }
 
 #[test]
