@@ -103,6 +103,13 @@ impl PoolBuf {
         self.index
     }
 
+    /// Where the pool's first buffer starts: buffer `i` of the pool starts `i * len()` bytes
+    /// further (the pool is one mapping). For prefetching a buffer by its index; reading or
+    /// writing through it would bypass the lease that owns that buffer.
+    pub fn pool_base(&self) -> *const u8 {
+        self.shared.pool.ptr(0)
+    }
+
     /// Bytes in this buffer (every buffer of the pool has the same length).
     pub fn len(&self) -> usize {
         self.shared.pool.buf_len()

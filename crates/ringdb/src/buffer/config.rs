@@ -106,4 +106,8 @@ pub struct PoolStats {
     pub verifications_timed: u64,
     /// TSC cycles those verifications took.
     pub verification_cycles: u64,
+    /// Pins that found their page's frame hint missing or stale (the page had been read
+    /// into, or moved to, another frame) and corrected it; a pin of a page that stayed put
+    /// finds it right (see the page table's documentation).
+    pub frame_hints_corrected: u64,
 }

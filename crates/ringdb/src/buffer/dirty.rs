@@ -137,7 +137,7 @@ impl BufferManager {
         let inner = &self.inner;
         let mut st = inner.state.borrow_mut();
         for p in pages {
-            if st.table.get(&p.pid) != Some(&p.slot) {
+            if st.table.get(&p.pid) != Some(p.slot) {
                 continue;
             }
             let unchanged = inner.cells[p.slot].version.get() == p.version;
@@ -173,7 +173,7 @@ impl BufferManager {
         let inner = &self.inner;
         let mut st = inner.state.borrow_mut();
         for p in pages {
-            if st.table.get(&p.pid) != Some(&p.slot) {
+            if st.table.get(&p.pid) != Some(p.slot) {
                 continue;
             }
             let s = st.slot_mut(p.slot);

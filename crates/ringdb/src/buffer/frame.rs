@@ -18,6 +18,7 @@
 
 use super::cells::SlotCells;
 use super::config::{PoolConfig, PoolStats};
+use super::frame_hint::FrameAddresses;
 use super::page_table::PageTable;
 use super::{CheckpointHook, PageId, WriteAhead};
 use crate::error::StorageError;
@@ -262,6 +263,8 @@ pub(super) struct Inner {
     /// Per slot, outside the RefCell so guards can use them while others borrow the state:
     /// pins, borrows, version, reference bit and the resident frame (see `cells.rs`).
     pub(super) cells: HugeSlice<SlotCells>,
+    /// Where the frames lie, for the page table's frame hints (`frame_hint.rs`).
+    pub(super) frames: FrameAddresses,
     pub(super) io_waiters: RefCell<FxHashMap<PageId, Vec<Waker>>>,
     pub(super) frame_waiters: RefCell<Vec<Waker>>,
     /// The task of an eviction round that found nothing evictable, waiting for an unpin or a
@@ -312,6 +315,7 @@ impl Inner {
         next_pid: PageId,
     ) -> Inner {
         let n = cfg.frames;
+        let frames = FrameAddresses::of_pool(free_bufs.first().expect("a pool has frames"));
         Inner {
             io,
             file,
@@ -328,6 +332,7 @@ impl Inner {
                 chain: Default::default(),
             }),
             cells: HugeSlice::from_fn(n, |_| SlotCells::new()),
+            frames,
             io_waiters: RefCell::new(FxHashMap::default()),
             frame_waiters: RefCell::new(Vec::new()),
             round_waiter: RefCell::new(None),

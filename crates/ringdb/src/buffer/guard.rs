@@ -155,12 +155,12 @@ const CACHE_LINE_BYTES: usize = 64;
 /// pool larger than the caches; fetched together, those misses overlap (a leaf of 100-byte
 /// records has all its slots in these lines).
 #[inline(always)]
-fn prefetch_head(ptr: *const u8) {
+pub(super) fn prefetch_head(ptr: *const u8) {
     #[cfg(target_arch = "x86_64")]
     for line in 0..PREFETCH_BYTES / CACHE_LINE_BYTES {
         use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
         // SAFETY: a prefetch is a hint: it never faults, reads nothing the program sees and
-        // writes nothing. The address lies inside the pinned frame (every page is at least
+        // writes nothing. The address lies inside a frame of the pool (every page is at least
         // `MIN_PAGE_SIZE` > PREFETCH_BYTES long), and SSE is part of x86_64's baseline.
         unsafe { _mm_prefetch::<_MM_HINT_T0>(ptr.wrapping_add(line * CACHE_LINE_BYTES).cast()) };
     }

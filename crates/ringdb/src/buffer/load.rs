@@ -85,7 +85,7 @@ impl BufferManager {
             ));
         }
         Ok(match st.table.get(&pid) {
-            Some(&slot) if st.slots[slot].as_ref().expect("live slot").is_resident() => {
+            Some(slot) if st.slots[slot].as_ref().expect("live slot").is_resident() => {
                 Lookup::Resident
             }
             Some(_) => Lookup::InIo,
@@ -168,7 +168,7 @@ impl BufferManager {
     /// Pins a page known to be resident.
     pub(super) fn pin_resident(&self, pid: PageId) -> PageGuard {
         let mut st = self.inner.state.borrow_mut();
-        let slot = *st.table.get(&pid).expect("resident page is in the table");
+        let slot = st.table.get(&pid).expect("resident page is in the table");
         let ptr = st.slot_mut(slot).frame_ptr();
         self.inner.cells[slot].referenced.set(true);
         drop(st);

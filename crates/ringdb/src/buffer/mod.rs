@@ -45,6 +45,7 @@ mod config;
 mod dirty;
 mod evict;
 mod frame;
+mod frame_hint;
 mod free_list;
 mod guard;
 mod load;
@@ -222,11 +223,14 @@ impl BufferManager {
     /// pins, awaits [`load`](Self::load) and restarts. Never waits.
     pub fn try_fix(&self, pid: PageId) -> Option<PageGuard> {
         let inner = &self.inner;
-        let slot = inner.state.borrow().table.get(&pid).copied();
-        let found = slot.and_then(|slot| {
+        let entry = inner.state.borrow().table.get_with_hint(pid);
+        let found = entry.and_then(|(slot, frame_hint)| {
+            // The frame's header is on its way while the slot's cells are read.
+            inner.prefetch_frame(frame_hint);
             let cells = &inner.cells[slot];
             let ptr = cells.resident_frame()?;
             cells.referenced.set(true);
+            inner.correct_frame_hint(pid, frame_hint, ptr);
             Some((slot, ptr))
         });
         match found {
@@ -346,7 +350,7 @@ impl BufferManager {
     pub fn free_page(&self, pid: PageId) {
         let inner = &self.inner;
         let mut st = inner.state.borrow_mut();
-        if let Some(&slot) = st.table.get(&pid) {
+        if let Some(slot) = st.table.get(&pid) {
             assert!(
                 st.slot_mut(slot).is_resident(),
                 "freeing page {pid} during its I/O"

@@ -2,12 +2,21 @@
 //!
 //! Every pin starts here, so a lookup should cost one cache line. A general-purpose map
 //! (hashbrown's SwissTable) reads a line of control bytes and then the line of the entry; this
-//! table keeps `(page id, slot)` entries of 16 bytes in one array, four per line, filled to at
+//! table keeps `(page id, slot, frame hint)` entries of 16 bytes in one array, four per line,
+//! filled to at
 //! most half (its capacity is twice the pool's frames, rounded up to a power of two, and the
 //! pool never holds more pages than frames), so a lookup mostly reads the one line its hash
 //! names. Page ids are dense integers: Fibonacci hashing (one multiply, the top bits) spreads
 //! neighbours across the table. Collisions probe linearly; a removal shifts the entries that
 //! follow back (no tombstones), so probe runs stay as short as the load allows.
+//!
+//! The frame hint is the index, in the runtime's buffer pool, of the frame the page was last
+//! seen resident in. A pin reads the entry, then the slot's cells (pin count, frame address),
+//! then the frame's header: in a pool larger than the caches, three misses one after the
+//! other. With the hint, the header's prefetch starts as soon as the entry is read, beside
+//! the cells' miss. It is only ever prefetched, never read through: a stale hint (the page
+//! moved to another frame) costs one useless prefetch and is corrected by the pin
+//! (`BufferManager::try_fix`).
 
 use super::PageId;
 use ringdb_io::HugeSlice;
@@ -17,12 +26,24 @@ const EMPTY: PageId = PageId::MAX;
 /// Fibonacci hashing's multiplier: 2^64 / the golden ratio, odd.
 const FIBONACCI: u64 = 0x9E37_79B9_7F4A_7C15;
 
-/// One entry: a page and its slot.
+/// A frame hint that names no frame.
+pub(super) const NO_FRAME: u32 = u32::MAX;
+
+/// One entry: a page, its slot and its frame hint.
 #[derive(Clone, Copy)]
 #[repr(C, align(16))]
 struct Entry {
     pid: PageId,
-    slot: usize,
+    slot: u32,
+    frame_hint: u32,
+}
+
+impl Entry {
+    const EMPTY: Entry = Entry {
+        pid: EMPTY,
+        slot: 0,
+        frame_hint: NO_FRAME,
+    };
 }
 
 /// Page id -> slot for at most `max_len` pages (see the module documentation).
@@ -38,12 +59,13 @@ pub(super) struct PageTable {
 impl PageTable {
     /// A table for up to `max_len` pages.
     pub(super) fn with_max_len(max_len: usize) -> PageTable {
+        assert!(
+            max_len < u32::MAX as usize,
+            "a page table for {max_len} slots (at most 2^32 - 1)"
+        );
         let capacity = (2 * max_len).next_power_of_two().max(16);
         PageTable {
-            entries: HugeSlice::from_fn(capacity, |_| Entry {
-                pid: EMPTY,
-                slot: 0,
-            }),
+            entries: HugeSlice::from_fn(capacity, |_| Entry::EMPTY),
             shift: 64 - capacity.trailing_zeros(),
             len: 0,
             max_len,
@@ -85,8 +107,25 @@ impl PageTable {
 
     /// `pid`'s slot.
     #[inline]
-    pub(super) fn get(&self, pid: &PageId) -> Option<&usize> {
-        self.find(*pid).map(|i| &self.entries[i].slot)
+    pub(super) fn get(&self, pid: &PageId) -> Option<usize> {
+        self.find(*pid).map(|i| self.entries[i].slot as usize)
+    }
+
+    /// `pid`'s slot and frame hint ([`NO_FRAME`] until one is set).
+    #[inline]
+    pub(super) fn get_with_hint(&self, pid: PageId) -> Option<(usize, u32)> {
+        self.find(pid).map(|i| {
+            let e = &self.entries[i];
+            (e.slot as usize, e.frame_hint)
+        })
+    }
+
+    /// Records that `pid` is resident in pool frame `frame`; nothing if `pid` is not in the
+    /// table.
+    pub(super) fn set_frame_hint(&mut self, pid: PageId, frame: u32) {
+        if let Some(i) = self.find(pid) {
+            self.entries[i].frame_hint = frame;
+        }
     }
 
     /// Whether `pid` is in the table.
@@ -98,6 +137,10 @@ impl PageTable {
     pub(super) fn insert(&mut self, pid: PageId, slot: usize) {
         assert_ne!(pid, EMPTY, "page id {pid} is the table's empty marker");
         assert!(
+            slot < NO_FRAME as usize,
+            "slot {slot} does not fit an entry"
+        );
+        assert!(
             self.len < self.max_len,
             "page table holds {} pages already (as many as the pool's frames)",
             self.len
@@ -107,7 +150,11 @@ impl PageTable {
             let e = &mut self.entries[index];
             assert_ne!(e.pid, pid, "page {pid} inserted twice into the page table");
             if e.pid == EMPTY {
-                *e = Entry { pid, slot };
+                *e = Entry {
+                    pid,
+                    slot: slot as u32,
+                    frame_hint: NO_FRAME,
+                };
                 self.len += 1;
                 return;
             }
@@ -119,7 +166,7 @@ impl PageTable {
     /// Removes `pid`, returning its slot.
     pub(super) fn remove(&mut self, pid: &PageId) -> Option<usize> {
         let mut hole = self.find(*pid)?;
-        let slot = self.entries[hole].slot;
+        let slot = self.entries[hole].slot as usize;
         self.len -= 1;
         // Backward shift: move up every entry of the run after the hole whose home does not
         // lie strictly between the hole and it (cyclically), so every entry stays reachable.
@@ -138,10 +185,7 @@ impl PageTable {
             }
             index = self.next(index);
         }
-        self.entries[hole] = Entry {
-            pid: EMPTY,
-            slot: 0,
-        };
+        self.entries[hole] = Entry::EMPTY;
         Some(slot)
     }
 
@@ -150,7 +194,7 @@ impl PageTable {
         self.entries
             .iter()
             .filter(|e| e.pid != EMPTY)
-            .map(|e| (e.pid, e.slot))
+            .map(|e| (e.pid, e.slot as usize))
     }
 }
 
@@ -175,6 +219,26 @@ mod tests {
         for pid in 0..3 {
             t.insert(pid, pid as usize);
         }
+    }
+
+    #[test]
+    fn frame_hints_start_empty_and_move_with_their_entries() {
+        // Neighbouring ids in a small table collide, so removals shift entries back.
+        let mut t = PageTable::with_max_len(8);
+        for pid in 0..8 {
+            t.insert(pid, pid as usize);
+            assert_eq!(t.get_with_hint(pid), Some((pid as usize, NO_FRAME)));
+            t.set_frame_hint(pid, 100 + pid as u32);
+        }
+        t.remove(&3);
+        t.set_frame_hint(3, 7); // not in the table: nothing
+        assert_eq!(t.get_with_hint(3), None);
+        for pid in (0..8).filter(|&p| p != 3) {
+            assert_eq!(t.get_with_hint(pid), Some((pid as usize, 100 + pid as u32)));
+        }
+        // A page inserted again starts without a hint.
+        t.insert(3, 5);
+        assert_eq!(t.get_with_hint(3), Some((5, NO_FRAME)));
     }
 
     #[derive(Clone, Debug)]
@@ -207,7 +271,7 @@ mod tests {
                 }
                 prop_assert_eq!(table.len(), model.len());
                 for pid in 0..64u64 {
-                    prop_assert_eq!(table.get(&(pid * 1_000_003)).copied(), model.get(&pid).copied());
+                    prop_assert_eq!(table.get(&(pid * 1_000_003)), model.get(&pid).copied());
                 }
             }
         }
