@@ -123,17 +123,13 @@ fn a_request_made_while_the_ring_has_room_for_it_is_not_parked() {
             }
         });
     }
-    let in_kernel = |io: &Io| {
-        let engine = io.stats().engine;
-        engine.submitted - engine.completed
-    };
     let in_flight_after_completions = rt
         .block_on(async {
             for _ in 0..4 {
                 io.yield_now().await;
             }
             assert_eq!(
-                in_kernel(&io),
+                requests_in_kernel(&io),
                 DEPTH as u64,
                 "the ring is full, one task parked"
             );
@@ -144,7 +140,7 @@ fn a_request_made_while_the_ring_has_room_for_it_is_not_parked() {
             for _ in 0..8 {
                 io.yield_now().await;
             }
-            let in_flight = in_kernel(&io);
+            let in_flight = requests_in_kernel(&io);
             drop(writer);
             in_flight
         })
@@ -182,17 +178,13 @@ fn adaptive_holds_a_partial_batch_for_the_loops_next_enter_while_the_device_is_b
     for _ in 0..busy {
         rt.spawn(read_once(io.clone()));
     }
-    let in_kernel = |io: &Io| {
-        let engine = io.stats().engine;
-        engine.submitted - engine.completed
-    };
     let (held, later) = rt
         .block_on(async {
             for _ in 0..4 {
                 io.yield_now().await;
             }
             assert_eq!(
-                in_kernel(&io),
+                requests_in_kernel(&io),
                 busy as u64,
                 "the low-water mark is at the device"
             );
@@ -203,11 +195,11 @@ fn adaptive_holds_a_partial_batch_for_the_loops_next_enter_while_the_device_is_b
             // end the partial batch is held.
             io.yield_now().await;
             io.yield_now().await;
-            let held = in_kernel(&io);
+            let held = requests_in_kernel(&io);
             // A pass that queued nothing new hands it over.
             io.yield_now().await;
             io.yield_now().await;
-            (held, in_kernel(&io))
+            (held, requests_in_kernel(&io))
         })
         .unwrap();
     writer.write_all(&[7; DEPTH]).unwrap();
@@ -222,4 +214,10 @@ fn adaptive_holds_a_partial_batch_for_the_loops_next_enter_while_the_device_is_b
         (busy + partial) as u64,
         "the held batch never went out"
     );
+}
+
+/// Requests handed to the kernel and not completed yet.
+fn requests_in_kernel(io: &Io) -> u64 {
+    let engine = io.stats().engine;
+    engine.submitted - engine.completed
 }
