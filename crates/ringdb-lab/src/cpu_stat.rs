@@ -19,6 +19,7 @@
 
 use std::fs;
 use std::io::Read;
+use std::sync::OnceLock;
 
 /// Where the kernel lists each CPU's time by kind.
 const PROC_STAT: &str = "/proc/stat";
@@ -168,11 +169,15 @@ pub fn ticks_per_sec() -> f64 {
 /// Whether this kernel charges interrupt time to the task it interrupts: `Some(true)` when its
 /// configuration (`/proc/config.gz`, else `/boot/config-<release>`) lacks
 /// `CONFIG_IRQ_TIME_ACCOUNTING` (or the boot line turned it off with `tsc=noirqtime`),
-/// `Some(false)` when it has it, `None` when no configuration can be read.
+/// `Some(false)` when it has it, `None` when no configuration can be read. Read once per
+/// process (the running kernel does not change; its configuration is ~250 KiB of gzip).
 pub fn interrupts_charged_to_tasks() -> Option<bool> {
-    let config = kernel_config()?;
-    let noirqtime = fs::read_to_string("/proc/cmdline").is_ok_and(|c| c.contains("noirqtime"));
-    Some(!irq_time_accounted(&config) || noirqtime)
+    static CHARGED: OnceLock<Option<bool>> = OnceLock::new();
+    *CHARGED.get_or_init(|| {
+        let config = kernel_config()?;
+        let noirqtime = fs::read_to_string("/proc/cmdline").is_ok_and(|c| c.contains("noirqtime"));
+        Some(!irq_time_accounted(&config) || noirqtime)
+    })
 }
 
 /// Whether a kernel configuration's text builds in precise interrupt time accounting.
