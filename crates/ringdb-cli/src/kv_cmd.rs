@@ -5,6 +5,7 @@ use clap::Args;
 use ringdb::WriteBatch;
 use ringdb::{Db, Durability, Options};
 use ringdb_bench::units::parse_size;
+use ringdb_io::EngineKind;
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -28,6 +29,17 @@ pub struct DbArgs {
     /// O_DIRECT for the data file (0 on filesystems that refuse it, e.g. tmpfs).
     #[arg(long, default_value_t = 1)]
     direct: u8,
+    /// auto (io_uring where it works here, else libaio or posix, with a warning) | posix |
+    /// libaio | uring-sync | uring | uring-passthrough
+    #[arg(long, default_value = "auto")]
+    engine: String,
+    /// Registered buffers (the buffer pool's frames; io_uring engines).
+    #[arg(long)]
+    fixedbufs: bool,
+    /// With a log: may eviction write pages back between checkpoints: auto (in mode none
+    /// only) | on | off (only checkpoints write pages).
+    #[arg(long, default_value = "auto")]
+    steal: String,
     /// Poll for completions (IOPOLL ring): with a log only on an NVMe namespace through
     /// passthrough (durability nvme-flush), where a sync is an NVMe Flush on the same ring.
     #[arg(long)]
@@ -38,17 +50,24 @@ impl DbArgs {
     fn open(&self, fresh: bool) -> Result<Db, Box<dyn std::error::Error>> {
         let durability: Durability = self.durability.parse()?;
         let mut opts = Options::default();
+        opts.io.engine = self.engine.parse()?;
         if self.iopoll {
             // An explicit switch: it runs, or the open fails saying why (`auto` would drop it).
-            opts.io.engine = ringdb_io::EngineKind::Uring;
+            if opts.io.engine == EngineKind::Auto {
+                opts.io.engine = EngineKind::Uring;
+            }
             opts.io.iopoll = true;
         }
-        opts.io.setup = ringdb_io::SetupMode::Defer;
+        if opts.io.engine.accepts_uring_switches() {
+            opts.io.setup = ringdb_io::SetupMode::Defer;
+        }
+        opts.io.fixed_buffers = self.fixedbufs;
         let pool_pages = parse_size(&self.pool)? as usize / opts.page_size;
         let mut builder = Db::builder(&self.db).options(Options {
             pool_pages,
             durability,
             direct: self.direct != 0,
+            steal: self.steal.parse()?,
             fresh,
             ..opts
         });

@@ -19,7 +19,10 @@ const MAX_FIXED_BUFFER_BYTES: usize = 1 << 30;
 /// A zeroed, page-aligned heap buffer.
 pub struct AlignedBuf {
     ptr: NonNull<u8>,
+    /// The buffer's bytes: what I/O reads or writes.
     len: usize,
+    /// The allocation's bytes: `len` rounded up to a page.
+    capacity: usize,
 }
 
 // SAFETY: AlignedBuf uniquely owns its allocation, like a Box<[u8]>.
@@ -30,12 +33,21 @@ unsafe impl Sync for AlignedBuf {}
 impl AlignedBuf {
     /// Allocates `len` zeroed bytes aligned to [`BUF_ALIGN`]. `len` is rounded up to a page.
     pub fn new(len: usize) -> Self {
-        let len = len.max(1).div_ceil(BUF_ALIGN) * BUF_ALIGN;
-        let layout = Layout::from_size_align(len, BUF_ALIGN).expect("buffer layout");
+        let capacity = len.max(1).div_ceil(BUF_ALIGN) * BUF_ALIGN;
+        Self::exact(capacity)
+    }
+
+    /// Allocates `len` zeroed bytes aligned to [`BUF_ALIGN`], exactly: I/O through it moves
+    /// `len` bytes, also where `len` is not a page multiple (a 1 KiB page, a block). The
+    /// allocation behind it is rounded up to a page.
+    pub fn exact(len: usize) -> Self {
+        let capacity = len.max(1).div_ceil(BUF_ALIGN) * BUF_ALIGN;
+        let layout = Layout::from_size_align(capacity, BUF_ALIGN).expect("buffer layout");
         // SAFETY: layout has a non-zero size.
         let raw = unsafe { alloc::alloc_zeroed(layout) };
         let ptr = NonNull::new(raw).unwrap_or_else(|| alloc::handle_alloc_error(layout));
-        AlignedBuf { ptr, len }
+        debug_assert!(len <= capacity && capacity.is_multiple_of(BUF_ALIGN));
+        AlignedBuf { ptr, len, capacity }
     }
 
     /// Length in bytes.
@@ -73,8 +85,8 @@ impl AlignedBuf {
 
 impl Drop for AlignedBuf {
     fn drop(&mut self) {
-        let layout = Layout::from_size_align(self.len, BUF_ALIGN).expect("buffer layout");
-        // SAFETY: allocated in `new` with this exact layout.
+        let layout = Layout::from_size_align(self.capacity, BUF_ALIGN).expect("buffer layout");
+        // SAFETY: allocated in `exact` with this exact layout.
         unsafe { alloc::dealloc(self.ptr.as_ptr(), layout) };
     }
 }
@@ -235,6 +247,10 @@ mod tests {
         assert_eq!(b.len(), 8192);
         assert_eq!(b.as_ptr() as usize % BUF_ALIGN, 0);
         assert!(b.as_slice().iter().all(|&x| x == 0));
+        let e = AlignedBuf::exact(1024);
+        assert_eq!(e.len(), 1024);
+        assert_eq!(e.as_slice().len(), 1024);
+        assert_eq!(e.as_ptr() as usize % BUF_ALIGN, 0);
     }
 
     #[test]

@@ -469,3 +469,49 @@ fn many_tasks_under_the_executor_complete() {
             .all(|&b| b == i as u8 + 1));
     }
 }
+
+/// A direct file refuses what the kernel refuses (`EINVAL`, nothing moved): a buffer, offset
+/// or length off its alignment; reads past the end are short, as on a real file.
+#[test]
+fn a_direct_file_refuses_misaligned_requests_as_the_kernel_does() {
+    use ringdb_io::AlignedBuf;
+    let disk = SimDisk::new(21, 2);
+    disk.set_direct(0, 4096);
+    let mut e = disk.engine(4);
+    let mut page = AlignedBuf::new(8192);
+    page.as_mut_slice().copy_from_slice(&pattern(3, 8192));
+    let ptr = page.as_mut_ptr();
+    let w = |off, buf, len| IoRequest::write(FileId(0), off, buf, len, 0);
+    assert_eq!(one(&mut *e, w(0, ptr, 8192)), 8192, "aligned: accepted");
+    // SAFETY: `page` holds 8192 bytes, so `ptr + 512` is in bounds with 4096 bytes after it.
+    let off_ptr = unsafe { ptr.add(512) };
+    assert_eq!(one(&mut *e, w(0, off_ptr, 4096)), -libc::EINVAL, "buffer");
+    assert_eq!(one(&mut *e, w(512, ptr, 4096)), -libc::EINVAL, "offset");
+    assert_eq!(one(&mut *e, w(0, ptr, 1024)), -libc::EINVAL, "length");
+    let r = |off, buf, len| IoRequest::read(FileId(0), off, buf, len, 0);
+    assert_eq!(
+        one(&mut *e, r(0, off_ptr, 4096)),
+        -libc::EINVAL,
+        "read buffer"
+    );
+    assert_eq!(
+        one(&mut *e, r(100, ptr, 4096)),
+        -libc::EINVAL,
+        "read offset"
+    );
+    assert_eq!(disk.stats().direct_refused, 5);
+    assert_eq!(disk.len(0), 8192, "nothing refused reached the file");
+    // Past the end: short, then nothing.
+    assert_eq!(one(&mut *e, r(4096, ptr, 8192)), 4096);
+    assert_eq!(one(&mut *e, r(8192, ptr, 4096)), 0);
+    // A file that is not direct takes any buffer (a Vec's), and the mark survives a cut.
+    assert_eq!(write(&mut *e, 1, 3, &pattern(4, 100)), 100);
+    disk.power_cut();
+    let mut e = disk.engine(4);
+    assert_eq!(one(&mut *e, r(100, ptr, 4096)), -libc::EINVAL);
+    let n = read(&mut *e, 1, 0, 7).0;
+    assert!(
+        n == 0 || n == 7,
+        "file 1 takes a Vec (the write kept or dropped): {n}"
+    );
+}

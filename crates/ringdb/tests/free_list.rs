@@ -26,17 +26,45 @@ const KEEP_ONE_IN: u64 = 100;
 /// Keys per write batch (one commit each with a log).
 const BATCH_KEYS: u64 = 200;
 
+/// A fresh directory on the build's disk (cargo's per-target temp dir), which takes O_DIRECT
+/// where the project's filesystem does.
 fn dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("ringdb-free-list-{name}-{}", std::process::id()));
+    let base = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    let d = base.join(format!("ringdb-free-list-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     d
+}
+
+/// Whether the test directory's filesystem takes O_DIRECT (tmpfs does not): the databases
+/// here are opened as users open them, with O_DIRECT, wherever it is available, so a read of
+/// the data file from memory that is not aligned fails here as it would for them (issue 38).
+fn direct() -> bool {
+    use std::os::unix::fs::OpenOptionsExt;
+    static DIRECT: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *DIRECT.get_or_init(|| {
+        let probe = dir("direct-probe");
+        std::fs::create_dir_all(&probe).unwrap();
+        let opened = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .custom_flags(libc::O_DIRECT)
+            .open(probe.join("probe"));
+        let _ = std::fs::remove_dir_all(&probe);
+        if let Err(e) = &opened {
+            eprintln!(
+                "free list tests: {} refuses O_DIRECT ({e}): buffered I/O",
+                probe.display()
+            );
+        }
+        opened.is_ok()
+    })
 }
 
 fn opts(durability: Durability, fresh: bool) -> Options {
     Options {
         page_size: PAGE_BYTES,
         pool_pages: 512,
-        direct: false,
+        direct: direct(),
         fresh,
         durability,
         wal_bytes: 8 << 20,
@@ -520,4 +548,32 @@ fn free_list_page_mutated() {
             decoded_is_sane(&bytes, pid)
         },
     );
+}
+
+/// Issue 38: a database whose free list has a chain (as recovery leaves one after a crash
+/// abandons pages) is opened, recovered or not, again and again with O_DIRECT: the chain's
+/// pages are read into aligned memory. Before the fix, the second open failed with `EINVAL`.
+#[test]
+fn a_database_with_a_chain_opens_again_and_again_with_o_direct() {
+    if !direct() {
+        eprintln!("skipped: the test directory refuses O_DIRECT, which this test is about");
+        return;
+    }
+    let d = dir("reopen-direct");
+    closed_with_a_chain(&d, Durability::Fdatasync);
+    for _ in 0..2 {
+        let mut db = LocalDb::open(&d, opts(Durability::Fdatasync, false)).unwrap();
+        assert!(check(&mut db).free_list_pages >= 1);
+        db.close().unwrap();
+    }
+    let mut db = LocalDb::open(&d, opts(Durability::Fdatasync, false)).unwrap();
+    fill(&mut db, 1);
+    delete_most(&mut db);
+    crash(db);
+    for _ in 0..2 {
+        let mut db = LocalDb::open(&d, opts(Durability::Fdatasync, false)).unwrap();
+        assert!(check(&mut db).free_list_pages >= 1);
+        crash(db);
+    }
+    let _ = std::fs::remove_dir_all(&d);
 }

@@ -140,7 +140,7 @@ fn seeds() -> Vec<u64> {
 #[test]
 fn power_cuts_keep_every_acknowledged_batch_whole() {
     for seed in seeds() {
-        let sim = SimDisk::new(seed, 3);
+        let sim = sim_disk::new_disk(seed);
         let mut acked = Vec::new();
         let mut runs = Vec::new();
         for round in 0..3u64 {
@@ -212,7 +212,7 @@ fn power_cuts_inside_checkpoints_tear_pages_that_recovery_repairs() {
     let mut inside_cuts = 0;
     let mut data_tears = 0;
     for seed in seeds() {
-        let sim = SimDisk::new(seed, 3);
+        let sim = sim_disk::new_disk(seed);
         let mut acked = Vec::new();
         let mut runs = Vec::new();
         for round in 0..3u64 {
@@ -264,7 +264,7 @@ fn eio_and_enospc_reach_the_committer_and_the_database_stays_openable() {
         (SimFault::Eio, 0, OpKind::Fdatasync, true),
         (SimFault::Eio, 2, OpKind::Write, false),
     ] {
-        let sim = SimDisk::new(7, 3);
+        let sim = sim_disk::new_disk(7);
         let mut db = open(&sim).unwrap();
         let mut acked = Vec::new();
         for i in 0..200u64 {
@@ -310,7 +310,7 @@ fn eio_and_enospc_reach_the_committer_and_the_database_stays_openable() {
 
 #[test]
 fn a_torn_or_flipped_page_is_repaired_or_reported() {
-    let sim = SimDisk::new(3, 3);
+    let sim = sim_disk::new_disk(3);
     let mut db = open(&sim).unwrap();
     for i in 0..3000u64 {
         db.insert(format!("k{i:09}").as_bytes(), &value(i)).unwrap();

@@ -181,7 +181,7 @@ fn seeds() -> Vec<u64> {
 fn power_cuts_among_eviction_writes_lose_nothing_acknowledged() {
     let (mut inside_cuts, mut data_tears) = (0, 0);
     for seed in seeds() {
-        let sim = SimDisk::new(seed, 3);
+        let sim = sim_disk::new_disk(seed);
         load(&sim);
         let mut states = Vec::new();
         for run in 0..3u64 {

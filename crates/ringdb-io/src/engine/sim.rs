@@ -30,6 +30,14 @@
 //! its buffer when it completes; nothing touches a buffer after that, so dropping an engine
 //! with requests in flight simply loses them (like a killed process) and needs no drain.
 //!
+//! # What the kernel enforces
+//! A file marked with [`SimDisk::set_direct`] behaves as one opened with `O_DIRECT`: a read or
+//! write whose buffer address, offset or length is not a multiple of the file's alignment
+//! completes with `-EINVAL` and moves nothing, as the kernel refuses it. A read past the end
+//! returns what lies before the end (0 bytes at or past it), short writes come from
+//! [`SimFault::ShortWrite`]. Tests that open a database on a simulated disk mark its data file
+//! direct, as a directory opens it, so a buffer the engine forgot to align fails there too.
+//!
 //! Files are capped at [`SIM_MAX_FILE_LEN`] bytes; a write past it fails with `-EFBIG`.
 //! One `SimDisk` may be shared by several engines; the replay is exact as long as the order
 //! of calls on it is (one thread, or a deterministic interleaving).
@@ -97,6 +105,8 @@ pub struct SimStats {
     pub syncs: u64,
     /// Faults that fired (one-shot and random).
     pub faults_injected: u64,
+    /// Reads and writes of an `O_DIRECT` file refused with `EINVAL` for their alignment.
+    pub direct_refused: u64,
     /// Power cuts so far.
     pub power_cuts: u64,
     /// Un-synced writes the last power cut dropped entirely.
@@ -169,9 +179,23 @@ struct SimFile {
     durable: Vec<u8>,
     /// In completion order.
     unsynced: Vec<Unsynced>,
+    /// `O_DIRECT`: the alignment of buffer, offset and length every read and write needs.
+    direct_align: Option<u64>,
 }
 
 impl SimFile {
+    /// Whether the kernel would refuse `req` on this file: `O_DIRECT` and one of its buffer
+    /// address, offset and length off the file's alignment (`EINVAL`).
+    fn refuses(&self, req: &IoRequest) -> bool {
+        let Some(align) = self.direct_align else {
+            return false;
+        };
+        debug_assert!(align.is_power_of_two());
+        !(req.offset.is_multiple_of(align)
+            && u64::from(req.len).is_multiple_of(align)
+            && (req.buf as u64).is_multiple_of(align))
+    }
+
     /// Makes every un-synced change with `seq <= upto` durable.
     fn make_durable(&mut self, upto: u64) {
         let n = self.unsynced.partition_point(|u| u.seq <= upto);
@@ -293,69 +317,80 @@ impl Disk {
             return -libc::EIO;
         }
         let req = &slot.req;
+        let direct_io = matches!(req.op, OpKind::Read | OpKind::Write);
+        if direct_io && self.files[req.file.0 as usize].refuses(req) {
+            self.stats.direct_refused += 1;
+            return -libc::EINVAL;
+        }
         match (req.op, slot.fault) {
             (OpKind::Nop, _) => 0,
             (_, Some(SimFault::Eio)) => -libc::EIO,
             (_, Some(SimFault::Enospc)) => -libc::ENOSPC,
-            (OpKind::Read, fault) => {
-                let file = &self.files[req.file.0 as usize];
-                let avail = (file.volatile.len() as u64).saturating_sub(req.offset);
-                let mut n = avail.min(req.len as u64);
-                if fault == Some(SimFault::ShortRead) && n > 0 {
-                    n = self.fault_rng.below((n - 1) / SECTOR + 1) * SECTOR;
-                }
-                if n > 0 {
-                    let src = &file.volatile[req.offset as usize..(req.offset + n) as usize];
-                    // SAFETY: the push contract keeps `req.buf` valid for `req.len >= n` bytes
-                    // and untouched by the caller until this completion is reaped; `src` lies
-                    // in the disk's own memory, so the two do not overlap.
-                    unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), req.buf, n as usize) };
-                }
-                self.stats.reads += 1;
-                n as i32
-            }
-            (OpKind::Write, fault) => {
-                let mut n = req.len as u64;
-                if fault == Some(SimFault::ShortWrite) {
-                    let whole = n.saturating_sub(1) / SECTOR;
-                    n = if whole == 0 {
-                        0
-                    } else {
-                        (1 + self.fault_rng.below(whole)) * SECTOR
-                    };
-                }
-                if req.offset.saturating_add(n) > SIM_MAX_FILE_LEN {
-                    return -libc::EFBIG;
-                }
-                let data = if n == 0 {
-                    Vec::new()
-                } else {
-                    // SAFETY: the push contract keeps `req.buf` valid for `req.len >= n` bytes
-                    // until this completion is reaped; it is only read here.
-                    unsafe { std::slice::from_raw_parts(req.buf, n as usize) }.to_vec()
-                };
-                self.seq += 1;
-                let seq = self.seq;
-                let file = &mut self.files[req.file.0 as usize];
-                write_into(&mut file.volatile, req.offset, &data);
-                if !data.is_empty() {
-                    file.unsynced.push(Unsynced {
-                        seq,
-                        change: Change::Write {
-                            offset: req.offset,
-                            data,
-                        },
-                    });
-                }
-                self.stats.writes += 1;
-                n as i32
-            }
+            (OpKind::Read, fault) => self.complete_read(req, fault),
+            (OpKind::Write, fault) => self.complete_write(req, fault),
             (OpKind::Fsync | OpKind::Fdatasync, _) => {
                 self.files[req.file.0 as usize].make_durable(slot.covers_upto);
                 self.stats.syncs += 1;
                 0
             }
         }
+    }
+
+    /// A read of `req` against the volatile image (short when `fault` says, or at the end).
+    fn complete_read(&mut self, req: &IoRequest, fault: Option<SimFault>) -> i32 {
+        let file = &self.files[req.file.0 as usize];
+        let avail = (file.volatile.len() as u64).saturating_sub(req.offset);
+        let mut n = avail.min(req.len as u64);
+        if fault == Some(SimFault::ShortRead) && n > 0 {
+            n = self.fault_rng.below((n - 1) / SECTOR + 1) * SECTOR;
+        }
+        if n > 0 {
+            let src = &file.volatile[req.offset as usize..(req.offset + n) as usize];
+            // SAFETY: the push contract keeps `req.buf` valid for `req.len >= n` bytes
+            // and untouched by the caller until this completion is reaped; `src` lies
+            // in the disk's own memory, so the two do not overlap.
+            unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), req.buf, n as usize) };
+        }
+        self.stats.reads += 1;
+        n as i32
+    }
+
+    /// A write of `req` into the volatile image, un-synced (short when `fault` says).
+    fn complete_write(&mut self, req: &IoRequest, fault: Option<SimFault>) -> i32 {
+        let mut n = req.len as u64;
+        if fault == Some(SimFault::ShortWrite) {
+            let whole = n.saturating_sub(1) / SECTOR;
+            n = if whole == 0 {
+                0
+            } else {
+                (1 + self.fault_rng.below(whole)) * SECTOR
+            };
+        }
+        if req.offset.saturating_add(n) > SIM_MAX_FILE_LEN {
+            return -libc::EFBIG;
+        }
+        let data = if n == 0 {
+            Vec::new()
+        } else {
+            // SAFETY: the push contract keeps `req.buf` valid for `req.len >= n` bytes
+            // until this completion is reaped; it is only read here.
+            unsafe { std::slice::from_raw_parts(req.buf, n as usize) }.to_vec()
+        };
+        self.seq += 1;
+        let seq = self.seq;
+        let file = &mut self.files[req.file.0 as usize];
+        write_into(&mut file.volatile, req.offset, &data);
+        if !data.is_empty() {
+            file.unsynced.push(Unsynced {
+                seq,
+                change: Change::Write {
+                    offset: req.offset,
+                    data,
+                },
+            });
+        }
+        self.stats.writes += 1;
+        n as i32
     }
 
     fn power_cut(&mut self) {
@@ -498,6 +533,17 @@ impl SimDisk {
             stats: EngineStats::default(),
             rng,
         })
+    }
+
+    /// Makes `file` behave as one opened with `O_DIRECT` whose buffers, offsets and lengths
+    /// must be multiples of `align_bytes` (a power of two: 512 for most disks, 4096 for a
+    /// 4 KiB-sector one); others complete with `-EINVAL`.
+    pub fn set_direct(&self, file: u32, align_bytes: u64) {
+        assert!(
+            align_bytes.is_power_of_two(),
+            "sim disk: alignment {align_bytes} is not a power of two"
+        );
+        self.lock().file(file).direct_align = Some(align_bytes);
     }
 
     /// Current (volatile) length of `file`.
