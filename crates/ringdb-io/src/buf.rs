@@ -8,6 +8,7 @@ use crate::error::Setting;
 use crate::mapped::{MappedRegion, HUGE_PAGE_BYTES};
 use std::alloc::{self, Layout};
 use std::ptr::NonNull;
+use std::sync::Arc;
 
 /// Alignment of every buffer: a page, which satisfies any logical block size up to 4 KiB.
 pub const BUF_ALIGN: usize = 4096;
@@ -94,7 +95,8 @@ impl Drop for AlignedBuf {
 /// `count` equal buffers in one aligned allocation, laid out so they can be registered with
 /// `IORING_REGISTER_BUFFERS`. Buffer `i` is registered under [`FixedBufferPool::fixed_index`].
 pub struct FixedBufferPool {
-    mem: PoolMemory,
+    /// Shared with every [`PoolMapping`] handed out: it outlives the pool while one exists.
+    mem: Arc<PoolMemory>,
     buf_len: usize,
     count: usize,
     /// Consecutive buffers that share one registration entry (1 unless count > 16384).
@@ -140,7 +142,7 @@ impl FixedBufferPool {
                 max: (usize::MAX / buf_len) as u64,
             })?;
         Ok(FixedBufferPool {
-            mem: PoolMemory::new(total),
+            mem: Arc::new(PoolMemory::new(total)),
             buf_len,
             count,
             per_entry,
@@ -192,7 +194,15 @@ impl FixedBufferPool {
     /// Whether the pool's memory is advised to be backed by transparent huge pages (pools
     /// of at least one huge page, where the kernel allows it).
     pub fn huge_pages(&self) -> bool {
-        matches!(&self.mem, PoolMemory::Mapped(r) if r.huge_advised())
+        matches!(&*self.mem, PoolMemory::Mapped(r) if r.huge_advised())
+    }
+
+    /// A share of the pool's memory that keeps it mapped (see [`PoolMapping`]).
+    pub fn mapping(&self) -> PoolMapping {
+        PoolMapping {
+            memory: self.mem.clone(),
+            len: self.total_bytes(),
+        }
     }
 
     /// Read access to buffer `i`. The caller must not have I/O in flight on it.
@@ -208,6 +218,55 @@ impl FixedBufferPool {
         let ptr = self.ptr(i);
         // SAFETY: as in `slice`; `&mut self` makes this the only live view.
         unsafe { std::slice::from_raw_parts_mut(ptr, self.buf_len) }
+    }
+}
+
+/// A share of a pool's memory, `Send + Sync`: while one exists the memory stays allocated,
+/// also after the pool and its runtime are gone (it is never unmapped under a holder).
+///
+/// For readers on other threads that look at the pool's frames optimistically (the engine's
+/// reads from the caller's thread): they load bytes with atomic operations and validate them
+/// against a version before using them, and only need the addresses to stay mapped. It hands
+/// out addresses only, never a reference to the bytes: what they hold is whoever leases the
+/// buffer's business.
+#[derive(Clone)]
+pub struct PoolMapping {
+    memory: Arc<PoolMemory>,
+    len: usize,
+}
+
+impl PoolMapping {
+    /// Where the pool's memory starts (buffer 0), aligned to [`BUF_ALIGN`].
+    pub fn base(&self) -> *const u8 {
+        self.memory.as_ptr()
+    }
+
+    /// Bytes of the pool's buffers from [`base`](Self::base) on.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the pool has no bytes (never: a pool holds at least one buffer).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Whether `[ptr, ptr + len_bytes)` lies inside the pool's memory.
+    pub fn contains(&self, ptr: *const u8, len_bytes: usize) -> bool {
+        let (start, base) = (ptr as usize, self.base() as usize);
+        start >= base
+            && start
+                .checked_add(len_bytes)
+                .is_some_and(|end| end <= base + self.len)
+    }
+}
+
+impl std::fmt::Debug for PoolMapping {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PoolMapping")
+            .field("base", &self.base())
+            .field("len", &self.len)
+            .finish()
     }
 }
 

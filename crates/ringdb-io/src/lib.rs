@@ -81,7 +81,7 @@ mod ring;
 pub mod sysfs;
 mod target;
 
-pub use buf::{AlignedBuf, FixedBufferPool, BUF_ALIGN, MAX_FIXED_BUFFERS};
+pub use buf::{AlignedBuf, FixedBufferPool, PoolMapping, BUF_ALIGN, MAX_FIXED_BUFFERS};
 pub use config::{
     adaptive_batch, adaptive_low_water, Batching, EngineKind, IoConfig, SetupMode, SqPoll,
     ADAPTIVE_MAX_BATCH, ADAPTIVE_PLUG_MIN, MAX_QUEUE_DEPTH,

@@ -103,6 +103,10 @@ pub mod node;
 #[doc(hidden)]
 pub mod page;
 #[doc(hidden)]
+pub mod racy;
+#[doc(hidden)]
+pub mod racy_node;
+#[doc(hidden)]
 pub mod tree;
 #[doc(hidden)]
 pub mod verify;
@@ -125,8 +129,9 @@ pub use error::{
 pub use memory::{MemoryStats, PartBytes};
 pub use page::PageError;
 pub use sharded::{
-    prefix_end, set_caller_thread_batch, AcrossCommit, Db, DbBuilder, Range, Shard, ShardedStats,
-    Table, BATCH_LOG_FILE, MANIFEST_FILE, SHARDS_MAX, SHARD_HASH, SYSTEM_PREFIX,
+    caller_reads, prefix_end, set_caller_thread_batch, AcrossCommit, CallerReads, Db, DbBuilder,
+    Range, Shard, ShardedStats, Table, BATCH_LOG_FILE, MANIFEST_FILE, SHARDS_MAX, SHARD_HASH,
+    SYSTEM_PREFIX,
 };
 pub use tree::{Direction, TreeStats};
 pub use txn::{ConflictWith, Isolation, Transaction, TxnStats, TxnTimestamp};

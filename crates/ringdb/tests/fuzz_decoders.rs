@@ -656,3 +656,84 @@ fn regression_dw_count_that_overflows() {
         );
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// The racy node reader (`racy_node.rs`: what a read on the caller's thread decodes) on images
+// torn by a concurrent writer.
+
+/// Runs every racy decoder on `words` for `probe`; on an image equal to a stable node, checks
+/// the answers against `NodeRef`'s.
+fn read_racy(
+    words: &[std::sync::atomic::AtomicU64],
+    stable: Option<&[u8]>,
+    probe: &[u8],
+) -> Result<(), TestCaseError> {
+    use ringdb::racy::RacyPage;
+    use ringdb::racy_node;
+    let page = RacyPage::over(words);
+    let Some(header) = racy_node::header(&page) else {
+        note_label("no header");
+        return Ok(());
+    };
+    let searched = racy_node::search(&page, &header, probe);
+    note(&searched.is_some());
+    let mut out = Vec::new();
+    let _ = racy_node::child_for(&page, &header, probe);
+    let _ = racy_node::value_into(&page, &header, probe, &mut out);
+    for i in 0..header.count.min(32) {
+        let (mut k, mut v) = (Vec::new(), Vec::new());
+        let _ = racy_node::pair_into(&page, &header, i, &mut k, &mut v);
+        let _ = racy_node::separator_into(&page, &header, i, &mut k);
+    }
+    prop_assert!(out.len() <= page.len(), "a value longer than the page");
+    if let Some(bytes) = stable {
+        let node = NodeRef::new(bytes).map_err(|e| TestCaseError::fail(e.to_string()))?;
+        prop_assert_eq!(searched, Some(node.search(probe)));
+    }
+    Ok(())
+}
+
+#[test]
+fn racy_node_arbitrary_bytes() {
+    let strategy = (arbitrary_bytes(), prop::collection::vec(any::<u8>(), 0..12));
+    fuzz("racy_node/bytes", strategy, |(mut bytes, probe)| {
+        bytes.truncate(bytes.len() / 8 * 8);
+        read_racy(&ringdb::racy::words_of(&bytes), None, &probe)
+    });
+}
+
+/// Two nodes of one page size, and an image that takes each 8-byte word from one or the other
+/// (what a reader copies while a writer turns the first into the second): the decoders never
+/// panic, and on a copy that is all of one node they answer as `NodeRef` does.
+#[test]
+fn racy_node_torn_between_two_nodes() {
+    let strategy = (
+        node_plan(),
+        node_plan(),
+        any::<u64>(),
+        prop::collection::vec(any::<u8>(), 0..12),
+    );
+    fuzz("racy_node/torn", strategy, |(a, mut b, seed, probe)| {
+        b.page_size = a.page_size;
+        let (first, second) = (build_node(&a), build_node(&b));
+        let mut torn = first.clone();
+        let mut x = seed;
+        for (word, chunk) in torn.chunks_exact_mut(8).enumerate() {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            if (x >> 33) % 3 == 0 {
+                chunk.copy_from_slice(&second[word * 8..word * 8 + 8]);
+            }
+        }
+        let stable = if torn == first {
+            Some(first.as_slice())
+        } else if torn == second {
+            Some(second.as_slice())
+        } else {
+            None
+        };
+        read_racy(&ringdb::racy::words_of(&torn), stable, &probe)?;
+        read_racy(&ringdb::racy::words_of(&first), Some(&first), &probe)
+    });
+}

@@ -14,8 +14,9 @@ use ringdb::tree::TreeRoot;
 use ringdb_net::frame::{checksum, FrameDecoder, FrameSink, Header, FLAG_EOS, HEADER_LEN};
 
 /// The targets, as their binaries are named.
-pub const TARGETS: [&str; 6] = [
+pub const TARGETS: [&str; 7] = [
     "node_check",
+    "racy_node",
     "page_verify",
     "meta",
     "wal_record",
@@ -53,6 +54,33 @@ pub fn node_check(data: &[u8]) {
         let _ = node.child_for(b"k");
     }
     assert!(node.used_space() <= node.capacity());
+}
+
+/// `racy_node`'s readers (what a read on the caller's thread decodes, from bytes a writer may
+/// be changing): the first byte is the probe key's length, the probe follows, the rest (cut to
+/// whole words) is the page. Whatever it holds, they return without a panic.
+pub fn racy_node(data: &[u8]) {
+    use ringdb::racy::{words_of, RacyPage};
+    use ringdb::racy_node as racy;
+    let Some((&probe_len, rest)) = data.split_first() else {
+        return;
+    };
+    let (probe, page) = rest.split_at(usize::from(probe_len).min(rest.len()));
+    let words = words_of(&page[..page.len() / 8 * 8]);
+    let page = RacyPage::over(&words);
+    let Some(header) = racy::header(&page) else {
+        return;
+    };
+    let mut out = Vec::new();
+    let _ = racy::search(&page, &header, probe);
+    let _ = racy::child_for(&page, &header, probe);
+    let _ = racy::value_into(&page, &header, probe, &mut out);
+    for i in 0..header.count.min(64) {
+        let (mut key, mut value) = (Vec::new(), Vec::new());
+        let _ = racy::pair_into(&page, &header, i, &mut key, &mut value);
+        let _ = racy::separator_into(&page, &header, i, &mut key);
+    }
+    assert!(out.len() <= page.len(), "a value longer than its page");
 }
 
 /// The first byte, and the rest. Its low bit asks to make the input's checksum right before
@@ -205,6 +233,7 @@ pub fn frame(data: &[u8]) {
 pub fn run(name: &str, data: &[u8]) {
     match name {
         "node_check" => node_check(data),
+        "racy_node" => racy_node(data),
         "page_verify" => page_verify(data),
         "meta" => meta(data),
         "wal_record" => wal_record(data),
@@ -226,6 +255,9 @@ pub fn seeds() -> Vec<(&'static str, String, Vec<u8>)> {
         }
         page::seal(&mut leaf, 7);
         seeds.push(("node_check", format!("leaf-{i}"), leaf.clone()));
+        let mut racy_input = vec![2u8, b'k', 3];
+        racy_input.extend_from_slice(&leaf);
+        seeds.push(("racy_node", format!("leaf-{i}"), racy_input));
         let mut with_id = vec![0u8];
         with_id.extend_from_slice(&7u64.to_le_bytes());
         with_id.extend_from_slice(&leaf);
@@ -251,7 +283,7 @@ pub fn seeds() -> Vec<(&'static str, String, Vec<u8>)> {
     // The same inputs with the flag that makes their checksum right after AFL++ mutated them.
     let flagged: Vec<_> = seeds
         .iter()
-        .filter(|(target, _, _)| !matches!(*target, "node_check" | "frame"))
+        .filter(|(target, _, _)| !matches!(*target, "node_check" | "racy_node" | "frame"))
         .map(|(target, name, bytes)| {
             let mut bytes = bytes.clone();
             bytes[0] |= 1;

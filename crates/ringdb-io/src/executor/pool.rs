@@ -110,6 +110,12 @@ impl PoolBuf {
         self.shared.pool.ptr(0)
     }
 
+    /// A share of the whole pool's memory, which keeps it mapped while it lives (see
+    /// [`PoolMapping`](crate::PoolMapping)).
+    pub fn pool_mapping(&self) -> crate::buf::PoolMapping {
+        self.shared.pool.mapping()
+    }
+
     /// Bytes in this buffer (every buffer of the pool has the same length).
     pub fn len(&self) -> usize {
         self.shared.pool.buf_len()

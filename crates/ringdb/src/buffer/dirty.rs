@@ -125,7 +125,7 @@ impl BufferManager {
         DirtyPage {
             pid: s.pid,
             slot,
-            version: inner.cells[slot].version.get(),
+            version: inner.cells[slot].version(),
         }
     }
 
@@ -140,7 +140,7 @@ impl BufferManager {
             if st.table.get(&p.pid) != Some(p.slot) {
                 continue;
             }
-            let unchanged = inner.cells[p.slot].version.get() == p.version;
+            let unchanged = inner.cells[p.slot].version() == p.version;
             let s = st.slot_mut(p.slot);
             if !s.dirty {
                 continue;

@@ -196,8 +196,8 @@ impl BufferManager {
             if !s.is_resident() || (s.dirty && !inner.may_steal(s)) {
                 continue;
             }
-            if cells.referenced.get() {
-                cells.referenced.set(false);
+            if cells.referenced() {
+                cells.set_referenced(false);
                 continue;
             }
             victims += 1;

@@ -24,11 +24,12 @@ use super::{CheckpointHook, PageId, WriteAhead};
 use crate::error::StorageError;
 use crate::page;
 use ringdb_io::FileId;
-use ringdb_io::{HugeSlice, Io, PoolBuf};
+use ringdb_io::{HugeSlice, Io, PoolBuf, PoolMapping};
 use rustc_hash::{FxHashMap, FxHashSet};
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::rc::Rc;
+use std::sync::Arc;
 use std::task::Waker;
 
 /// Rounds a wait for a frame or a page makes (each a wake-up, an eviction round or a load
@@ -82,7 +83,7 @@ impl Slot {
     /// A page about to be read into a frame.
     pub(super) fn reading(pid: PageId, cells: &SlotCells) -> Slot {
         assert!(cells.resident_frame().is_none(), "a free slot has a frame");
-        cells.referenced.set(true);
+        cells.set_referenced(true);
         Slot {
             pid,
             state: SlotState::Reading,
@@ -103,15 +104,15 @@ impl Slot {
         cells: &SlotCells,
         rec_lsn: u64,
     ) -> Slot {
-        cells.referenced.set(true);
-        cells.publish(buf.as_mut_slice().as_mut_ptr());
+        cells.set_referenced(true);
+        cells.publish(buf.as_mut_slice().as_mut_ptr(), pid);
         Slot {
             pid,
             state: SlotState::Resident,
             buf: Some(buf),
             dirty: true,
             structural: true,
-            structural_version: cells.version.get() + 1,
+            structural_version: cells.version(),
             in_checkpoint: false,
             rec_lsn,
         }
@@ -181,7 +182,7 @@ impl Slot {
             "page {} read into a slot with a frame",
             self.pid
         );
-        cells.publish(buf.as_mut_slice().as_mut_ptr());
+        cells.publish(buf.as_mut_slice().as_mut_ptr(), self.pid);
         self.buf = Some(buf);
     }
 
@@ -203,7 +204,7 @@ impl Slot {
             "page {} written from two frames",
             self.pid
         );
-        cells.publish(buf.as_mut_slice().as_mut_ptr());
+        cells.publish(buf.as_mut_slice().as_mut_ptr(), self.pid);
         self.buf = Some(buf);
     }
 
@@ -262,7 +263,10 @@ pub(super) struct Inner {
     pub(super) state: RefCell<State>,
     /// Per slot, outside the RefCell so guards can use them while others borrow the state:
     /// pins, borrows, version, reference bit and the resident frame (see `cells.rs`).
-    pub(super) cells: HugeSlice<SlotCells>,
+    pub(super) cells: Arc<HugeSlice<SlotCells>>,
+    /// A share of the runtime pool's memory, for readers on other threads (see
+    /// [`PoolView`](super::PoolView)).
+    pub(super) mapping: PoolMapping,
     /// Where the frames lie, for the page table's frame hints (`frame_hint.rs`).
     pub(super) frames: FrameAddresses,
     pub(super) io_waiters: RefCell<FxHashMap<PageId, Vec<Waker>>>,
@@ -315,7 +319,9 @@ impl Inner {
         next_pid: PageId,
     ) -> Inner {
         let n = cfg.frames;
-        let frames = FrameAddresses::of_pool(free_bufs.first().expect("a pool has frames"));
+        let first = free_bufs.first().expect("a pool has frames");
+        let frames = FrameAddresses::of_pool(first);
+        let mapping = first.pool_mapping();
         Inner {
             io,
             file,
@@ -331,7 +337,8 @@ impl Inner {
                 freed: FxHashSet::default(),
                 chain: Default::default(),
             }),
-            cells: HugeSlice::from_fn(n, |_| SlotCells::new()),
+            cells: Arc::new(HugeSlice::from_fn(n, |_| SlotCells::new())),
+            mapping,
             frames,
             io_waiters: RefCell::new(FxHashMap::default()),
             frame_waiters: RefCell::new(Vec::new()),

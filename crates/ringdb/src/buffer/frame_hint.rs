@@ -35,7 +35,7 @@ impl FrameAddresses {
 
     /// The index, in the pool, of the frame starting at `ptr` (`None`, and a failed debug
     /// assertion, were it outside the pool: every frame is leased from it).
-    fn index_of(&self, ptr: *const u8) -> Option<u32> {
+    pub(super) fn index_of(&self, ptr: *const u8) -> Option<u32> {
         let offset = (ptr as usize).checked_sub(self.base as usize);
         debug_assert!(
             offset.is_some_and(|o| o % self.stride == 0),

@@ -1,12 +1,13 @@
 //! What the buffer manager hands out: pins on resident pages ([`PageGuard`]) and frames set
 //! aside for one task ([`Reservation`]).
 
+use super::cells::{OwnerCell, SlotCells};
 use super::frame::{Change, Inner, Slot};
 use super::PageId;
 use crate::page;
 use ringdb_io::PoolBuf;
-use std::cell::Cell;
 use std::rc::Rc;
+use std::sync::atomic::AtomicI16;
 
 /// A pin on a resident page. Its bytes are reached through [`read`](Self::read) and
 /// [`write`](Self::write), whose closures cannot `await`: a page is never borrowed while its
@@ -40,7 +41,7 @@ impl PageGuard {
 
     /// Bumped on every `write`: a caller can tell whether the page changed.
     pub fn version(&self) -> u64 {
-        self.inner.cells[self.slot].version.get()
+        self.inner.cells[self.slot].version()
     }
 
     /// Runs `f` over the page's bytes.
@@ -71,13 +72,16 @@ impl PageGuard {
     }
 
     fn change<R>(&self, change: Change, f: impl FnOnce(&mut [u8]) -> R) -> R {
-        let b = &self.inner.cells[self.slot].borrows;
+        let cells = &self.inner.cells[self.slot];
+        let b = &cells.borrows;
         assert_eq!(b.get(), 0, "page {} written while borrowed", self.pid);
         b.set(-1);
         let _release = BorrowRelease { cell: b, by: 1 };
-        let v = &self.inner.cells[self.slot].version;
-        v.set(v.get() + 1);
-        self.mark_changed(change, v.get());
+        // Odd while the bytes change: readers on other threads retry (see `cells.rs`). Even
+        // again when the change ends, also if `f` panics (the shard's thread then stops).
+        cells.begin_change();
+        let ended = ChangeEnd { cells };
+        self.mark_changed(change, cells.version() + 1);
         // SAFETY: as in `read`; the counter is -1, so this is the only live slice of the page.
         let bytes = unsafe { std::slice::from_raw_parts_mut(self.ptr, self.inner.cfg.page_size) };
         let r = f(bytes);
@@ -85,6 +89,7 @@ impl PageGuard {
         if lsn > 0 {
             page::set_lsn(bytes, lsn);
         }
+        drop(ended);
         r
     }
 
@@ -169,8 +174,19 @@ pub(super) fn prefetch_head(ptr: *const u8) {
 }
 
 struct BorrowRelease<'a> {
-    cell: &'a Cell<i32>,
-    by: i32,
+    cell: &'a OwnerCell<AtomicI16>,
+    by: i16,
+}
+
+/// Ends a page's change (its version even again) when dropped.
+struct ChangeEnd<'a> {
+    cells: &'a SlotCells,
+}
+
+impl Drop for ChangeEnd<'_> {
+    fn drop(&mut self) {
+        self.cells.end_change();
+    }
 }
 
 impl Drop for BorrowRelease<'_> {

@@ -145,6 +145,11 @@ impl BufferManager {
         let mut st = inner.state.borrow_mut();
         let result = match checked {
             Ok(()) => {
+                // The page's frame is known now: its hint lets a pin (or a reader on another
+                // thread) start fetching the frame before it has read the slot's cells.
+                if let Some(frame) = inner.frames.index_of(buf.as_slice().as_ptr()) {
+                    st.table.set_frame_hint(pid, frame);
+                }
                 st.slot_mut(slot).finish_read(buf, &inner.cells[slot]);
                 drop(st);
                 Ok(self.pin_resident(pid))
@@ -170,7 +175,7 @@ impl BufferManager {
         let mut st = self.inner.state.borrow_mut();
         let slot = st.table.get(&pid).expect("resident page is in the table");
         let ptr = st.slot_mut(slot).frame_ptr();
-        self.inner.cells[slot].referenced.set(true);
+        self.inner.cells[slot].set_referenced(true);
         drop(st);
         PageGuard::pin(&self.inner, slot, pid, ptr)
     }

@@ -38,7 +38,9 @@
 //! - `dirty.rs`: a checkpoint's cut and the flush of every dirty page;
 //! - `steal.rs`: what a pool under a log checks before eviction writes a page back;
 //! - `free_list.rs`: free pages, and the free-list chain's pages held between meta writes;
-//! - `guard.rs`: [`PageGuard`] and [`Reservation`].
+//! - `guard.rs`: [`PageGuard`] and [`Reservation`];
+//! - `view.rs`: [`PoolView`], the pool as readers on other threads see it (pages read in
+//!   place, optimistically, validated by the slot's version; `cells.rs` keeps the version).
 
 mod cells;
 mod config;
@@ -52,12 +54,14 @@ mod load;
 mod page_table;
 mod prefetch;
 mod steal;
+mod view;
 mod wait;
 
 pub use config::{PoolConfig, PoolStats, MIN_FRAMES};
 pub use dirty::{DirtyPage, PoolCut};
 pub use free_list::FreeListCut;
 pub use guard::{PageGuard, Reservation};
+pub use view::{Open, OptimisticPage, PoolView};
 
 use crate::error::{OpenError, StorageError, WriteError};
 use frame::{Inner, Slot};
@@ -138,6 +142,18 @@ impl BufferManager {
     /// What the pool counted so far.
     pub fn stats(&self) -> PoolStats {
         self.inner.stats.get()
+    }
+
+    /// The pool as readers on other threads see it (`Send + Sync`; see [`PoolView`]).
+    pub fn view(&self) -> PoolView {
+        let inner = &self.inner;
+        let table = inner.state.borrow().table.entries();
+        PoolView::new(
+            inner.cells.clone(),
+            table,
+            inner.mapping.clone(),
+            inner.cfg.page_size,
+        )
     }
 
     /// The runtime's I/O handle the pool reads and writes through.
@@ -229,7 +245,7 @@ impl BufferManager {
             inner.prefetch_frame(frame_hint);
             let cells = &inner.cells[slot];
             let ptr = cells.resident_frame()?;
-            cells.referenced.set(true);
+            cells.set_referenced(true);
             inner.correct_frame_hint(pid, frame_hint, ptr);
             Some((slot, ptr))
         });
@@ -338,8 +354,6 @@ impl BufferManager {
         drop(st);
         inner.dirty.set(inner.dirty.get() + 1);
         inner.structural_dirty.set(inner.structural_dirty.get() + 1);
-        let v = &inner.cells[slot].version;
-        v.set(v.get() + 1);
         assert_eq!(inner.cells[slot].pins.get(), 0, "a free slot is pinned");
         Ok(PageGuard::pin(inner, slot, pid, ptr))
     }

@@ -17,9 +17,14 @@
 //! the cells' miss. It is only ever prefetched, never read through: a stale hint (the page
 //! moved to another frame) costs one useless prefetch and is corrected by the pin
 //! (`BufferManager::try_fix`).
+//!
+//! Readers on other threads probe the same entries (`optimistic.rs`): they are atomics, the
+//! shard alone changes them, and what a reader finds is checked against the slot it names.
 
 use super::PageId;
 use ringdb_io::HugeSlice;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 /// An empty entry's page id (no page has it: ids are file offsets / page size).
 const EMPTY: PageId = PageId::MAX;
@@ -29,29 +34,104 @@ const FIBONACCI: u64 = 0x9E37_79B9_7F4A_7C15;
 /// A frame hint that names no frame.
 pub(super) const NO_FRAME: u32 = u32::MAX;
 
-/// One entry: a page, its slot and its frame hint.
-#[derive(Clone, Copy)]
+/// One entry: a page, and its slot (low half) and frame hint (high half). Atomics, so that
+/// readers on other threads may probe the table while the shard changes it (see
+/// [`Entries::lookup`]); the shard's own loads and stores are plain (`Relaxed`).
 #[repr(C, align(16))]
 struct Entry {
-    pid: PageId,
-    slot: u32,
-    frame_hint: u32,
+    pid: AtomicU64,
+    slot_and_hint: AtomicU64,
 }
 
 impl Entry {
-    const EMPTY: Entry = Entry {
-        pid: EMPTY,
-        slot: 0,
-        frame_hint: NO_FRAME,
-    };
+    fn empty() -> Entry {
+        Entry {
+            pid: AtomicU64::new(EMPTY),
+            slot_and_hint: AtomicU64::new(pack(0, NO_FRAME)),
+        }
+    }
+
+    #[inline]
+    fn pid(&self) -> PageId {
+        self.pid.load(Ordering::Relaxed)
+    }
+
+    #[inline]
+    fn slot_and_hint(&self) -> (usize, u32) {
+        let word = self.slot_and_hint.load(Ordering::Relaxed);
+        ((word & u64::from(u32::MAX)) as usize, (word >> 32) as u32)
+    }
+
+    /// Copies `other`'s contents into this entry (the shard's backward shift).
+    fn set_from(&self, other: &Entry) {
+        self.store(other.pid(), other.slot_and_hint.load(Ordering::Relaxed));
+    }
+
+    fn store(&self, pid: PageId, slot_and_hint: u64) {
+        self.pid.store(pid, Ordering::Relaxed);
+        self.slot_and_hint.store(slot_and_hint, Ordering::Relaxed);
+    }
 }
 
-/// Page id -> slot for at most `max_len` pages (see the module documentation).
-pub(super) struct PageTable {
+/// A slot and a frame hint in one word.
+fn pack(slot: u32, hint: u32) -> u64 {
+    u64::from(slot) | (u64::from(hint) << 32)
+}
+
+/// The table's entries: shared with readers on other threads (`Send + Sync`), changed only
+/// by the shard through [`PageTable`].
+pub(crate) struct Entries {
     /// On huge pages once large (every lookup lands somewhere random in it).
     entries: HugeSlice<Entry>,
     /// `64 - log2(entries.len())`: a hash's top bits index the table.
     shift: u32,
+}
+
+impl Entries {
+    /// Where `pid`'s probe starts.
+    #[inline]
+    fn home(&self, pid: PageId) -> usize {
+        (pid.wrapping_mul(FIBONACCI) >> self.shift) as usize
+    }
+
+    #[inline]
+    fn next(&self, index: usize) -> usize {
+        (index + 1) & (self.entries.len() - 1)
+    }
+
+    /// The index holding `pid`, or `None`. Bounded: the table always has empty entries (and
+    /// a reader on another thread stops after one lap whatever it finds).
+    #[inline]
+    fn find(&self, pid: PageId) -> Option<usize> {
+        let mut index = self.home(pid);
+        for _ in 0..self.entries.len() {
+            let found = self.entries[index].pid();
+            if found == pid {
+                return Some(index);
+            }
+            if found == EMPTY {
+                return None;
+            }
+            index = self.next(index);
+        }
+        None
+    }
+
+    /// `pid`'s slot and frame hint as a reader on another thread sees them, while the shard
+    /// may be changing the table: hints, not facts. It may miss a page that is there (an
+    /// entry moving back under a removal) or name a slot that no longer holds `pid` (the
+    /// entry's two words read from two moments): the caller checks the slot's own page id
+    /// under its version (`SlotCells::snapshot`) and treats a miss as "not resident".
+    #[inline]
+    pub(crate) fn lookup(&self, pid: PageId) -> Option<(usize, u32)> {
+        self.find(pid).map(|i| self.entries[i].slot_and_hint())
+    }
+}
+
+/// Page id -> slot for at most `max_len` pages (see the module documentation): the shard's
+/// side of [`Entries`].
+pub(super) struct PageTable {
+    shared: Arc<Entries>,
     len: usize,
     max_len: usize,
 }
@@ -65,11 +145,18 @@ impl PageTable {
         );
         let capacity = (2 * max_len).next_power_of_two().max(16);
         PageTable {
-            entries: HugeSlice::from_fn(capacity, |_| Entry::EMPTY),
-            shift: 64 - capacity.trailing_zeros(),
+            shared: Arc::new(Entries {
+                entries: HugeSlice::from_fn(capacity, |_| Entry::empty()),
+                shift: 64 - capacity.trailing_zeros(),
+            }),
             len: 0,
             max_len,
         }
+    }
+
+    /// The entries, for readers on other threads.
+    pub(super) fn entries(&self) -> Arc<Entries> {
+        self.shared.clone()
     }
 
     /// Pages in the table.
@@ -77,60 +164,34 @@ impl PageTable {
         self.len
     }
 
-    /// Where `pid`'s probe starts.
-    #[inline]
-    fn home(&self, pid: PageId) -> usize {
-        (pid.wrapping_mul(FIBONACCI) >> self.shift) as usize
-    }
-
-    #[inline]
-    fn next(&self, index: usize) -> usize {
-        (index + 1) & (self.entries.len() - 1)
-    }
-
-    /// The index holding `pid`, or `None`. Bounded: the table always has empty entries.
-    #[inline]
-    fn find(&self, pid: PageId) -> Option<usize> {
-        let mut index = self.home(pid);
-        for _ in 0..self.entries.len() {
-            let e = self.entries[index];
-            if e.pid == pid {
-                return Some(index);
-            }
-            if e.pid == EMPTY {
-                return None;
-            }
-            index = self.next(index);
-        }
-        unreachable!("a page table at most half full has an empty entry")
-    }
-
     /// `pid`'s slot.
     #[inline]
     pub(super) fn get(&self, pid: &PageId) -> Option<usize> {
-        self.find(*pid).map(|i| self.entries[i].slot as usize)
+        let t = &self.shared;
+        t.find(*pid).map(|i| t.entries[i].slot_and_hint().0)
     }
 
     /// `pid`'s slot and frame hint ([`NO_FRAME`] until one is set).
     #[inline]
     pub(super) fn get_with_hint(&self, pid: PageId) -> Option<(usize, u32)> {
-        self.find(pid).map(|i| {
-            let e = &self.entries[i];
-            (e.slot as usize, e.frame_hint)
-        })
+        let t = &self.shared;
+        t.find(pid).map(|i| t.entries[i].slot_and_hint())
     }
 
     /// Records that `pid` is resident in pool frame `frame`; nothing if `pid` is not in the
     /// table.
     pub(super) fn set_frame_hint(&mut self, pid: PageId, frame: u32) {
-        if let Some(i) = self.find(pid) {
-            self.entries[i].frame_hint = frame;
+        let t = &self.shared;
+        if let Some(i) = t.find(pid) {
+            let (slot, _) = t.entries[i].slot_and_hint();
+            let word = pack(slot as u32, frame);
+            t.entries[i].slot_and_hint.store(word, Ordering::Relaxed);
         }
     }
 
     /// Whether `pid` is in the table.
     pub(super) fn contains_key(&self, pid: &PageId) -> bool {
-        self.find(*pid).is_some()
+        self.shared.find(*pid).is_some()
     }
 
     /// Adds `pid` -> `slot`; `pid` must not be in the table yet.
@@ -145,56 +206,63 @@ impl PageTable {
             "page table holds {} pages already (as many as the pool's frames)",
             self.len
         );
-        let mut index = self.home(pid);
-        for _ in 0..self.entries.len() {
-            let e = &mut self.entries[index];
-            assert_ne!(e.pid, pid, "page {pid} inserted twice into the page table");
-            if e.pid == EMPTY {
-                *e = Entry {
-                    pid,
-                    slot: slot as u32,
-                    frame_hint: NO_FRAME,
-                };
+        let t = &self.shared;
+        let mut index = t.home(pid);
+        for _ in 0..t.entries.len() {
+            let e = &t.entries[index];
+            assert_ne!(
+                e.pid(),
+                pid,
+                "page {pid} inserted twice into the page table"
+            );
+            if e.pid() == EMPTY {
+                // The slot first: a reader that finds the page id finds its slot with it.
+                e.slot_and_hint
+                    .store(pack(slot as u32, NO_FRAME), Ordering::Relaxed);
+                e.pid.store(pid, Ordering::Release);
                 self.len += 1;
                 return;
             }
-            index = self.next(index);
+            index = t.next(index);
         }
         unreachable!("a page table at most half full has an empty entry")
     }
 
     /// Removes `pid`, returning its slot.
     pub(super) fn remove(&mut self, pid: &PageId) -> Option<usize> {
-        let mut hole = self.find(*pid)?;
-        let slot = self.entries[hole].slot as usize;
+        let t = &self.shared;
+        let mut hole = t.find(*pid)?;
+        let slot = t.entries[hole].slot_and_hint().0;
         self.len -= 1;
         // Backward shift: move up every entry of the run after the hole whose home does not
         // lie strictly between the hole and it (cyclically), so every entry stays reachable.
-        let mut index = self.next(hole);
-        for _ in 0..self.entries.len() {
-            let e = self.entries[index];
-            if e.pid == EMPTY {
+        let mask = t.entries.len() - 1;
+        let mut index = t.next(hole);
+        for _ in 0..t.entries.len() {
+            let e = &t.entries[index];
+            if e.pid() == EMPTY {
                 break;
             }
-            let home = self.home(e.pid);
-            let distance_from_home = index.wrapping_sub(home) & (self.entries.len() - 1);
-            let distance_from_hole = index.wrapping_sub(hole) & (self.entries.len() - 1);
+            let home = t.home(e.pid());
+            let distance_from_home = index.wrapping_sub(home) & mask;
+            let distance_from_hole = index.wrapping_sub(hole) & mask;
             if distance_from_home >= distance_from_hole {
-                self.entries[hole] = e;
+                t.entries[hole].set_from(e);
                 hole = index;
             }
-            index = self.next(index);
+            index = t.next(index);
         }
-        self.entries[hole] = Entry::EMPTY;
+        t.entries[hole].store(EMPTY, pack(0, NO_FRAME));
         Some(slot)
     }
 
     /// Every `(page id, slot)`, in table order.
     pub(super) fn iter(&self) -> impl Iterator<Item = (PageId, usize)> + '_ {
-        self.entries
+        self.shared
+            .entries
             .iter()
-            .filter(|e| e.pid != EMPTY)
-            .map(|e| (e.pid, e.slot as usize))
+            .filter(|e| e.pid() != EMPTY)
+            .map(|e| (e.pid(), e.slot_and_hint().0))
     }
 }
 
@@ -208,8 +276,8 @@ mod tests {
     fn entries_are_sixteen_bytes_and_the_table_stays_half_empty() {
         assert_eq!(std::mem::size_of::<Entry>(), 16);
         let t = PageTable::with_max_len(1000);
-        assert!(t.entries.len() >= 2000);
-        assert!(t.entries.len().is_power_of_two());
+        assert!(t.shared.entries.len() >= 2000);
+        assert!(t.shared.entries.len().is_power_of_two());
     }
 
     #[test]

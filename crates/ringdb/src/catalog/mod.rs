@@ -26,11 +26,12 @@ use crate::error::{Corruption, StorageError, WaitFor, WriteError};
 use crate::meta::NO_CATALOG;
 use crate::node::NodeMut;
 use crate::page::{self, PageType, HEADER_SIZE};
-use crate::tree::{BTree, TreeRoot};
+use crate::tree::{BTree, PublishedRoots, TreeRoot};
 use ringdb_io::AlignedBuf;
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::rc::Rc;
+use std::sync::Arc;
 
 mod record;
 
@@ -105,13 +106,20 @@ struct State {
 pub struct Catalog {
     default: Rc<BTree>,
     state: RefCell<State>,
+    /// Every tree's root by table id, for readers on other threads (`tree/optimistic.rs`).
+    roots: Arc<PublishedRoots>,
 }
 
 impl Catalog {
     /// A database with only its default table, `default`.
     pub fn new(default: Rc<BTree>) -> Catalog {
+        // Ids are never reused and a catalog page holds `capacity` tables besides the
+        // default: every id fits.
+        let roots = PublishedRoots::new(capacity(default.buffer().page_size()) + 1);
+        default.publish_root(roots.clone(), TableId::DEFAULT.0 as usize);
         Catalog {
             default,
+            roots,
             state: RefCell::new(State {
                 page: NO_CATALOG,
                 next_id: 1,
@@ -142,12 +150,18 @@ impl Catalog {
             st.next_id = record.next_id;
             for e in &record.entries {
                 let tree = Rc::new(BTree::open(bm.clone(), e.root));
+                tree.publish_root(catalog.roots.clone(), e.table.0 as usize);
                 let name = e.name.clone();
                 st.tables.insert(e.table, Table { name, tree });
             }
             st.stored = Some(record);
         }
         Ok(catalog)
+    }
+
+    /// Every tree's root by table id, as readers on other threads find them.
+    pub fn published_roots(&self) -> Arc<PublishedRoots> {
+        self.roots.clone()
     }
 
     /// The default table's tree.
@@ -280,6 +294,7 @@ impl Catalog {
         };
         drop(g);
         let tree = Rc::new(BTree::open(bm.clone(), root));
+        tree.publish_root(self.roots.clone(), table.0 as usize);
         let mut st = self.state.borrow_mut();
         st.next_id = table.0 + 1;
         let name = name.to_string();

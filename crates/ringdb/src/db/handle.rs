@@ -407,6 +407,12 @@ impl DbHandle {
         self.durable.as_ref().is_some_and(|d| d.ckpt.running())
     }
 
+    /// The pool and the trees' roots as readers on other threads see them (`Send + Sync`;
+    /// see `tree/optimistic.rs`).
+    pub fn read_view(&self) -> (crate::buffer::PoolView, Arc<crate::tree::PublishedRoots>) {
+        (self.tree.buffer().view(), self.tables.published_roots())
+    }
+
     /// The tree, for this crate's tests and the benchmarks' calibration: not part of the API.
     #[doc(hidden)]
     pub fn tree(&self) -> &BTree {

@@ -9,6 +9,9 @@
 //! next pair is the smallest head among the shards' front buffers (the largest among the back
 //! buffers for [`DoubleEndedIterator::next_back`]); the two ends stop where they meet.
 //!
+//! A forward chunk is first read on the caller's thread, leaf by leaf, in place (`here.rs`):
+//! only a shard whose leaves are not resident, or kept changing, is asked for it.
+//!
 //! It is not a snapshot: a chunk shows the shard as it is when the chunk is read, so a key
 //! written during the scan may or may not appear (never twice, never out of order). The
 //! iterator holds a [`Db`] handle, so the database stays open while it lives.
@@ -24,6 +27,9 @@ use std::ops::{Bound, RangeBounds};
 const CHUNK_FIRST: usize = 32;
 /// The largest chunk.
 const CHUNK_MAX: usize = 1024;
+/// Leaves a refill reads in place for one shard before it hands what is left to the shard
+/// (many empty leaves in a row, after deletes).
+const LEAVES_PER_REFILL_MAX: usize = 64;
 
 /// A key and its value.
 type Pair = (Vec<u8>, Vec<u8>);
@@ -60,6 +66,20 @@ impl Side {
             self.resume = Bound::Excluded(last.clone());
         }
         self.buffered.extend(chunk);
+        self.chunk = (self.chunk * 2).min(CHUNK_MAX);
+    }
+
+    /// Takes in pairs read in place: what follows starts at `next` (`None`: nothing follows).
+    fn take_here(&mut self, pairs: Vec<Pair>, next: Option<Bound<Vec<u8>>>) {
+        match next {
+            Some(next) => self.resume = next,
+            None => self.exhausted = true,
+        }
+        debug_assert!(
+            self.exhausted || !pairs.is_empty(),
+            "a refill left a side empty"
+        );
+        self.buffered.extend(pairs);
         self.chunk = (self.chunk * 2).min(CHUNK_MAX);
     }
 }
@@ -145,6 +165,11 @@ impl Range {
             if !side.needs_chunk() {
                 continue;
             }
+            if direction == Direction::Forward
+                && refill_here(&self.db, shard, self.table, side, &self.end)?
+            {
+                continue;
+            }
             let (start, end) = match direction {
                 Direction::Forward => (side.resume.clone(), self.end.clone()),
                 Direction::Reverse => (self.start.clone(), side.resume.clone()),
@@ -201,6 +226,42 @@ impl Range {
         }
         Some(Ok(pair))
     }
+}
+
+/// Refills `side` (shard `shard`'s front) by reading its leaves in place, up to its chunk;
+/// `false` when nothing could be read there (the shard must serve the chunk). A side it
+/// refills holds at least one pair, or is exhausted.
+fn refill_here(
+    db: &Db,
+    shard: usize,
+    table: TableId,
+    side: &mut Side,
+    end: &Bound<Vec<u8>>,
+) -> Result<bool, ReadError> {
+    let mut pairs = Vec::new();
+    let mut resume = side.resume.clone();
+    for _ in 0..LEAVES_PER_REFILL_MAX {
+        let bounds = (bound_ref(&resume), bound_ref(end));
+        let limit = side.chunk - pairs.len();
+        match db.scan_here(shard, table, bounds, Direction::Forward, limit, &mut pairs)? {
+            None => break,
+            Some(None) => {
+                side.take_here(pairs, None);
+                return Ok(true);
+            }
+            Some(Some(next)) => {
+                resume = next;
+                if pairs.len() >= side.chunk {
+                    break;
+                }
+            }
+        }
+    }
+    if pairs.is_empty() {
+        return Ok(false);
+    }
+    side.take_here(pairs, Some(resume));
+    Ok(true)
 }
 
 fn bound_ref(bound: &Bound<Vec<u8>>) -> Bound<&[u8]> {

@@ -39,6 +39,7 @@ mod caller;
 mod context;
 mod cross;
 mod gather;
+mod here;
 mod inbox;
 mod iter;
 mod manifest;
@@ -56,6 +57,7 @@ pub use batch_log::BATCH_LOG_FILE;
 pub use builder::DbBuilder;
 pub use caller::set_caller_thread_batch;
 pub(crate) use cross::SYSTEM_TABLE;
+pub use here::{caller_reads, CallerReads};
 pub use iter::{prefix_end, Range};
 pub use manifest::{MANIFEST_FILE, SHARDS_MAX, SHARD_HASH};
 pub use shard_handle::Shard;
@@ -85,6 +87,8 @@ struct Shared {
     id: u64,
     path: PathBuf,
     inboxes: Vec<Arc<Inbox>>,
+    /// Per shard, what a read on the caller's thread reads in place (`here.rs`).
+    views: Vec<here::ShardView>,
     threads: Mutex<Vec<JoinHandle<()>>>,
     /// How long a blocking call spins for its reply before it parks.
     spin: Duration,
@@ -116,12 +120,14 @@ impl Db {
     fn start(path: &Path, starts: Vec<shard::ShardStart>, spin: Duration) -> Result<Db, OpenError> {
         let mut inboxes = Vec::with_capacity(starts.len());
         let mut threads = Vec::with_capacity(starts.len());
+        let mut views = Vec::with_capacity(starts.len());
         let id = starts.first().map_or(0, |s| s.db_id);
         for start in starts {
             match shard::start(start) {
-                Ok((inbox, thread)) => {
+                Ok((inbox, thread, view)) => {
                     inboxes.push(inbox);
                     threads.push(thread);
+                    views.push(view);
                 }
                 Err(e) => {
                     close_started(&inboxes, threads);
@@ -134,6 +140,7 @@ impl Db {
                 id,
                 path: path.to_path_buf(),
                 inboxes,
+                views,
                 threads: Mutex::new(threads),
                 spin,
                 closed: AtomicBool::new(false),

@@ -15,27 +15,55 @@ use crate::TableId;
 use futures_util::future::join_all;
 
 impl Db {
-    /// The value of `key`, if present. On the shard, a key whose pages are all in the pool
-    /// is read in place, without a task; only a page fault takes the async path.
+    /// The value of `key`, if present. Read on the caller's thread, in place, when its pages
+    /// are in the pool (`here.rs`); otherwise the shard reads it (in place too, or in a task
+    /// when a page must be read from the target).
     pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, ReadError> {
+        let mut value = Vec::new();
+        let found = self.get_into_in(TableId::DEFAULT, key, &mut value)?;
+        Ok(found.then_some(value))
+    }
+
+    /// [`Db::get`] into `out` (cleared first): whether `key` was present. A caller that reads
+    /// many values reuses one buffer instead of an allocation per read.
+    pub fn get_into(&self, key: &[u8], out: &mut Vec<u8>) -> Result<bool, ReadError> {
+        self.get_into_in(TableId::DEFAULT, key, out)
+    }
+
+    /// [`Db::get_into`] in `table`.
+    pub(super) fn get_into_in(
+        &self,
+        table: TableId,
+        key: &[u8],
+        out: &mut Vec<u8>,
+    ) -> Result<bool, ReadError> {
         self.check_blocking_allowed()?;
+        let shard = self.shard_of(key);
+        if let Some(found) = self.get_here(shard, table, key, out)? {
+            return Ok(found);
+        }
         let key = key.to_vec();
-        let shard = self.shard_of(&key);
         let reply = self.submit_local(shard, move |local, reply| {
             let mut value = Vec::new();
-            match local
-                .handle
-                .get_resident_into_in(TableId::DEFAULT, &key, &mut value)
-            {
+            match local.handle.get_resident_into_in(table, &key, &mut value) {
                 Ok(Some(found)) => reply.send(Ok(found.then_some(value))),
                 Err(e) => reply.send(Err(e)),
                 Ok(None) => {
                     let h = local.handle.clone();
-                    drop(local.io.spawn(async move { reply.send(h.get(&key).await) }));
+                    drop(
+                        local
+                            .io
+                            .spawn(async move { reply.send(h.get_in(table, &key).await) }),
+                    );
                 }
             }
         })?;
-        self.wait(shard, reply)?
+        let value = self.wait(shard, reply)??;
+        out.clear();
+        if let Some(value) = &value {
+            out.extend_from_slice(value);
+        }
+        Ok(value.is_some())
     }
 
     /// Inserts or replaces; returns whether the key existed. With a log, durable on return (per
@@ -56,10 +84,33 @@ impl Db {
         )?
     }
 
-    /// The values of `keys`, in their order: one request per shard involved, all shards at
-    /// once, and one wake-up of the caller when the last shard's part arrives.
+    /// The values of `keys`, in their order. Keys whose pages are in the pool are read on the
+    /// caller's thread (`here.rs`); the others go to their shards, one request per shard
+    /// involved, all shards at once, and one wake-up of the caller when the last part arrives.
     pub fn multi_get<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<Vec<Option<Vec<u8>>>, ReadError> {
         self.check_blocking_allowed()?;
+        let mut values = vec![None; keys.len()];
+        let mut handed = Vec::new();
+        for (position, key) in keys.iter().enumerate() {
+            let key = key.as_ref();
+            let mut value = Vec::new();
+            match self.get_here(self.shard_of(key), TableId::DEFAULT, key, &mut value)? {
+                Some(found) => values[position] = found.then_some(value),
+                None => handed.push(position),
+            }
+        }
+        if handed.is_empty() {
+            return Ok(values);
+        }
+        let rest: Vec<&[u8]> = handed.iter().map(|&p| keys[p].as_ref()).collect();
+        for (position, value) in handed.into_iter().zip(self.multi_get_handed(&rest)?) {
+            values[position] = value;
+        }
+        Ok(values)
+    }
+
+    /// The values of `keys` read by their shards (see [`Db::multi_get`]).
+    fn multi_get_handed(&self, keys: &[&[u8]]) -> Result<Vec<Option<Vec<u8>>>, ReadError> {
         let groups: Vec<_> = (self.group_keys(keys).into_iter().enumerate())
             .filter(|(_, (_, shard_keys))| !shard_keys.is_empty())
             .collect();
@@ -100,10 +151,17 @@ impl Db {
         }
     }
 
-    /// [`Db::get`] from a task (on a shard: in place for its own keys).
+    /// [`Db::get`] from a task (on a shard: in place for its own keys; another shard's keys
+    /// are read in place too when their pages are resident, else handed over).
     pub async fn get_async(&self, key: &[u8]) -> Result<Option<Vec<u8>>, ReadError> {
+        let shard = self.shard_of(key);
+        if super::context::local_handle(self.shared.id, shard).is_none() {
+            let mut value = Vec::new();
+            if let Some(found) = self.get_here(shard, TableId::DEFAULT, key, &mut value)? {
+                return Ok(found.then_some(value));
+            }
+        }
         let key = key.to_vec();
-        let shard = self.shard_of(&key);
         self.call_async(shard, move |h| async move { h.get(&key).await })
             .await?
     }

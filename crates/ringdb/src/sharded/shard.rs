@@ -13,6 +13,7 @@
 //! buffers may still be the kernel's to write into. The other shards go on.
 
 use super::context::{self, CurrentShard};
+use super::here::ShardView;
 use super::inbox::Inbox;
 use super::reply::{self, ReplySender};
 use crate::db::{Db as LocalDb, DbHandle, Options};
@@ -57,11 +58,14 @@ pub(super) struct ShardStart {
     pub(super) options: Options,
 }
 
+/// A started shard: its inbox, its thread, and what readers on other threads read in place.
+pub(super) type Started = (Arc<Inbox>, JoinHandle<()>, ShardView);
+
 /// Starts shard `start.index`'s thread and waits until its database is open.
-pub(super) fn start(start: ShardStart) -> Result<(Arc<Inbox>, JoinHandle<()>), OpenError> {
+pub(super) fn start(start: ShardStart) -> Result<Started, OpenError> {
     let index = start.index;
     let inbox = Arc::new(Inbox::new(index));
-    let (opened_tx, opened_rx) = reply::channel::<Result<(), OpenError>>();
+    let (opened_tx, opened_rx) = reply::channel::<Result<ShardView, OpenError>>();
     let thread_inbox = inbox.clone();
     let thread = std::thread::Builder::new()
         .name(format!("ringdb-shard-{index}"))
@@ -71,7 +75,7 @@ pub(super) fn start(start: ShardStart) -> Result<(Arc<Inbox>, JoinHandle<()>), O
             source,
         })?;
     match opened_rx.wait(Duration::ZERO) {
-        Some(Ok(())) => Ok((inbox, thread)),
+        Some(Ok(view)) => Ok((inbox, thread, view)),
         Some(Err(source)) => {
             let _ = thread.join();
             Err(OpenError::Shard {
@@ -95,7 +99,7 @@ pub(super) fn start(start: ShardStart) -> Result<(Arc<Inbox>, JoinHandle<()>), O
 }
 
 /// The shard's thread.
-fn run(start: ShardStart, inbox: Arc<Inbox>, opened: ReplySender<Result<(), OpenError>>) {
+fn run(start: ShardStart, inbox: Arc<Inbox>, opened: ReplySender<Result<ShardView, OpenError>>) {
     let (mut db, doorbell) = match open(&start) {
         Ok(opened_db) => opened_db,
         Err(e) => {
@@ -111,7 +115,8 @@ fn run(start: ShardStart, inbox: Arc<Inbox>, opened: ReplySender<Result<(), Open
         doorbell: doorbell.clone(),
         handle: db.handle(),
     });
-    opened.send(Ok(()));
+    let (pool, roots) = db.handle().read_view();
+    opened.send(Ok(ShardView::new(pool, roots)));
     let local = ShardLocal {
         index: start.index,
         handle: db.handle(),

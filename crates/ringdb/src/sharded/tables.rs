@@ -106,12 +106,17 @@ impl Table {
         self.id
     }
 
-    /// The value of `key`, if present.
+    /// The value of `key`, if present (read on the caller's thread when its pages are in
+    /// the pool, as [`Db::get`]).
     pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, ReadError> {
-        let (key, table) = (key.to_vec(), self.id);
-        let shard = self.db.shard_of(&key);
-        self.db
-            .call(shard, move |h| async move { h.get_in(table, &key).await })?
+        let mut value = Vec::new();
+        let found = self.db.get_into_in(self.id, key, &mut value)?;
+        Ok(found.then_some(value))
+    }
+
+    /// [`Table::get`] into `out` (cleared first): whether `key` was present.
+    pub fn get_into(&self, key: &[u8], out: &mut Vec<u8>) -> Result<bool, ReadError> {
+        self.db.get_into_in(self.id, key, out)
     }
 
     /// Inserts or replaces; returns whether the key existed.

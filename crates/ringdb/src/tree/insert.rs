@@ -175,7 +175,7 @@ impl BTree {
             root.height
         );
         debug_check_parent(&nr, 0, &split);
-        self.root.set(TreeRoot {
+        self.set_root(TreeRoot {
             root: nr.pid(),
             height: root.height + 1,
         });

@@ -28,8 +28,9 @@ use crate::error::{Corruption, StorageError, WriteError};
 use crate::node::{self, NodeMut, NodeRef};
 use resume::Resume;
 use serde::Serialize;
-use std::cell::Cell;
+use std::cell::{Cell, OnceCell};
 use std::ops::Bound;
+use std::sync::Arc;
 
 /// What an attempt needs before it can run to the end.
 enum Need {
@@ -63,6 +64,7 @@ macro_rules! fix {
 // After the macro, so that they can use it.
 mod insert;
 mod invariants;
+pub mod optimistic;
 mod remove;
 mod resume;
 mod scan;
@@ -70,6 +72,7 @@ mod scan_leaf;
 mod scan_walk;
 mod trace;
 
+pub use optimistic::{Optimistic, PublishedRoots, OPTIMISTIC_TRIES};
 pub use scan::{Direction, READ_AHEAD_PAGES};
 pub use trace::{timestamp, PointTrace};
 
@@ -115,6 +118,9 @@ pub struct BTree {
     /// Changes of shape (splits, merges, root changes) so far: a descent resumes only
     /// under the shape it stopped in (see `resume.rs`).
     shape: Cell<u64>,
+    /// Where the root is published for readers on other threads, once it is
+    /// (`optimistic.rs`): the directory and this tree's place in it.
+    published: OnceCell<(Arc<PublishedRoots>, usize)>,
 }
 
 /// One step of a descent: the inner node's guard and the child index taken.
@@ -147,6 +153,25 @@ impl BTree {
             max_record,
             read_ahead: Cell::new(READ_AHEAD_PAGES),
             shape: Cell::new(0),
+            published: OnceCell::new(),
+        }
+    }
+
+    /// Publishes the root in `roots` at `index` from now on (at every change), for readers on
+    /// other threads. Once per tree.
+    pub fn publish_root(&self, roots: Arc<PublishedRoots>, index: usize) {
+        roots.set(index, self.root.get().root);
+        assert!(
+            self.published.set((roots, index)).is_ok(),
+            "a tree's root published twice"
+        );
+    }
+
+    /// The root moved (a split of the old one, or its collapse): here and where published.
+    fn set_root(&self, root: TreeRoot) {
+        self.root.set(root);
+        if let Some((roots, index)) = self.published.get() {
+            roots.set(*index, root.root);
         }
     }
 

@@ -92,7 +92,7 @@ impl BTree {
             };
             self.bm.free_page(root.root);
             self.reshaped();
-            self.root.set(TreeRoot {
+            self.set_root(TreeRoot {
                 root: c,
                 height: root.height - 1,
             });
