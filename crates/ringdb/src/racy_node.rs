@@ -169,12 +169,25 @@ pub fn value_into(
     }
     match search(page, header, key)? {
         Ok(i) => {
-            let r = record(page, i)?;
-            page.copy_to(r.offset + r.key_len, r.value_len, out)?;
+            value_at(page, header, i, out)?;
             Some(true)
         }
         Err(_) => Some(false),
     }
+}
+
+/// Leaves: appends the value in slot `index` to `out`.
+pub fn value_at(
+    page: &RacyPage,
+    header: &RacyHeader,
+    index: usize,
+    out: &mut Vec<u8>,
+) -> Option<()> {
+    if !header.is_leaf() || index >= header.count {
+        return None;
+    }
+    let r = record(page, index)?;
+    page.copy_to(r.offset + r.key_len, r.value_len, out)
 }
 
 /// Leaves: appends the pair in slot `index` to `keys` and `values` (each record's bytes

@@ -515,6 +515,12 @@ struct Inner {
     align: usize,
     st: RefCell<State>,
     syncer: Option<SyncThread>,
+    /// A log file in a mode whose write only copies into the page cache (`none`, `fdatasync`,
+    /// `thread`): the file, written with `pwrite` on the shard's thread. Through the ring a
+    /// buffered write to ext4 is handed to an io-wq worker (the kernel has no non-blocking
+    /// buffered write there): a wake-up of another thread per log write that cost more than
+    /// the copy. The sync still goes through the ring (or the helper thread).
+    inline: Option<std::fs::File>,
     /// Set while the group writer is between taking the tail and finishing it.
     group_seq: Cell<u64>,
     /// What the tail and the group being written hold.
@@ -559,12 +565,17 @@ impl Wal {
             end.is_multiple_of(align as u64),
             "log end {end} not aligned to {align}"
         );
-        let syncer = match mode {
+        let (syncer, inline) = match mode {
             // `Db::open_on` refuses mode `thread` without a log file, before recovery.
-            Durability::Thread => Some(SyncThread::start(
-                sync_file.expect("durability thread needs the log as an open file"),
-            )?),
-            _ => None,
+            Durability::Thread => {
+                let file = sync_file.expect("durability thread needs the log as an open file");
+                let inline = file.try_clone().ok();
+                (Some(SyncThread::start(file)?), inline)
+            }
+            // The sync (or none) goes through the ring or the helper; the write itself only
+            // copies into the page cache. Not `odsync`: there the write is the sync.
+            Durability::None | Durability::Fdatasync => (None, sync_file),
+            _ => (None, None),
         };
         Ok(Wal {
             inner: Rc::new(Inner {
@@ -589,6 +600,7 @@ impl Wal {
                     replay_floor: None,
                 }),
                 syncer,
+                inline,
                 group_seq: Cell::new(0),
                 buffer_meter: Meter::default(),
                 bookkeeping_meter: Meter::default(),
@@ -965,7 +977,10 @@ impl Wal {
             let off = at % cap;
             let n = bytes.len().min((cap - off) as usize);
             let rest = bytes.split_off(n);
-            let r = crate::chunked::write_all(&inner.io, inner.file, off, bytes).await;
+            let r = match &inner.inline {
+                Some(file) => write_inline(file, off, &bytes),
+                None => crate::chunked::write_all(&inner.io, inner.file, off, bytes).await,
+            };
             match r {
                 Ok(w) if w == n => {}
                 Ok(w) => {
@@ -998,6 +1013,28 @@ impl Wal {
             Durability::Off => unreachable!("a log in mode off"),
         }
     }
+}
+
+/// Writes `bytes` at `offset` of `file` with `pwrite` on this thread (mode `none`, see
+/// `Inner::inline`); returns the bytes written, short only where the file took fewer.
+fn write_inline(file: &std::fs::File, offset: u64, bytes: &[u8]) -> ringdb_io::Result<usize> {
+    use std::os::unix::fs::FileExt;
+    let mut done = 0;
+    // Bounded: each round writes at least one byte or ends.
+    while done < bytes.len() {
+        match file.write_at(&bytes[done..], offset + done as u64) {
+            Ok(0) => break,
+            Ok(n) => done += n,
+            Err(source) => {
+                return Err(ringdb_io::IoError::Op {
+                    op: "log write",
+                    offset: offset + done as u64,
+                    source,
+                })
+            }
+        }
+    }
+    Ok(done)
 }
 
 /// Parks until the group writer finishes the group that was running when it registered.

@@ -5,6 +5,12 @@
 //! and the poll that resumes the task, as every YCSB task does per operation), beside the
 //! **total** of the real `get`/`insert` through a `DbHandle` followed by that yield.
 //!
+//! A third row (issue 33) is the read a program's thread makes in place, without the shard:
+//! the optimistic descent (`tree::optimistic`: every level's lookup, version and routing, the
+//! parent validated after each child is opened), the leaf search and the copy over atomic word
+//! loads, and the leaf's **validation** (its version read again), beside the total of
+//! `optimistic::get_into` (no executor: it runs on the caller's thread).
+//!
 //! Method: a database in a file beside `--target` (`<target>.point-cost.ringdb`), engine
 //! `uring`, no log, 4 KiB pages; 200,000 records (20,000 with `--quick`) of 8-byte keys and
 //! 128-byte values loaded in scattered order into a pool that holds all of them twice over.
@@ -21,6 +27,7 @@
 use super::{preempted, MicroOpts, MicroResult, Plot, Series};
 use crate::error::{BenchError, Result};
 use crate::ycsb;
+use ringdb::tree::optimistic::{self, OptimisticTrace};
 use ringdb::tree::{timestamp, PointTrace};
 use ringdb::{DbHandle, Durability, LocalDb, Options};
 use ringdb_io::{Batching, EngineKind, IoConfig};
@@ -79,6 +86,8 @@ pub(crate) struct Breakdown {
     pub(crate) leaf_search: f64,
     pub(crate) copy: f64,
     pub(crate) executor: f64,
+    /// Reads in place: the leaf's version checked again (0 for the shard's operations).
+    pub(crate) validate: f64,
     /// The real operation through the handle plus the yield.
     pub(crate) total: f64,
 }
@@ -86,7 +95,7 @@ pub(crate) struct Breakdown {
 impl Breakdown {
     /// The parts added up.
     pub(crate) fn parts(&self) -> f64 {
-        self.descent + self.leaf_search + self.copy + self.executor
+        self.descent + self.leaf_search + self.copy + self.executor + self.validate
     }
 }
 
@@ -97,6 +106,8 @@ pub(crate) enum Kind {
     Read,
     /// An update in place of a loaded key (a value of the same size).
     Update,
+    /// A point read of a loaded key on the caller's thread, in place (optimistic).
+    InPlace,
 }
 
 fn options(plan: Plan) -> Options {
@@ -150,6 +161,7 @@ fn traced(h: &DbHandle, kind: Kind, keys: &[[u8; 8]], value: &[u8]) -> Result<[f
             Kind::Update => tree
                 .trace_update(key, value)
                 .map_err(ringdb::DbError::from)?,
+            Kind::InPlace => unreachable!("reads in place are traced by `traced_in_place`"),
         };
         let Some(t) = trace else {
             return Err(BenchError::StillFaulting {
@@ -213,8 +225,64 @@ async fn one_op(h: &DbHandle, kind: Kind, key: &[u8], value: &[u8]) -> Result<()
         Kind::Update => {
             h.insert(key, value).await.map_err(ringdb::DbError::from)?;
         }
+        Kind::InPlace => unreachable!("reads in place are timed by `total_in_place`"),
     }
     Ok(())
+}
+
+/// The traced steps of reads in place of `keys` (descent, search, copy, validation), cycles
+/// per read, without the reads a preemption spans; a read that did not end validated (a page
+/// not resident) is an error, as in [`traced`].
+fn traced_in_place(h: &DbHandle, keys: &[[u8; 8]]) -> Result<[f64; 4]> {
+    let (view, roots) = h.read_view();
+    let mut out = Vec::with_capacity(VALUE_BYTES);
+    let mut traces = Vec::with_capacity(keys.len());
+    for key in keys {
+        let trace = optimistic::trace_get(&view, &roots, 0, key, &mut out);
+        match trace {
+            Some(t) if t.found => traces.push(t),
+            _ => {
+                return Err(BenchError::Internal {
+                    what: "a read in place of a loaded key did not validate",
+                })
+            }
+        }
+    }
+    let totals: Vec<u64> = traces.iter().map(OptimisticTrace::total_cycles).collect();
+    let limit = preempted::cutoff(&totals);
+    let kept: Vec<&OptimisticTrace> = (traces.iter())
+        .filter(|t| t.total_cycles() <= limit)
+        .collect();
+    let n = kept.len().max(1) as f64;
+    let mean =
+        |part: fn(&OptimisticTrace) -> u64| kept.iter().map(|t| part(t)).sum::<u64>() as f64 / n;
+    Ok([
+        mean(|t| t.descent_cycles),
+        mean(|t| t.search_cycles),
+        mean(|t| t.copy_cycles),
+        mean(|t| t.validate_cycles),
+    ])
+}
+
+/// Cycles per read of `optimistic::get_into` on this thread, timed per batch of
+/// [`BATCH_OPS`], without the batches a preemption spans.
+fn total_in_place(h: &DbHandle, keys: &[[u8; 8]]) -> Result<f64> {
+    let (view, roots) = h.read_view();
+    let mut out = Vec::with_capacity(VALUE_BYTES);
+    let mut batches = Vec::with_capacity(keys.len() / BATCH_OPS + 1);
+    for chunk in keys.chunks_exact(BATCH_OPS) {
+        let start = timestamp();
+        for key in chunk {
+            let read = optimistic::get_into(&view, &roots, 0, key, &mut out);
+            if read != optimistic::Optimistic::Done(true) {
+                return Err(BenchError::Internal {
+                    what: "a read in place missed a loaded key",
+                });
+            }
+        }
+        batches.push(timestamp().saturating_sub(start));
+    }
+    Ok(preempted::mean(&batches).0 / BATCH_OPS as f64)
 }
 
 /// Cycles of one task switch: a task that yields `n` times against one that loops `n` times
@@ -270,7 +338,17 @@ fn median(mut values: Vec<f64>) -> f64 {
 
 /// One round for `kind`: the traced parts, the executor and the total, in an order that
 /// alternates with `round`. Returns [descent, search, copy, executor, total].
-fn round(db: &mut LocalDb, kind: Kind, round: usize, keys: &[[u8; 8]]) -> Result<[f64; 5]> {
+fn round(db: &mut LocalDb, kind: Kind, round: usize, keys: &[[u8; 8]]) -> Result<[f64; 6]> {
+    if kind == Kind::InPlace {
+        let h = db.handle();
+        let (parts, total) = if round.is_multiple_of(2) {
+            (traced_in_place(&h, keys)?, total_in_place(&h, keys)?)
+        } else {
+            let total = total_in_place(&h, keys)?;
+            (traced_in_place(&h, keys)?, total)
+        };
+        return Ok([parts[0], parts[1], parts[2], 0.0, parts[3], total]);
+    }
     let mut value = Vec::with_capacity(VALUE_BYTES);
     ycsb::value_for(round as u64, round as u64, VALUE_BYTES, &mut value);
     let h = db.handle();
@@ -282,25 +360,26 @@ fn round(db: &mut LocalDb, kind: Kind, round: usize, keys: &[[u8; 8]]) -> Result
         (traced(&h, kind, keys, &value)?, total)
     };
     let executor = executor_cycles(db, keys.len())?;
-    Ok([parts[0], parts[1], parts[2], executor, total])
+    Ok([parts[0], parts[1], parts[2], executor, 0.0, total])
 }
 
 /// Measures `kind` over `plan.rounds` rounds on the loaded database.
 pub(crate) fn breakdown(db: &mut LocalDb, plan: Plan, kind: Kind) -> Result<Breakdown> {
     let keys = keys(plan.records, plan.ops);
-    let mut samples: [Vec<f64>; 5] = Default::default();
+    let mut samples: [Vec<f64>; 6] = Default::default();
     for r in 0..plan.rounds.max(1) {
         let figures = round(db, kind, r, &keys)?;
         for (sample, figure) in samples.iter_mut().zip(figures) {
             sample.push(figure);
         }
     }
-    let [descent, leaf_search, copy, executor, total] = samples.map(median);
+    let [descent, leaf_search, copy, executor, validate, total] = samples.map(median);
     Ok(Breakdown {
         descent,
         leaf_search,
         copy,
         executor,
+        validate,
         total,
     })
 }
@@ -318,31 +397,44 @@ pub fn run(opts: &MicroOpts) -> Result<MicroResult> {
     let file = db_file(&opts.target);
     let measured = measure(&file, plan, opts.progress);
     let _ = std::fs::remove_file(&file);
-    let (read, update, pool_reads, pages) = measured?;
+    let (read, update, in_place, pool_reads, pages) = measured?;
     let mut r = MicroResult::new(
         "point-cost",
-        "issue 15 item 3: the in-memory point read and update, broken down (descent, leaf search, copy, executor)",
-        &["op", "descent", "leaf_search", "copy", "executor", "parts", "total", "remainder", "remainder_pct"],
+        "issues 15 and 33: the in-memory point read and update on the shard, and the read in place on the caller's thread, broken down (descent, leaf search, copy, executor, validation)",
+        &["op", "descent", "leaf_search", "copy", "executor", "validate", "parts", "total", "remainder", "remainder_pct"],
     );
-    for (name, b) in [("read", read), ("update", update)] {
+    for (name, b) in [
+        ("read", read),
+        ("update", update),
+        ("read in place", in_place),
+    ] {
         r.row(row(name, &b));
     }
-    r.plot = Some(plot(&read, &update));
+    r.plot = Some(plot(&[
+        ("read", &read),
+        ("update", &update),
+        ("read in place", &in_place),
+    ]));
     notes(&mut r, plan, pool_reads, pages);
     Ok(r)
 }
 
 /// Loads, then measures both kinds. Returns them, the pool's page reads during the
 /// measurements (0 when everything stayed resident) and the data's pages.
-fn measure(file: &Path, plan: Plan, progress: bool) -> Result<(Breakdown, Breakdown, u64, u64)> {
+fn measure(file: &Path, plan: Plan, progress: bool) -> Result<Measured> {
     let mut db = open_loaded(file, plan, progress)?;
     let reads_before = db.stats().pool.reads;
     let read = breakdown(&mut db, plan, Kind::Read)?;
     let update = breakdown(&mut db, plan, Kind::Update)?;
+    let in_place = breakdown(&mut db, plan, Kind::InPlace)?;
     let stats = db.stats();
     db.close()?;
-    Ok((read, update, stats.pool.reads - reads_before, stats.pages))
+    let pool_reads = stats.pool.reads - reads_before;
+    Ok((read, update, in_place, pool_reads, stats.pages))
 }
+
+/// Reads, updates and reads in place, the pool's page reads during them, the data's pages.
+type Measured = (Breakdown, Breakdown, Breakdown, u64, u64);
 
 fn row(name: &str, b: &Breakdown) -> Vec<serde_json::Value> {
     let remainder = b.total - b.parts();
@@ -352,6 +444,7 @@ fn row(name: &str, b: &Breakdown) -> Vec<serde_json::Value> {
         json!(b.leaf_search),
         json!(b.copy),
         json!(b.executor),
+        json!(b.validate),
         json!(b.parts()),
         json!(b.total),
         json!(remainder),
@@ -359,22 +452,29 @@ fn row(name: &str, b: &Breakdown) -> Vec<serde_json::Value> {
     ]
 }
 
-/// Cycles per part (1 descent, 2 leaf search, 3 copy, 4 executor, 5 total), one line per
-/// operation.
-fn plot(read: &Breakdown, update: &Breakdown) -> Plot {
+/// Cycles per part (1 descent, 2 leaf search, 3 copy, 4 executor, 5 validation, 6 total),
+/// one line per operation.
+fn plot(rows: &[(&str, &Breakdown)]) -> Plot {
     let series = |label: &str, b: &Breakdown| Series {
         label: label.into(),
-        points: [b.descent, b.leaf_search, b.copy, b.executor, b.total]
-            .iter()
-            .enumerate()
-            .map(|(i, &c)| ((i + 1) as f64, c))
-            .collect(),
+        points: [
+            b.descent,
+            b.leaf_search,
+            b.copy,
+            b.executor,
+            b.validate,
+            b.total,
+        ]
+        .iter()
+        .enumerate()
+        .map(|(i, &c)| ((i + 1) as f64, c))
+        .collect(),
     };
     Plot::new(
-        "in-memory point cost: 1 descent, 2 leaf search, 3 copy, 4 executor, 5 total",
+        "in-memory point cost: 1 descent, 2 leaf search, 3 copy, 4 executor, 5 validation, 6 total",
         "part",
         "cycles per operation",
-        vec![series("read", read), series("update", update)],
+        rows.iter().map(|(label, b)| series(label, b)).collect(),
     )
 }
 
@@ -411,13 +511,24 @@ mod tests {
             rounds: 3,
         };
         let mut db = open_loaded(&file, plan, false).expect("load");
-        for kind in [Kind::Read, Kind::Update] {
+        for kind in [Kind::Read, Kind::Update, Kind::InPlace] {
             let b = breakdown(&mut db, plan, kind).expect("measure");
+            let executor = if kind == Kind::InPlace {
+                1.0
+            } else {
+                b.executor
+            };
+            let validate = if kind == Kind::InPlace {
+                b.validate
+            } else {
+                1.0
+            };
             for (part, cycles) in [
                 ("descent", b.descent),
                 ("leaf search", b.leaf_search),
                 ("copy", b.copy),
-                ("executor", b.executor),
+                ("executor", executor),
+                ("validate", validate),
                 ("total", b.total),
             ] {
                 assert!(cycles > 0.0, "{part} of {kind:?}: {b:?}");

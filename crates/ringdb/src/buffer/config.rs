@@ -106,8 +106,8 @@ pub struct PoolStats {
     pub verifications_timed: u64,
     /// TSC cycles those verifications took.
     pub verification_cycles: u64,
-    /// Pins that found their page's frame hint missing or stale (the page had been read
-    /// into, or moved to, another frame) and corrected it; a pin of a page that stayed put
-    /// finds it right (see the page table's documentation).
+    /// Pins that found their page's frame hint missing or stale and corrected it. A page gets
+    /// its hint when it is read into or allocated in a frame, so pins find it right (see the
+    /// page table's documentation); this counts what a later path could leave stale.
     pub frame_hints_corrected: u64,
 }

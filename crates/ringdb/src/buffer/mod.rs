@@ -351,6 +351,9 @@ impl BufferManager {
         st.slots[slot] = Some(Slot::allocated(pid, buf, &inner.cells[slot], rec_lsn));
         st.table.insert(pid, slot);
         let ptr = st.slot_mut(slot).frame_ptr();
+        if let Some(frame) = inner.frames.index_of(ptr) {
+            st.table.set_frame_hint(pid, frame);
+        }
         drop(st);
         inner.dirty.set(inner.dirty.get() + 1);
         inner.structural_dirty.set(inner.structural_dirty.get() + 1);

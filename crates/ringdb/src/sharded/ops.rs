@@ -87,6 +87,8 @@ impl Db {
     /// The values of `keys`, in their order. Keys whose pages are in the pool are read on the
     /// caller's thread (`here.rs`); the others go to their shards, one request per shard
     /// involved, all shards at once, and one wake-up of the caller when the last part arrives.
+    /// Not a snapshot: each value is one applied while the call ran, so a key asked twice may
+    /// get two versions (the ones read in place are read first).
     pub fn multi_get<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<Vec<Option<Vec<u8>>>, ReadError> {
         self.check_blocking_allowed()?;
         let mut values = vec![None; keys.len()];

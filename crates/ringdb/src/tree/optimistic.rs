@@ -112,6 +112,63 @@ pub fn get_into(
     Optimistic::Fallback
 }
 
+/// The cycles of one read's steps on the caller's thread: a measurement hook for
+/// `ringdb micro point-cost` (time-stamp reads between the steps of [`get_into`]).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct OptimisticTrace {
+    /// From the root's published page to the leaf opened: every level's lookup, version and
+    /// routing, and the parent's validation after each child was opened.
+    pub descent_cycles: u64,
+    /// The leaf's binary search.
+    pub search_cycles: u64,
+    /// The value copied out with atomic word loads.
+    pub copy_cycles: u64,
+    /// The leaf's version checked again.
+    pub validate_cycles: u64,
+    /// Whether the key was present.
+    pub found: bool,
+}
+
+impl OptimisticTrace {
+    /// The steps added up.
+    pub fn total_cycles(&self) -> u64 {
+        self.descent_cycles + self.search_cycles + self.copy_cycles + self.validate_cycles
+    }
+}
+
+/// [`get_into`] once, timed step by step; `None` when the attempt did not end with a
+/// validated answer (the caller measures resident, quiet pages).
+pub fn trace_get(
+    view: &PoolView,
+    roots: &PublishedRoots,
+    table: usize,
+    key: &[u8],
+    out: &mut Vec<u8>,
+) -> Option<OptimisticTrace> {
+    use super::timestamp;
+    let start = timestamp();
+    let Step::Done(leaf) = descend(view, roots, table, key, None) else {
+        return None;
+    };
+    let descended = timestamp();
+    let found = racy_node::search(leaf.page.bytes(), &leaf.header, key)?;
+    let searched = timestamp();
+    out.clear();
+    if let Ok(index) = found {
+        racy_node::value_at(leaf.page.bytes(), &leaf.header, index, out)?;
+    }
+    let copied = timestamp();
+    let valid = leaf.page.still_valid();
+    let validated = timestamp();
+    valid.then_some(OptimisticTrace {
+        descent_cycles: descended - start,
+        search_cycles: searched - descended,
+        copy_cycles: copied - searched,
+        validate_cycles: validated - copied,
+        found: found.is_ok(),
+    })
+}
+
 /// Runs `read` over the leaf and validates it: `Done` only for a read of one consistent
 /// image; a read that made no sense of a page that did not change is a `Fallback` (the
 /// shard's path reports what is wrong with it).
