@@ -47,7 +47,7 @@ pub struct DbArgs {
 }
 
 impl DbArgs {
-    fn open(&self, fresh: bool) -> Result<Db, Box<dyn std::error::Error>> {
+    pub(crate) fn open(&self, fresh: bool) -> Result<Db, Box<dyn std::error::Error>> {
         let durability: Durability = self.durability.parse()?;
         let mut opts = Options::default();
         opts.io.engine = self.engine.parse()?;

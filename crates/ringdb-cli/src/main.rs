@@ -17,6 +17,7 @@ mod ladder_cmd;
 mod micro_cmd;
 mod net_cmd;
 mod probe_cmd;
+mod serve_cmd;
 mod tpcc_cmd;
 mod tpcc_shards;
 mod ycsb_cmd;
@@ -67,6 +68,9 @@ enum Cmd {
     /// Recovers the database, verifies the tree's invariants and every page's checksum and
     /// prints the key count; exits non-zero on any problem.
     Check(kv_cmd::CheckArgs),
+    /// Serves the database over the Redis protocol (redis-cli, redis-benchmark, any Redis
+    /// client): one network worker per shard, replies to writes once they are durable.
+    Serve(Box<serve_cmd::ServeArgs>),
     Pingpong(net_cmd::PingArgs),
     Shuffle(net_cmd::ShuffleArgs),
 }
@@ -102,6 +106,7 @@ fn main() -> ExitCode {
             Ok(false) => return ExitCode::from(1),
             Err(e) => Err(e),
         },
+        Cmd::Serve(args) => serve_cmd::run(*args),
         Cmd::Pingpong(args) => net_cmd::run_pingpong(args),
         Cmd::Shuffle(args) => net_cmd::run_shuffle(args),
     };

@@ -1,0 +1,75 @@
+//! `ringdb serve`: the database behind the Redis protocol (the `ringdb-server` crate); this
+//! file only turns flags into its settings.
+
+use crate::kv_cmd::DbArgs;
+use clap::Args;
+use ringdb_bench::units::parse_size;
+use ringdb_server::{Server, ServerConfig};
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+
+#[derive(Args)]
+pub struct ServeArgs {
+    #[command(flatten)]
+    db: DbArgs,
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1")]
+    bind: IpAddr,
+    /// TCP port (0: any free port, printed at start; with --unixsocket only, give --port -1).
+    #[arg(long, default_value_t = 6379, allow_negative_numbers = true)]
+    port: i32,
+    /// Also listen on this Unix socket.
+    #[arg(long)]
+    unixsocket: Option<PathBuf>,
+    /// The password clients must give (AUTH, HELLO AUTH).
+    #[arg(long)]
+    requirepass: Option<String>,
+    /// Network workers (0: one per shard).
+    #[arg(long, default_value_t = 0)]
+    workers: usize,
+    /// The most clients at once.
+    #[arg(long, default_value_t = 10_000)]
+    maxclients: usize,
+    /// The largest bulk string a request may carry.
+    #[arg(long, default_value = "512M")]
+    proto_max_bulk_len: String,
+    /// Unsent replies past which a client that does not read is disconnected.
+    #[arg(long, default_value = "256M")]
+    client_output_limit: String,
+}
+
+pub fn run(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
+    let listen = match args.port {
+        -1 => None,
+        port => Some(SocketAddr::new(
+            args.bind,
+            u16::try_from(port).map_err(|_| format!("--port {port}: not a port"))?,
+        )),
+    };
+    let config = ServerConfig {
+        listen,
+        unix_socket: args.unixsocket.clone(),
+        workers: args.workers,
+        password: args.requirepass.clone(),
+        max_clients: args.maxclients,
+        max_bulk_bytes: parse_size(&args.proto_max_bulk_len)? as usize,
+        max_reply_bytes: parse_size(&args.client_output_limit)? as usize,
+        ..ServerConfig::default()
+    };
+    let db = args.db.open(false)?;
+    let shards = db.shard_count();
+    let server = Server::start(db, config)?;
+    match server.local_address() {
+        Some(address) => eprintln!(
+            "ringdb serve: {shards} shard(s), listening on {address} (redis-cli -p {})",
+            address.port()
+        ),
+        None => eprintln!(
+            "ringdb serve: {shards} shard(s), listening on {:?}",
+            args.unixsocket
+        ),
+    }
+    server.wait()?;
+    eprintln!("ringdb serve: stopped; everything acknowledged is durable");
+    Ok(())
+}

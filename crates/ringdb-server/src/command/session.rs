@@ -1,0 +1,384 @@
+//! Commands on the connection and the server: PING, ECHO, HELLO, AUTH, SELECT, QUIT, RESET,
+//! CLIENT, COMMAND, CONFIG, TIME, LASTSAVE, SHUTDOWN, FUNCTION and SCRIPT (a server without
+//! either), MULTI and DISCARD (EXEC runs in the executor), and the refusals of what the server
+//! does not do (pub/sub, WATCH).
+
+use super::table::known_commands;
+use super::{errors, Reply};
+use crate::shared::ServerShared;
+
+/// What a connection carries between its requests.
+#[derive(Clone, Debug)]
+pub struct Session {
+    /// The client's id (`CLIENT ID`).
+    pub id: u64,
+    /// Replies in RESP3 (`HELLO 3`).
+    pub resp3: bool,
+    /// Passed AUTH, or no password is set.
+    pub authenticated: bool,
+    /// `CLIENT SETNAME`.
+    pub name: Option<String>,
+    /// `CLIENT SETINFO LIB-NAME` and `LIB-VER`.
+    pub library: (String, String),
+    /// Inside MULTI: the queued requests.
+    pub queued: Option<Vec<Vec<Vec<u8>>>>,
+    /// A command queued in MULTI was refused: EXEC aborts.
+    pub queue_failed: bool,
+    /// The peer's address, for `CLIENT LIST`.
+    pub peer: String,
+    /// SCAN cursors handed out: the cursor and the last key it returned.
+    pub scan_cursors: Vec<(u64, Vec<u8>)>,
+    /// The last SCAN cursor handed out.
+    pub last_scan_cursor: u64,
+}
+
+impl Session {
+    /// A new connection's session.
+    pub fn new(id: u64, needs_auth: bool, peer: String) -> Session {
+        Session {
+            id,
+            resp3: false,
+            authenticated: !needs_auth,
+            name: None,
+            library: (String::new(), String::new()),
+            queued: None,
+            queue_failed: false,
+            peer,
+            scan_cursors: Vec::new(),
+            last_scan_cursor: 0,
+        }
+    }
+
+    /// A new SCAN cursor (never 0, which means the start and the end).
+    pub fn next_scan_cursor(&mut self) -> u64 {
+        self.last_scan_cursor += 1;
+        self.last_scan_cursor
+    }
+}
+
+/// What a session command asks of the connection besides its reply.
+#[derive(Debug, PartialEq)]
+pub enum After {
+    /// Nothing.
+    Continue,
+    /// Send the reply, then close (QUIT).
+    Close,
+    /// Stop the server (SHUTDOWN).
+    Shutdown,
+    /// Run the queued requests (EXEC).
+    Exec(Vec<Vec<Vec<u8>>>),
+}
+
+fn upper(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).to_ascii_uppercase()
+}
+
+/// Runs a session command (its arity already checked).
+pub fn run_session(
+    session: &mut Session,
+    arguments: &[Vec<u8>],
+    shared: &ServerShared,
+) -> (Reply, After) {
+    let name = upper(&arguments[0]);
+    let reply = match name.as_str() {
+        "PING" => ping(session, arguments),
+        "ECHO" => Reply::Bulk(arguments[1].clone()),
+        "HELLO" => hello(session, arguments, shared),
+        "AUTH" => auth(session, arguments, shared),
+        "SELECT" => match super::parse_integer(&arguments[1]) {
+            Some(0) => Reply::Ok,
+            Some(_) => Reply::error("ERR DB index is out of range"),
+            None => Reply::error(errors::NOT_INTEGER),
+        },
+        "QUIT" => return (Reply::Ok, After::Close),
+        "RESET" => {
+            *session = Session::new(
+                session.id,
+                shared.password().is_some(),
+                session.peer.clone(),
+            );
+            Reply::Simple("RESET".into())
+        }
+        "CLIENT" => client(session, arguments, shared),
+        "COMMAND" => command(arguments),
+        "CONFIG" => config(arguments, shared),
+        "TIME" => {
+            let micros = crate::value::now_ms() as u128 * 1000;
+            Reply::Array(vec![
+                Reply::Bulk((micros / 1_000_000).to_string().into_bytes()),
+                Reply::Bulk((micros % 1_000_000).to_string().into_bytes()),
+            ])
+        }
+        "LASTSAVE" => Reply::Integer(shared.last_save_secs() as i64),
+        "SHUTDOWN" => return (Reply::Ok, After::Shutdown),
+        "FUNCTION" | "SCRIPT" => nothing_scripted(&name, arguments),
+        "MULTI" if session.queued.is_some() => Reply::error("ERR MULTI calls can not be nested"),
+        "MULTI" => {
+            session.queued = Some(Vec::new());
+            session.queue_failed = false;
+            Reply::Ok
+        }
+        "EXEC" | "DISCARD" => return exec_or_discard(session, &name),
+        "UNWATCH" => Reply::Ok,
+        "WATCH" => Reply::error("ERR WATCH is not supported by ringdb yet"),
+        _ => Reply::error(format!(
+            "ERR '{}' is not supported: ringdb serve has no pub/sub",
+            name.to_ascii_lowercase()
+        )),
+    };
+    (reply, After::Continue)
+}
+
+fn exec_or_discard(session: &mut Session, name: &str) -> (Reply, After) {
+    let Some(queued) = session.queued.take() else {
+        let text = format!("ERR {name} without MULTI");
+        return (Reply::Error(text), After::Continue);
+    };
+    let failed = std::mem::take(&mut session.queue_failed);
+    match (name, failed) {
+        ("DISCARD", _) => (Reply::Ok, After::Continue),
+        (_, true) => (
+            Reply::error("EXECABORT Transaction discarded because of previous errors."),
+            After::Continue,
+        ),
+        _ => (Reply::Ok, After::Exec(queued)),
+    }
+}
+
+fn ping(session: &Session, arguments: &[Vec<u8>]) -> Reply {
+    match arguments.len() {
+        1 if session.queued.is_none() => Reply::Simple("PONG".into()),
+        1 => Reply::Bulk(b"PONG".to_vec()),
+        2 => Reply::Bulk(arguments[1].clone()),
+        _ => Reply::error(errors::arity("ping")),
+    }
+}
+
+/// `AUTH [username] password` (the only user is `default`).
+fn auth(session: &mut Session, arguments: &[Vec<u8>], shared: &ServerShared) -> Reply {
+    let (user, password) = match arguments.len() {
+        2 => (&b"default"[..], &arguments[1]),
+        3 => (&arguments[1][..], &arguments[2]),
+        _ => return Reply::error(errors::SYNTAX),
+    };
+    match shared.password() {
+        None => Reply::error(
+            "ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?",
+        ),
+        Some(expected) if user == b"default" && password.as_slice() == expected.as_bytes() => {
+            session.authenticated = true;
+            Reply::Ok
+        }
+        Some(_) => Reply::error(errors::WRONG_PASS),
+    }
+}
+
+/// `HELLO [protover [AUTH username password] [SETNAME clientname]]`.
+fn hello(session: &mut Session, arguments: &[Vec<u8>], shared: &ServerShared) -> Reply {
+    let mut version = if session.resp3 { 3 } else { 2 };
+    let mut at = 1;
+    if let Some(requested) = arguments.get(1) {
+        match super::parse_integer(requested) {
+            Some(v @ (2 | 3)) => version = v,
+            Some(_) => return Reply::error("NOPROTO unsupported protocol version"),
+            None => return Reply::error("ERR Protocol version is not an integer or out of range"),
+        }
+        at = 2;
+    }
+    while at < arguments.len() {
+        match upper(&arguments[at]).as_str() {
+            "AUTH" if at + 2 < arguments.len() => {
+                let words = [
+                    b"AUTH".to_vec(),
+                    arguments[at + 1].clone(),
+                    arguments[at + 2].clone(),
+                ];
+                if let Reply::Error(text) = auth(session, &words, shared) {
+                    return Reply::Error(text);
+                }
+                at += 3;
+            }
+            "SETNAME" if at + 1 < arguments.len() => {
+                session.name = Some(String::from_utf8_lossy(&arguments[at + 1]).into_owned());
+                at += 2;
+            }
+            _ => return Reply::error(errors::SYNTAX),
+        }
+    }
+    if !session.authenticated {
+        return Reply::error("NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time");
+    }
+    session.resp3 = version == 3;
+    let field = |name: &str, value: Reply| (Reply::Bulk(name.as_bytes().to_vec()), value);
+    Reply::Map(vec![
+        field("server", Reply::Bulk(b"redis".to_vec())),
+        field(
+            "version",
+            Reply::Bulk(crate::REDIS_VERSION.as_bytes().to_vec()),
+        ),
+        field("proto", Reply::Integer(version)),
+        field("id", Reply::Integer(session.id as i64)),
+        field("mode", Reply::Bulk(b"standalone".to_vec())),
+        field("role", Reply::Bulk(b"master".to_vec())),
+        field("modules", Reply::Array(Vec::new())),
+    ])
+}
+
+fn client(session: &mut Session, arguments: &[Vec<u8>], shared: &ServerShared) -> Reply {
+    let sub = upper(&arguments[1]);
+    match (sub.as_str(), arguments.len()) {
+        ("ID", 2) => Reply::Integer(session.id as i64),
+        ("GETNAME", 2) => session
+            .name
+            .clone()
+            .map_or(Reply::Null, |name| Reply::Bulk(name.into_bytes())),
+        ("SETNAME", 3) => {
+            let name = String::from_utf8_lossy(&arguments[2]).into_owned();
+            if name.contains(' ') || name.contains('\n') {
+                return Reply::error(
+                    "ERR Client names cannot contain spaces, newlines or special characters.",
+                );
+            }
+            session.name = (!name.is_empty()).then_some(name);
+            Reply::Ok
+        }
+        ("SETINFO", 4) => {
+            let value = String::from_utf8_lossy(&arguments[3]).into_owned();
+            match upper(&arguments[2]).as_str() {
+                "LIB-NAME" => session.library.0 = value,
+                "LIB-VER" => session.library.1 = value,
+                _ => {
+                    return Reply::error(format!(
+                        "ERR Unrecognized option '{}'",
+                        String::from_utf8_lossy(&arguments[2])
+                    ))
+                }
+            }
+            Reply::Ok
+        }
+        ("INFO", 2) => Reply::Verbatim(client_line(session) + "\n"),
+        ("LIST", _) => Reply::Verbatim(client_line(session) + "\n"),
+        ("NO-EVICT" | "NO-TOUCH", 3) => Reply::Ok,
+        _ => {
+            let _ = shared;
+            Reply::error(format!(
+                "ERR unknown subcommand '{}'. Try CLIENT HELP.",
+                String::from_utf8_lossy(&arguments[1])
+            ))
+        }
+    }
+}
+
+fn client_line(session: &Session) -> String {
+    format!(
+        "id={} addr={} laddr= fd=0 name={} age=0 idle=0 flags={} db=0 sub=0 psub=0 ssub=0 multi={} qbuf=0 resp={} lib-name={} lib-ver={}",
+        session.id,
+        session.peer,
+        session.name.as_deref().unwrap_or(""),
+        if session.queued.is_some() { "x" } else { "N" },
+        session.queued.as_ref().map_or(-1, |q| q.len() as i64),
+        if session.resp3 { 3 } else { 2 },
+        session.library.0,
+        session.library.1,
+    )
+}
+
+fn command_info(name: &str, arity: i32) -> Reply {
+    Reply::Array(vec![
+        Reply::Bulk(name.to_ascii_lowercase().into_bytes()),
+        Reply::Integer(i64::from(arity)),
+        Reply::Set(Vec::new()),
+        Reply::Integer(1),
+        Reply::Integer(1),
+        Reply::Integer(1),
+        Reply::Set(Vec::new()),
+    ])
+}
+
+fn command(arguments: &[Vec<u8>]) -> Reply {
+    let known = known_commands();
+    let sub = arguments.get(1).map(|s| upper(s));
+    match sub.as_deref() {
+        None => Reply::Array(known.iter().map(|(n, a)| command_info(n, *a)).collect()),
+        Some("COUNT") => Reply::Integer(known.len() as i64),
+        Some("INFO") => Reply::Array(
+            arguments[2..]
+                .iter()
+                .map(|name| {
+                    let name = upper(name);
+                    known
+                        .iter()
+                        .find(|(n, _)| *n == name)
+                        .map_or(Reply::NullArray, |(n, a)| command_info(n, *a))
+                })
+                .collect(),
+        ),
+        Some("DOCS") => Reply::Map(Vec::new()),
+        Some("LIST") => Reply::Array(
+            known
+                .iter()
+                .map(|(n, _)| Reply::Bulk(n.to_ascii_lowercase().into_bytes()))
+                .collect(),
+        ),
+        Some(_) => Reply::error(format!(
+            "ERR unknown subcommand '{}'. Try COMMAND HELP.",
+            String::from_utf8_lossy(&arguments[1])
+        )),
+    }
+}
+
+/// `CONFIG GET pattern ...` over the settings that exist, `CONFIG SET` of those that can
+/// change, `CONFIG RESETSTAT`.
+fn config(arguments: &[Vec<u8>], shared: &ServerShared) -> Reply {
+    match upper(&arguments[1]).as_str() {
+        "GET" if arguments.len() >= 3 => {
+            let settings = shared.settings();
+            let mut pairs = Vec::new();
+            for pattern in &arguments[2..] {
+                for (name, value) in &settings {
+                    if crate::glob::matches(&pattern.to_ascii_lowercase(), name.as_bytes())
+                        && !pairs.iter().any(|(n, _): &(Reply, Reply)| {
+                            *n == Reply::Bulk(name.as_bytes().to_vec())
+                        })
+                    {
+                        pairs.push((
+                            Reply::Bulk(name.as_bytes().to_vec()),
+                            Reply::Bulk(value.clone().into_bytes()),
+                        ));
+                    }
+                }
+            }
+            Reply::Map(pairs)
+        }
+        "SET" if arguments.len() >= 4 && arguments.len().is_multiple_of(2) => {
+            for pair in arguments[2..].chunks_exact(2) {
+                if let Err(text) = shared.set_setting(&pair[0], &pair[1]) {
+                    return Reply::Error(text);
+                }
+            }
+            Reply::Ok
+        }
+        "RESETSTAT" => Reply::Ok,
+        "GET" | "SET" => Reply::error(errors::arity("config|get")),
+        _ => Reply::error(format!(
+            "ERR unknown subcommand '{}'. Try CONFIG HELP.",
+            String::from_utf8_lossy(&arguments[1])
+        )),
+    }
+}
+
+/// FUNCTION and SCRIPT as a server that has no scripts (clients and test suites send them).
+fn nothing_scripted(name: &str, arguments: &[Vec<u8>]) -> Reply {
+    match (name, upper(&arguments[1]).as_str()) {
+        ("FUNCTION", "LIST") => Reply::Array(Vec::new()),
+        (_, "FLUSH") => Reply::Ok,
+        ("SCRIPT", "EXISTS") => {
+            Reply::Array(arguments[2..].iter().map(|_| Reply::Integer(0)).collect())
+        }
+        _ => Reply::error(format!(
+            "ERR {} {} is not supported: ringdb serve runs no scripts",
+            name.to_ascii_lowercase(),
+            String::from_utf8_lossy(&arguments[1]).to_ascii_lowercase()
+        )),
+    }
+}

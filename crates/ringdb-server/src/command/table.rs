@@ -1,0 +1,261 @@
+//! From a request to a [`Plan`]: the command's name looked up, its arity checked (Redis's
+//! rule: a positive arity is exact, a negative one a minimum, both counting the name), and its
+//! keys and functions laid out.
+
+use super::{errors, keys, strings, Combine, KeyFn, KeyOp, Reply};
+use std::sync::Arc;
+
+/// What a request turns into.
+pub enum Plan {
+    /// A command on the connection or the server, run by [`super::run_session`].
+    Session,
+    /// Operations on keys, each run where its key lives; `combine` makes the reply.
+    Keys {
+        /// The operations, in order.
+        ops: Vec<KeyOp>,
+        /// How their replies become the command's.
+        combine: Combine,
+    },
+    /// A command over the whole database.
+    Whole(WholeDb),
+    /// The reply, already known (an arity error, an unknown command).
+    Reply(Reply),
+}
+
+/// Commands over the whole database.
+pub enum WholeDb {
+    /// `DBSIZE`.
+    DbSize,
+    /// `KEYS pattern`.
+    Keys(Vec<u8>),
+    /// `SCAN cursor [MATCH pattern] [COUNT n] [TYPE t]`.
+    Scan(Vec<Vec<u8>>),
+    /// `RANDOMKEY`.
+    RandomKey,
+    /// `FLUSHDB`/`FLUSHALL`.
+    Flush,
+    /// `SAVE`/`BGSAVE`: everything logged made durable and checkpointed.
+    Save,
+    /// `MSET` over several shards: one batch, atomic across shards and across a crash.
+    MsetAcross(Vec<(Vec<u8>, Vec<u8>)>),
+    /// `MSETNX`: all keys absent, then all set, atomically.
+    MsetNx(Vec<(Vec<u8>, Vec<u8>)>),
+    /// `INFO [section ...]`.
+    Info(Vec<Vec<u8>>),
+}
+
+/// A command on one key: name, arity, function, whether it writes.
+const KEY_COMMANDS: &[(&str, i32, KeyFn, bool)] = &[
+    ("GET", 2, strings::get, false),
+    ("SET", -3, strings::set, true),
+    ("SETNX", 3, strings::setnx, true),
+    ("SETEX", 4, strings::setex, true),
+    ("PSETEX", 4, strings::setex, true),
+    ("GETSET", 3, strings::getset, true),
+    ("GETDEL", 2, strings::getdel, true),
+    ("GETEX", -2, strings::getex, true),
+    ("APPEND", 3, strings::append, true),
+    ("STRLEN", 2, strings::strlen, false),
+    ("GETRANGE", 4, strings::getrange, false),
+    ("SUBSTR", 4, strings::getrange, false),
+    ("SETRANGE", 4, strings::setrange, true),
+    ("INCR", 2, strings::incr, true),
+    ("DECR", 2, strings::incr, true),
+    ("INCRBY", 3, strings::incr, true),
+    ("DECRBY", 3, strings::incr, true),
+    ("INCRBYFLOAT", 3, strings::incrbyfloat, true),
+    ("TYPE", 2, keys::kind, false),
+    ("EXPIRE", -3, keys::expire, true),
+    ("PEXPIRE", -3, keys::expire, true),
+    ("EXPIREAT", -3, keys::expire, true),
+    ("PEXPIREAT", -3, keys::expire, true),
+    ("TTL", 2, keys::ttl, false),
+    ("PTTL", 2, keys::ttl, false),
+    ("EXPIRETIME", 2, keys::ttl, false),
+    ("PEXPIRETIME", 2, keys::ttl, false),
+    ("PERSIST", 2, keys::persist, true),
+];
+
+/// Commands on several keys, one operation per key: name, function, writes, combine.
+const MULTI_KEY_COMMANDS: &[(&str, KeyFn, bool, Combine)] = &[
+    ("MGET", strings::get, false, Combine::Array),
+    ("DEL", keys::delete, true, Combine::Sum),
+    ("UNLINK", keys::delete, true, Combine::Sum),
+    ("EXISTS", keys::exists, false, Combine::Sum),
+    ("TOUCH", keys::exists, false, Combine::Sum),
+];
+
+/// Commands of the connection and the server, with their arity.
+pub const SESSION_COMMANDS: &[(&str, i32)] = &[
+    ("PING", -1),
+    ("ECHO", 2),
+    ("HELLO", -1),
+    ("AUTH", -2),
+    ("SELECT", 2),
+    ("QUIT", -1),
+    ("RESET", 1),
+    ("CLIENT", -2),
+    ("COMMAND", -1),
+    ("CONFIG", -2),
+    ("TIME", 1),
+    ("LASTSAVE", 1),
+    ("SHUTDOWN", -1),
+    ("FUNCTION", -2),
+    ("SCRIPT", -2),
+    ("MULTI", 1),
+    ("EXEC", 1),
+    ("DISCARD", 1),
+    ("WATCH", -2),
+    ("UNWATCH", 1),
+    ("SUBSCRIBE", -2),
+    ("PSUBSCRIBE", -2),
+    ("SSUBSCRIBE", -2),
+    ("PUBLISH", 3),
+];
+
+/// Every command the server knows with its arity (for `COMMAND COUNT`, `COMMAND INFO`).
+pub fn known_commands() -> Vec<(&'static str, i32)> {
+    let mut all: Vec<(&'static str, i32)> = KEY_COMMANDS
+        .iter()
+        .map(|(name, arity, _, _)| (*name, *arity))
+        .collect();
+    all.extend(MULTI_KEY_COMMANDS.iter().map(|(name, ..)| (*name, -2)));
+    all.extend(SESSION_COMMANDS.iter().copied());
+    all.extend([
+        ("MSET", -3),
+        ("MSETNX", -3),
+        ("DBSIZE", 1),
+        ("KEYS", 2),
+        ("SCAN", -2),
+        ("RANDOMKEY", 1),
+        ("FLUSHDB", -1),
+        ("FLUSHALL", -1),
+        ("SAVE", 1),
+        ("BGSAVE", -1),
+        ("INFO", -1),
+    ]);
+    all
+}
+
+fn arity_ok(arity: i32, count: usize) -> bool {
+    if arity >= 0 {
+        count == arity as usize
+    } else {
+        count >= arity.unsigned_abs() as usize
+    }
+}
+
+/// The error for a command nobody implements here, as Redis words it.
+fn unknown(arguments: &[Vec<u8>]) -> Reply {
+    let mut text = format!(
+        "ERR unknown command '{}', with args beginning with: ",
+        String::from_utf8_lossy(&arguments[0])
+    );
+    for argument in arguments.iter().skip(1).take(16) {
+        text.push_str(&format!("'{}' ", String::from_utf8_lossy(argument)));
+    }
+    Reply::Error(text)
+}
+
+/// The plan for `arguments` (not empty: the parser never yields an empty request).
+pub fn plan(arguments: Vec<Vec<u8>>, shard_of: impl Fn(&[u8]) -> usize) -> Plan {
+    assert!(!arguments.is_empty(), "a request has a name");
+    let name = String::from_utf8_lossy(&arguments[0]).to_ascii_uppercase();
+    let name = name.as_str();
+    if let Some((_, arity, run, writes)) = KEY_COMMANDS.iter().find(|(n, ..)| *n == name) {
+        if !arity_ok(*arity, arguments.len()) {
+            return Plan::Reply(Reply::error(errors::arity(name)));
+        }
+        let key = arguments[1].clone();
+        let op = KeyOp {
+            key,
+            run: *run,
+            arguments: Arc::new(arguments),
+            writes: *writes,
+        };
+        return Plan::Keys {
+            ops: vec![op],
+            combine: Combine::Single,
+        };
+    }
+    if let Some((_, run, writes, combine)) = MULTI_KEY_COMMANDS.iter().find(|(n, ..)| *n == name) {
+        if arguments.len() < 2 {
+            return Plan::Reply(Reply::error(errors::arity(name)));
+        }
+        let shared = Arc::new(vec![arguments[0].clone()]);
+        let ops = arguments[1..]
+            .iter()
+            .map(|key| KeyOp {
+                key: key.clone(),
+                run: *run,
+                arguments: shared.clone(),
+                writes: *writes,
+            })
+            .collect();
+        return Plan::Keys {
+            ops,
+            combine: *combine,
+        };
+    }
+    if let Some((_, arity)) = SESSION_COMMANDS.iter().find(|(n, _)| *n == name) {
+        if !arity_ok(*arity, arguments.len()) {
+            return Plan::Reply(Reply::error(errors::arity(name)));
+        }
+        return Plan::Session;
+    }
+    plan_whole(name, arguments, shard_of)
+}
+
+/// Commands over the whole database, and MSET/MSETNX.
+fn plan_whole(name: &str, arguments: Vec<Vec<u8>>, shard_of: impl Fn(&[u8]) -> usize) -> Plan {
+    let count = arguments.len();
+    let arity_error = || Plan::Reply(Reply::error(errors::arity(name)));
+    match name {
+        "MSET" | "MSETNX" => {
+            if count < 3 || count.is_multiple_of(2) {
+                return arity_error();
+            }
+            let pairs: Vec<(Vec<u8>, Vec<u8>)> = arguments[1..]
+                .chunks_exact(2)
+                .map(|pair| (pair[0].clone(), pair[1].clone()))
+                .collect();
+            if name == "MSETNX" {
+                return Plan::Whole(WholeDb::MsetNx(pairs));
+            }
+            let first = shard_of(&pairs[0].0);
+            if pairs.iter().any(|(key, _)| shard_of(key) != first) {
+                return Plan::Whole(WholeDb::MsetAcross(pairs));
+            }
+            let ops = pairs
+                .into_iter()
+                .map(|(key, value)| KeyOp {
+                    arguments: Arc::new(vec![arguments[0].clone(), key.clone(), value]),
+                    key,
+                    run: strings::mset_part,
+                    writes: true,
+                })
+                .collect();
+            Plan::Keys {
+                ops,
+                combine: Combine::Ok,
+            }
+        }
+        "DBSIZE" | "RANDOMKEY" | "SAVE" if count != 1 => arity_error(),
+        "DBSIZE" => Plan::Whole(WholeDb::DbSize),
+        "RANDOMKEY" => Plan::Whole(WholeDb::RandomKey),
+        "SAVE" | "BGSAVE" => Plan::Whole(WholeDb::Save),
+        "KEYS" if count != 2 => arity_error(),
+        "KEYS" => Plan::Whole(WholeDb::Keys(arguments[1].clone())),
+        "SCAN" if count < 2 => arity_error(),
+        "SCAN" => Plan::Whole(WholeDb::Scan(arguments)),
+        "FLUSHDB" | "FLUSHALL" => match arguments.get(1).map(|a| a.to_ascii_uppercase()) {
+            None => Plan::Whole(WholeDb::Flush),
+            Some(mode) if count == 2 && (mode == b"SYNC" || mode == b"ASYNC") => {
+                Plan::Whole(WholeDb::Flush)
+            }
+            Some(_) => Plan::Reply(Reply::error(errors::SYNTAX)),
+        },
+        "INFO" => Plan::Whole(WholeDb::Info(arguments[1..].to_vec())),
+        _ => Plan::Reply(unknown(&arguments)),
+    }
+}

@@ -1,0 +1,62 @@
+//! What `ringdb serve` is told: where to listen and the bounds it keeps.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+/// A server's settings (the database's own are the `Db`'s).
+#[derive(Clone, Debug)]
+pub struct ServerConfig {
+    /// TCP address to listen on (127.0.0.1:6379 by default); `None` with a Unix socket only.
+    pub listen: Option<SocketAddr>,
+    /// A Unix socket to listen on as well.
+    pub unix_socket: Option<PathBuf>,
+    /// Network workers: each owns a listener (SO_REUSEPORT), a ring and its connections. 0:
+    /// one per shard.
+    pub workers: usize,
+    /// The password of the `default` user (AUTH, HELLO AUTH).
+    pub password: Option<String>,
+    /// The most clients at once; one more is told `-ERR max number of clients reached`.
+    pub max_clients: usize,
+    /// The largest bulk string a request may carry.
+    pub max_bulk_bytes: usize,
+    /// Bytes of requests a connection may have waiting; beyond it the server stops reading
+    /// that socket until they are answered.
+    pub max_pending_request_bytes: usize,
+    /// Bytes of replies a connection may have unsent; beyond it the client, which is not
+    /// reading, is disconnected (Redis's client output buffer limit).
+    pub max_reply_bytes: usize,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            listen: Some(SocketAddr::from(([127, 0, 0, 1], 6379))),
+            unix_socket: None,
+            workers: 0,
+            password: None,
+            max_clients: 10_000,
+            max_bulk_bytes: 512 * 1024 * 1024,
+            max_pending_request_bytes: 1024 * 1024 * 1024,
+            max_reply_bytes: 256 * 1024 * 1024,
+        }
+    }
+}
+
+impl ServerConfig {
+    /// Checks the settings.
+    pub fn validate(&self) -> Result<(), crate::ServeError> {
+        let invalid = |text: &str| Err(crate::ServeError::Config(text.to_string()));
+        if self.listen.is_none() && self.unix_socket.is_none() {
+            return invalid("nothing to listen on: give a TCP address or a Unix socket");
+        }
+        if self.max_clients == 0 {
+            return invalid("max clients must be at least 1");
+        }
+        if self.max_bulk_bytes == 0
+            || self.max_pending_request_bytes < self.max_bulk_bytes.min(1 << 20)
+        {
+            return invalid("the request bounds must hold at least one request");
+        }
+        Ok(())
+    }
+}

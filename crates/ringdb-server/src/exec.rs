@@ -1,0 +1,339 @@
+//! Running a connection's batch of requests (everything one read from its socket held), with
+//! replies in request order.
+//!
+//! Consecutive commands on keys form a segment. A segment's key operations are grouped by the
+//! shard that owns their key: a group of reads runs on the worker, reading the shard's pages in
+//! place (no hop, issue 33's optimistic reads); a group with a write goes to its shard in one
+//! hop, where its keys are locked (`locks.rs`), each operation runs against the value the
+//! previous ones left, and all the group's writes commit as one batch: one log record and one
+//! wait for durability, however long the pipeline. Groups of different shards run at once.
+//! Other commands (the connection's, the whole database's) end the segment and run in order.
+
+use crate::command::{
+    errors, plan, run_session, After, Combine, KeyOp, Plan, Reply, Session, Write,
+};
+use crate::locks::lock_all;
+use crate::shared::ServerShared;
+use crate::value::{now_ms, Stored};
+use crate::whole::run_whole;
+use futures_util::future::join_all;
+use ringdb::{Db, DbHandle, WriteBatch};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// What a batch leaves behind.
+pub struct BatchOutcome {
+    /// The session after the batch.
+    pub session: Session,
+    /// The replies, encoded.
+    pub replies: Vec<u8>,
+    /// QUIT: close once the replies are sent.
+    pub close: bool,
+}
+
+/// Commands allowed before AUTH.
+fn allowed_unauthenticated(name: &[u8]) -> bool {
+    [&b"AUTH"[..], b"HELLO", b"QUIT", b"RESET"]
+        .iter()
+        .any(|allowed| name.eq_ignore_ascii_case(allowed))
+}
+
+/// Commands that run at once inside MULTI instead of being queued.
+fn runs_inside_multi(name: &[u8]) -> bool {
+    [
+        &b"EXEC"[..],
+        b"DISCARD",
+        b"MULTI",
+        b"WATCH",
+        b"QUIT",
+        b"RESET",
+    ]
+    .iter()
+    .any(|word| name.eq_ignore_ascii_case(word))
+}
+
+/// The commands on keys waiting to run together.
+#[derive(Default)]
+struct Segment {
+    commands: Vec<(Vec<KeyOp>, Combine)>,
+}
+
+/// Runs `requests` for `session`.
+pub async fn run_batch(
+    db: Db,
+    shared: Arc<ServerShared>,
+    mut session: Session,
+    requests: Vec<Vec<Vec<u8>>>,
+) -> BatchOutcome {
+    let mut replies = Vec::new();
+    let mut segment = Segment::default();
+    let mut close = false;
+    for request in requests {
+        shared
+            .commands
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let name = request[0].clone();
+        if !session.authenticated && !allowed_unauthenticated(&name) {
+            flush(&db, &mut segment, &session, &mut replies).await;
+            write_reply(&Reply::error(errors::NO_AUTH), &session, &mut replies);
+            continue;
+        }
+        if session.queued.is_some() && !runs_inside_multi(&name) {
+            flush(&db, &mut segment, &session, &mut replies).await;
+            let reply = queue(&db, &mut session, request);
+            write_reply(&reply, &session, &mut replies);
+            continue;
+        }
+        match plan(request.clone(), |key| db.shard_of(key)) {
+            Plan::Keys { ops, combine } => segment.commands.push((ops, combine)),
+            other => {
+                flush(&db, &mut segment, &session, &mut replies).await;
+                let (reply, stop) = run_other(&db, &shared, &mut session, other, request).await;
+                write_reply(&reply, &session, &mut replies);
+                if stop {
+                    close = true;
+                    break;
+                }
+            }
+        }
+    }
+    flush(&db, &mut segment, &session, &mut replies).await;
+    BatchOutcome {
+        session,
+        replies,
+        close,
+    }
+}
+
+fn write_reply(reply: &Reply, session: &Session, out: &mut Vec<u8>) {
+    reply.write(&mut crate::resp::Replies::new(out, session.resp3));
+}
+
+/// Inside MULTI: a request is checked and queued.
+fn queue(db: &Db, session: &mut Session, request: Vec<Vec<u8>>) -> Reply {
+    match plan(request.clone(), |key| db.shard_of(key)) {
+        Plan::Reply(reply @ Reply::Error(_)) => {
+            session.queue_failed = true;
+            reply
+        }
+        _ => {
+            session.queued.get_or_insert_with(Vec::new).push(request);
+            Reply::Simple("QUEUED".into())
+        }
+    }
+}
+
+/// A command that is not on keys: the session's, the whole database's, or a known reply.
+/// Returns the reply and whether the connection closes after it.
+async fn run_other(
+    db: &Db,
+    shared: &Arc<ServerShared>,
+    session: &mut Session,
+    plan: Plan,
+    request: Vec<Vec<u8>>,
+) -> (Reply, bool) {
+    match plan {
+        Plan::Reply(reply) => (reply, false),
+        Plan::Whole(command) => (run_whole(db, shared, session, command).await, false),
+        Plan::Keys { .. } => unreachable!("commands on keys run in segments"),
+        Plan::Session => {
+            let (reply, after) = run_session(session, &request, shared);
+            match after {
+                After::Continue => (reply, false),
+                After::Close => (reply, true),
+                After::Shutdown => {
+                    shared.request_shutdown();
+                    (reply, true)
+                }
+                After::Exec(queued) => (exec(db, shared, session, queued).await, false),
+            }
+        }
+    }
+}
+
+/// EXEC: the queued requests, their replies as one array. Commands on keys of one shard run
+/// as one group there (isolated, and committed as one batch); see the crate's documentation
+/// for transactions over several shards.
+async fn exec(
+    db: &Db,
+    shared: &Arc<ServerShared>,
+    session: &mut Session,
+    queued: Vec<Vec<Vec<u8>>>,
+) -> Reply {
+    let mut segment = Segment::default();
+    let mut items = Vec::with_capacity(queued.len());
+    for request in queued {
+        match plan(request.clone(), |key| db.shard_of(key)) {
+            Plan::Keys { ops, combine } => segment.commands.push((ops, combine)),
+            other => {
+                items.extend(run_segment(db, std::mem::take(&mut segment)).await);
+                let (reply, _) = Box::pin(run_other(db, shared, session, other, request)).await;
+                items.push(reply);
+            }
+        }
+    }
+    items.extend(run_segment(db, segment).await);
+    Reply::Array(items)
+}
+
+/// Runs the segment and appends its replies.
+async fn flush(db: &Db, segment: &mut Segment, session: &Session, out: &mut Vec<u8>) {
+    if segment.commands.is_empty() {
+        return;
+    }
+    for reply in run_segment(db, std::mem::take(segment)).await {
+        write_reply(&reply, session, out);
+    }
+}
+
+/// A shard's part of a segment: the (command, operation) positions and the operations.
+type ShardGroup = (Vec<(usize, usize)>, Vec<KeyOp>);
+
+/// The replies of a segment's commands, in order.
+async fn run_segment(db: &Db, segment: Segment) -> Vec<Reply> {
+    let shards = db.shard_count();
+    // Per shard: the (command, operation) positions and the operations.
+    let mut groups: Vec<ShardGroup> = vec![(Vec::new(), Vec::new()); shards];
+    let mut results: Vec<Vec<Option<Reply>>> = Vec::with_capacity(segment.commands.len());
+    for (command, (ops, _)) in segment.commands.iter().enumerate() {
+        results.push(vec![None; ops.len()]);
+        for (index, op) in ops.iter().enumerate() {
+            let group = &mut groups[db.shard_of(&op.key)];
+            group.0.push((command, index));
+            group.1.push(op.clone());
+        }
+    }
+    let runs = groups
+        .into_iter()
+        .enumerate()
+        .filter(|(_, (positions, _))| !positions.is_empty())
+        .map(|(shard, (positions, ops))| async move {
+            let replies = if ops.iter().any(|op| op.writes) {
+                run_on_shard(db, shard, ops).await
+            } else {
+                read_here(db, ops).await
+            };
+            (positions, replies)
+        });
+    for (positions, replies) in join_all(runs).await {
+        debug_assert_eq!(positions.len(), replies.len());
+        for ((command, index), reply) in positions.into_iter().zip(replies) {
+            results[command][index] = Some(reply);
+        }
+    }
+    segment
+        .commands
+        .iter()
+        .zip(results)
+        .map(|((_, combine), replies)| {
+            combine.reply(
+                replies
+                    .into_iter()
+                    .map(|r| r.unwrap_or(Reply::Null))
+                    .collect(),
+            )
+        })
+        .collect()
+}
+
+/// The live value in `bytes` at `now`, or the error reply for bytes the server did not write.
+fn live(bytes: Option<&[u8]>, now: u64) -> Result<Option<Stored<'_>>, Reply> {
+    match bytes.map(Stored::decode) {
+        None => Ok(None),
+        Some(Err(_)) => Err(Reply::error(errors::FOREIGN)),
+        Some(Ok(stored)) => Ok((!stored.expired_at(now)).then_some(stored)),
+    }
+}
+
+/// Reads on the worker's thread: each key read in place where its page is in the pool.
+async fn read_here(db: &Db, ops: Vec<KeyOp>) -> Vec<Reply> {
+    let mut replies = Vec::with_capacity(ops.len());
+    for op in ops {
+        debug_assert!(!op.writes);
+        let reply = match db.get_async(&op.key).await {
+            Ok(value) => {
+                let now = now_ms();
+                match live(value.as_deref(), now) {
+                    Ok(current) => (op.run)(&op.arguments, current, now).reply,
+                    Err(reply) => reply,
+                }
+            }
+            Err(error) => Reply::error(format!("ERR read failed: {error}")),
+        };
+        replies.push(reply);
+    }
+    replies
+}
+
+/// One hop to `shard`: the group's operations in order under their keys' locks, the writes
+/// committed as one batch before any reply is given.
+async fn run_on_shard(db: &Db, shard: usize, ops: Vec<KeyOp>) -> Vec<Reply> {
+    let count = ops.len();
+    let result = db
+        .call_on_async(shard, move |handle| async move {
+            apply_group(handle, ops).await
+        })
+        .await;
+    match result {
+        Ok(replies) => replies,
+        Err(error) => vec![Reply::error(format!("ERR shard unavailable: {error}")); count],
+    }
+}
+
+/// On the shard: runs `ops` against the tree and the group's own earlier writes.
+async fn apply_group(handle: DbHandle, ops: Vec<KeyOp>) -> Vec<Reply> {
+    let keys = ops
+        .iter()
+        .filter(|op| op.writes)
+        .map(|op| op.key.clone())
+        .collect();
+    let _guard = lock_all(keys).await;
+    let now = now_ms();
+    // The group's writes so far: what later operations on the same keys see.
+    let mut overlay: HashMap<Vec<u8>, Option<Vec<u8>>> = HashMap::new();
+    let mut batch = WriteBatch::new();
+    let mut replies = Vec::with_capacity(ops.len());
+    let mut wrote = Vec::with_capacity(ops.len());
+    for op in &ops {
+        let current = match overlay.get(&op.key) {
+            Some(pending) => Ok(pending.clone()),
+            None => handle.get(&op.key).await,
+        };
+        let current = match current {
+            Ok(current) => current,
+            Err(error) => {
+                replies.push(Reply::error(format!("ERR read failed: {error}")));
+                wrote.push(false);
+                continue;
+            }
+        };
+        let effect = match live(current.as_deref(), now) {
+            Ok(value) => (op.run)(&op.arguments, value, now),
+            Err(reply) => crate::command::Effect::reply(reply),
+        };
+        wrote.push(effect.write != Write::Keep);
+        match effect.write {
+            Write::Keep => {}
+            Write::Put(bytes) => {
+                batch.put(&op.key, &bytes);
+                overlay.insert(op.key.clone(), Some(bytes));
+            }
+            Write::Delete => {
+                batch.delete(&op.key);
+                overlay.insert(op.key.clone(), None);
+            }
+        }
+        replies.push(effect.reply);
+    }
+    if !batch.is_empty() {
+        if let Err(error) = handle.write(&batch).await {
+            let failed = Reply::error(format!("ERR write failed: {error}"));
+            for (reply, wrote) in replies.iter_mut().zip(&wrote) {
+                if *wrote {
+                    *reply = failed.clone();
+                }
+            }
+        }
+    }
+    replies
+}

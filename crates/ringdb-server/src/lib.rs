@@ -1,0 +1,122 @@
+//! `ringdb serve`: a ringdb database behind the Redis protocol, so every language's Redis
+//! client, `redis-cli` and `redis-benchmark` can use it.
+//!
+//! - `resp/`: the protocol (RESP2 and RESP3 replies, requests as arrays or inline lines),
+//!   parsed incrementally with every declared size bounded before anything is allocated.
+//! - `command/`: what each command means. A command on keys is a pure function of one key's
+//!   value (`KeyOp`), so it runs wherever is cheapest: reads on the network worker, in place
+//!   in the shard's pages; writes on the key's shard, under the key's lock.
+//! - `exec.rs`: a connection's batch (a pipeline) grouped by shard: one hop per shard with
+//!   writes, one commit (one log record, one wait for durability) per shard and batch.
+//! - `net/`: one worker thread per shard, each with its own io_uring: multishot accept on a
+//!   SO_REUSEPORT listener, a receive armed per connection, one send per batch of replies.
+//! - `value.rs`: values carry their type and expiry deadline in a 9-byte header, logged with
+//!   the value, so an expiry is as durable as the write that set it.
+//!
+//! Replies to writes are sent after the write is durable (per the database's durability
+//! mode): `--durability fdatasync` is Redis's `appendfsync always` with group commit.
+//!
+//! ```no_run
+//! let db = ringdb::Db::open("ringdb-data/serve")?;
+//! let server = ringdb_server::Server::start(db, ringdb_server::ServerConfig::default())?;
+//! println!("listening on {:?}", server.local_address());
+//! server.wait()?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+#![deny(missing_docs)]
+
+mod command;
+mod config;
+mod error;
+mod exec;
+mod glob;
+mod info;
+mod locks;
+mod net;
+pub mod resp;
+mod shared;
+mod value;
+mod whole;
+
+pub use config::ServerConfig;
+pub use error::ServeError;
+
+use ringdb::Db;
+use shared::ServerShared;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+/// The Redis version the server reports (`INFO`, `HELLO`): the one whose commands and
+/// error texts it follows.
+pub const REDIS_VERSION: &str = "7.0.15";
+
+/// A running server.
+pub struct Server {
+    shared: Arc<ServerShared>,
+    threads: Vec<JoinHandle<Result<(), std::io::Error>>>,
+    local_address: Option<SocketAddr>,
+    db: Db,
+}
+
+impl Server {
+    /// Starts serving `db`: one network worker per shard (or `config.workers`).
+    pub fn start(db: Db, config: ServerConfig) -> Result<Server, ServeError> {
+        config.validate()?;
+        let workers = if config.workers == 0 {
+            db.shard_count()
+        } else {
+            config.workers
+        };
+        let unix = match &config.unix_socket {
+            Some(path) => Some(net::unix_listener(path)?),
+            None => None,
+        };
+        let listen = config.listen;
+        let shared = Arc::new(ServerShared::new(config));
+        let threads = net::start_workers(&db, &shared, workers, listen, unix)?;
+        let local_address = match listen {
+            Some(address) if address.port() != 0 => Some(address),
+            Some(_) => threads_bound_address(&shared),
+            None => None,
+        };
+        Ok(Server {
+            shared,
+            threads,
+            local_address,
+            db,
+        })
+    }
+
+    /// The TCP address the server listens on (the port it was given when asked for port 0).
+    pub fn local_address(&self) -> Option<SocketAddr> {
+        self.local_address
+    }
+
+    /// Asks the workers to stop (SHUTDOWN does the same).
+    pub fn shutdown(&self) {
+        self.shared.request_shutdown();
+    }
+
+    /// Waits until the server stops (SHUTDOWN, or [`Server::shutdown`]), then makes
+    /// everything written durable.
+    pub fn wait(self) -> Result<(), ServeError> {
+        let mut first = None;
+        for thread in self.threads {
+            let result = thread
+                .join()
+                .unwrap_or_else(|_| Err(std::io::Error::other("a network worker panicked")));
+            if let Err(source) = result {
+                first.get_or_insert(ServeError::Ring { source });
+            }
+        }
+        let _ = self.db.flush();
+        first.map_or(Ok(()), Err)
+    }
+}
+
+/// The port chosen for port 0 is recorded by the first worker's listener.
+fn threads_bound_address(shared: &ServerShared) -> Option<SocketAddr> {
+    shared.bound_address()
+}

@@ -1,0 +1,94 @@
+//! How a batch that waits for a shard wakes its worker: the shard's reply calls the batch's
+//! waker (any thread), which queues the connection and, only when the worker sleeps in its
+//! ring, writes the worker's eventfd (a read of which the ring always has armed).
+
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::Wake;
+
+/// The connections woken since the worker last looked.
+pub struct WakeQueue {
+    woken: Mutex<Vec<(u32, u32)>>,
+    /// The worker is about to wait in its ring (or waits there).
+    sleeping: AtomicBool,
+    eventfd: OwnedFd,
+}
+
+impl WakeQueue {
+    /// A queue with its eventfd.
+    pub fn new() -> std::io::Result<WakeQueue> {
+        // SAFETY: eventfd takes no pointers; the result is checked before use.
+        let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: `fd` is a new descriptor that nothing else owns.
+        let eventfd = unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+        Ok(WakeQueue {
+            woken: Mutex::new(Vec::new()),
+            sleeping: AtomicBool::new(false),
+            eventfd,
+        })
+    }
+
+    /// The eventfd the worker's ring reads.
+    pub fn eventfd(&self) -> i32 {
+        self.eventfd.as_raw_fd()
+    }
+
+    /// Takes the woken connections (slot, generation).
+    pub fn take(&self, into: &mut Vec<(u32, u32)>) {
+        let mut woken = self.woken.lock().unwrap_or_else(|p| p.into_inner());
+        into.append(&mut woken);
+    }
+
+    /// Marks the worker about to sleep; false if something was woken meanwhile (do not sleep).
+    pub fn prepare_sleep(&self) -> bool {
+        self.sleeping.store(true, Ordering::SeqCst);
+        let empty = self
+            .woken
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_empty();
+        if !empty {
+            self.sleeping.store(false, Ordering::SeqCst);
+        }
+        empty
+    }
+
+    /// The worker is awake again.
+    pub fn awake(&self) {
+        self.sleeping.store(false, Ordering::SeqCst);
+    }
+
+    fn push(&self, slot: u32, generation: u32) {
+        self.woken
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push((slot, generation));
+        if self.sleeping.swap(false, Ordering::SeqCst) {
+            let one: u64 = 1;
+            // SAFETY: writes 8 bytes from a live u64 to our own eventfd. A full counter
+            // (EAGAIN) already means a wake is pending, so the result is not needed.
+            unsafe { libc::write(self.eventfd.as_raw_fd(), (&one as *const u64).cast(), 8) };
+        }
+    }
+}
+
+/// The waker of one connection's running batch.
+pub struct ConnWaker {
+    pub queue: Arc<WakeQueue>,
+    pub slot: u32,
+    pub generation: u32,
+}
+
+impl Wake for ConnWaker {
+    fn wake(self: Arc<Self>) {
+        self.queue.push(self.slot, self.generation);
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.queue.push(self.slot, self.generation);
+    }
+}

@@ -1,0 +1,158 @@
+//! What every worker of a server shares: the settings that may change at run time, the
+//! counters INFO reports, the client ids and the shutdown flag.
+
+use crate::config::ServerConfig;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::time::Instant;
+
+/// Shared by the workers of one server.
+pub struct ServerShared {
+    config: Mutex<ServerConfig>,
+    started: Instant,
+    /// Connections open now.
+    pub clients: AtomicUsize,
+    /// Connections accepted since start.
+    pub connections_received: AtomicU64,
+    /// Connections refused at the client limit.
+    pub rejected_connections: AtomicU64,
+    /// Commands run.
+    pub commands: AtomicU64,
+    /// Requests that were malformed (their connection was closed).
+    pub protocol_errors: AtomicU64,
+    /// Clients closed for not reading their replies.
+    pub output_limit_closes: AtomicU64,
+    next_client_id: AtomicU64,
+    last_save_secs: AtomicU64,
+    shutdown: AtomicBool,
+    bound: Mutex<Option<std::net::SocketAddr>>,
+}
+
+impl ServerShared {
+    /// The shared state of a server with `config`.
+    pub fn new(config: ServerConfig) -> ServerShared {
+        ServerShared {
+            config: Mutex::new(config),
+            started: Instant::now(),
+            clients: AtomicUsize::new(0),
+            connections_received: AtomicU64::new(0),
+            rejected_connections: AtomicU64::new(0),
+            commands: AtomicU64::new(0),
+            protocol_errors: AtomicU64::new(0),
+            output_limit_closes: AtomicU64::new(0),
+            next_client_id: AtomicU64::new(1),
+            last_save_secs: AtomicU64::new(crate::value::now_ms() / 1000),
+            shutdown: AtomicBool::new(false),
+            bound: Mutex::new(None),
+        }
+    }
+
+    /// The settings now.
+    pub fn config(&self) -> ServerConfig {
+        self.config
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// The password, if one is set.
+    pub fn password(&self) -> Option<String> {
+        self.config().password
+    }
+
+    /// A new client id.
+    pub fn next_client_id(&self) -> u64 {
+        self.next_client_id.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Seconds since the server started.
+    pub fn uptime_secs(&self) -> u64 {
+        self.started.elapsed().as_secs()
+    }
+
+    /// Unix time of the last SAVE.
+    pub fn last_save_secs(&self) -> u64 {
+        self.last_save_secs.load(Ordering::Relaxed)
+    }
+
+    /// Records a SAVE now.
+    pub fn saved_now(&self) {
+        self.last_save_secs
+            .store(crate::value::now_ms() / 1000, Ordering::Relaxed);
+    }
+
+    /// Records the TCP address the listeners were bound to.
+    pub fn set_bound_address(&self, address: std::net::SocketAddr) {
+        *self.bound.lock().unwrap_or_else(|p| p.into_inner()) = Some(address);
+    }
+
+    /// The TCP address the listeners are bound to.
+    pub fn bound_address(&self) -> Option<std::net::SocketAddr> {
+        *self.bound.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Asks every worker to stop.
+    pub fn request_shutdown(&self) {
+        self.shutdown.store(true, Ordering::Release);
+    }
+
+    /// Whether a stop was asked for.
+    pub fn shutting_down(&self) -> bool {
+        self.shutdown.load(Ordering::Acquire)
+    }
+
+    /// The settings CONFIG GET answers, by Redis's names.
+    pub fn settings(&self) -> Vec<(String, String)> {
+        let config = self.config();
+        let port = config.listen.map_or(0, |address| address.port());
+        vec![
+            ("maxclients".into(), config.max_clients.to_string()),
+            (
+                "proto-max-bulk-len".into(),
+                config.max_bulk_bytes.to_string(),
+            ),
+            (
+                "requirepass".into(),
+                config.password.clone().unwrap_or_default(),
+            ),
+            ("port".into(), port.to_string()),
+            (
+                "bind".into(),
+                config.listen.map_or(String::new(), |a| a.ip().to_string()),
+            ),
+            ("timeout".into(), "0".into()),
+            ("databases".into(), "1".into()),
+            ("save".into(), String::new()),
+            ("appendonly".into(), "yes".into()),
+            (
+                "client-output-buffer-limit".into(),
+                format!(
+                    "normal {} {} 0",
+                    config.max_reply_bytes, config.max_reply_bytes
+                ),
+            ),
+        ]
+    }
+
+    /// CONFIG SET of a setting that may change while running.
+    pub fn set_setting(&self, name: &[u8], value: &[u8]) -> Result<(), String> {
+        let name = String::from_utf8_lossy(name).to_ascii_lowercase();
+        let text = String::from_utf8_lossy(value).into_owned();
+        let mut config = self.config.lock().unwrap_or_else(|p| p.into_inner());
+        let number = || {
+            text.parse::<usize>()
+                .map_err(|_| format!("ERR Invalid argument '{text}' for CONFIG SET '{name}'"))
+        };
+        match name.as_str() {
+            "maxclients" => config.max_clients = number()?.max(1),
+            "requirepass" => config.password = (!text.is_empty()).then(|| text.clone()),
+            "save" | "appendonly" | "appendfsync" => {}
+            _ => {
+                return Err(format!(
+                    "ERR Unknown option or number of arguments for CONFIG SET - '{name}'"
+                ))
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,269 @@
+//! Commands over the whole database (DBSIZE, KEYS, SCAN, RANDOMKEY, FLUSHDB, SAVE, INFO) and
+//! the writes whose keys span shards (MSET, MSETNX). They use the `Db`'s blocking calls
+//! (iterators merged across shards, batches atomic across shards), so they run on a helper
+//! thread while the worker goes on serving its other connections.
+
+use crate::command::{Reply, Session, WholeDb};
+use crate::glob;
+use crate::shared::ServerShared;
+use crate::value::{encode, now_ms, Kind, Stored};
+use ringdb::{Db, WriteBatch};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Waker};
+
+/// Keys a FLUSHDB deletes per batch.
+const FLUSH_BATCH_KEYS: usize = 1024;
+
+/// SCAN cursors a connection keeps (a cursor past this many is reported as expired).
+const SCAN_CURSORS_MAX: usize = 64;
+
+/// The result of a helper thread's work.
+struct Pending<T> {
+    slot: Arc<Mutex<(Option<T>, Option<Waker>)>>,
+}
+
+impl<T> Future for Pending<T> {
+    type Output = T;
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<T> {
+        let mut slot = self.slot.lock().unwrap_or_else(|p| p.into_inner());
+        match slot.0.take() {
+            Some(value) => Poll::Ready(value),
+            None => {
+                slot.1 = Some(cx.waker().clone());
+                Poll::Pending
+            }
+        }
+    }
+}
+
+/// Runs `work` on a thread of its own; the future completes with its result.
+fn on_helper<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> Pending<T> {
+    let slot = Arc::new(Mutex::new((None, None::<Waker>)));
+    let filled = slot.clone();
+    std::thread::spawn(move || {
+        let value = work();
+        let waker = {
+            let mut slot = filled.lock().unwrap_or_else(|p| p.into_inner());
+            slot.0 = Some(value);
+            slot.1.take()
+        };
+        if let Some(waker) = waker {
+            waker.wake();
+        }
+    });
+    Pending { slot }
+}
+
+fn failed(what: &str, error: impl std::fmt::Display) -> Reply {
+    Reply::error(format!("ERR {what} failed: {error}"))
+}
+
+/// The live keys in key order from `start`, at most `limit`, with their kinds.
+fn live_keys(db: &Db, start: Option<Vec<u8>>, limit: usize) -> Result<Vec<(Vec<u8>, Kind)>, Reply> {
+    let now = now_ms();
+    let mut keys = Vec::new();
+    let range = match start {
+        Some(start) => {
+            db.range::<Vec<u8>, _>((std::ops::Bound::Excluded(start), std::ops::Bound::Unbounded))
+        }
+        None => db.range::<Vec<u8>, _>(..),
+    };
+    for pair in range {
+        let (key, value) = pair.map_err(|e| failed("scan", e))?;
+        if let Ok(stored) = Stored::decode(&value) {
+            if !stored.expired_at(now) {
+                keys.push((key, stored.kind));
+            }
+        }
+        if keys.len() >= limit {
+            break;
+        }
+    }
+    Ok(keys)
+}
+
+/// Runs a command over the whole database.
+pub async fn run_whole(
+    db: &Db,
+    shared: &Arc<ServerShared>,
+    session: &mut Session,
+    command: WholeDb,
+) -> Reply {
+    let db = db.clone();
+    match command {
+        WholeDb::DbSize => {
+            on_helper(move || match live_keys(&db, None, usize::MAX) {
+                Ok(keys) => Reply::Integer(keys.len() as i64),
+                Err(reply) => reply,
+            })
+            .await
+        }
+        WholeDb::Keys(pattern) => {
+            on_helper(move || match live_keys(&db, None, usize::MAX) {
+                Ok(keys) => Reply::Array(
+                    keys.into_iter()
+                        .filter(|(key, _)| glob::matches(&pattern, key))
+                        .map(|(key, _)| Reply::Bulk(key))
+                        .collect(),
+                ),
+                Err(reply) => reply,
+            })
+            .await
+        }
+        WholeDb::Scan(arguments) => scan(db, session, arguments).await,
+        WholeDb::RandomKey => {
+            on_helper(move || match live_keys(&db, None, 1) {
+                Ok(keys) => keys
+                    .into_iter()
+                    .next()
+                    .map_or(Reply::Null, |(key, _)| Reply::Bulk(key)),
+                Err(reply) => reply,
+            })
+            .await
+        }
+        WholeDb::Flush => on_helper(move || flush_all(&db)).await,
+        WholeDb::Save => {
+            let reply = on_helper(move || {
+                db.flush()
+                    .map_or_else(|e| failed("save", e), |()| Reply::Ok)
+            })
+            .await;
+            if reply == Reply::Ok {
+                shared.saved_now();
+            }
+            reply
+        }
+        WholeDb::MsetAcross(pairs) => {
+            on_helper(move || {
+                let mut batch = WriteBatch::new();
+                for (key, value) in &pairs {
+                    batch.put(key, &encode(Kind::String, None, value));
+                }
+                db.write(&batch)
+                    .map_or_else(|e| failed("write", e), |()| Reply::Ok)
+            })
+            .await
+        }
+        WholeDb::MsetNx(pairs) => on_helper(move || msetnx(&db, pairs)).await,
+        WholeDb::Info(sections) => crate::info::info(&db, shared, &sections),
+    }
+}
+
+/// Deletes every key, a batch at a time.
+fn flush_all(db: &Db) -> Reply {
+    // Each pass deletes up to a batch; the loop ends when a pass finds nothing, and each pass
+    // removes what it found, so it is bounded by the keys present at the start plus those
+    // written meanwhile.
+    loop {
+        let mut batch = WriteBatch::new();
+        for pair in db.range::<&[u8], _>(..).take(FLUSH_BATCH_KEYS) {
+            match pair {
+                Ok((key, _)) => {
+                    batch.delete(&key);
+                }
+                Err(error) => return failed("flush", error),
+            }
+        }
+        if batch.is_empty() {
+            return Reply::Ok;
+        }
+        if let Err(error) = db.write(&batch) {
+            return failed("flush", error);
+        }
+    }
+}
+
+/// MSETNX: 1 and all set if no key exists, else 0 and nothing set.
+fn msetnx(db: &Db, pairs: Vec<(Vec<u8>, Vec<u8>)>) -> Reply {
+    let keys: Vec<&[u8]> = pairs.iter().map(|(key, _)| key.as_slice()).collect();
+    let now = now_ms();
+    match db.multi_get(&keys) {
+        Err(error) => return failed("read", error),
+        Ok(values) => {
+            let live = values
+                .iter()
+                .flatten()
+                .any(|value| Stored::decode(value).map_or(true, |stored| !stored.expired_at(now)));
+            if live {
+                return Reply::Integer(0);
+            }
+        }
+    }
+    let mut batch = WriteBatch::new();
+    for (key, value) in &pairs {
+        batch.put(key, &encode(Kind::String, None, value));
+    }
+    db.write(&batch)
+        .map_or_else(|e| failed("write", e), |()| Reply::Integer(1))
+}
+
+/// SCAN cursor [MATCH pattern] [COUNT n] [TYPE type]: a cursor names the last key returned
+/// (kept by the connection), so keys present throughout a full scan are all returned once
+/// even while others are added and removed.
+async fn scan(db: Db, session: &mut Session, arguments: Vec<Vec<u8>>) -> Reply {
+    let Some(cursor) = crate::command::parse_integer(&arguments[1]).filter(|c| *c >= 0) else {
+        return Reply::error("ERR invalid cursor");
+    };
+    let mut pattern = None;
+    let mut count = 10usize;
+    let mut kind = None;
+    let mut at = 2;
+    while at + 1 < arguments.len() {
+        let value = arguments[at + 1].clone();
+        match arguments[at].to_ascii_uppercase().as_slice() {
+            b"MATCH" => pattern = Some(value),
+            b"COUNT" => match crate::command::parse_integer(&value) {
+                Some(n) if n >= 1 => count = n as usize,
+                _ => return Reply::error(crate::command::errors::SYNTAX),
+            },
+            b"TYPE" => kind = Some(value),
+            _ => return Reply::error(crate::command::errors::SYNTAX),
+        }
+        at += 2;
+    }
+    if at != arguments.len() {
+        return Reply::error(crate::command::errors::SYNTAX);
+    }
+    let start = match cursor {
+        0 => None,
+        id => match session.scan_cursors.iter().find(|(c, _)| *c == id as u64) {
+            Some((_, key)) => Some(key.clone()),
+            None => {
+                return Reply::Array(vec![Reply::Bulk(b"0".to_vec()), Reply::Array(Vec::new())])
+            }
+        },
+    };
+    let found = on_helper(move || live_keys(&db, start, count)).await;
+    let keys = match found {
+        Ok(keys) => keys,
+        Err(reply) => return reply,
+    };
+    let next = match keys.last() {
+        Some((last, _)) if keys.len() == count => {
+            let id = session.next_scan_cursor();
+            session.scan_cursors.push((id, last.clone()));
+            if session.scan_cursors.len() > SCAN_CURSORS_MAX {
+                session.scan_cursors.remove(0);
+            }
+            id
+        }
+        _ => 0,
+    };
+    let items = keys
+        .into_iter()
+        .filter(|(key, _)| pattern.as_ref().is_none_or(|p| glob::matches(p, key)))
+        .filter(|(_, k)| {
+            kind.as_ref()
+                .is_none_or(|t| t.eq_ignore_ascii_case(k.name().as_bytes()))
+        })
+        .map(|(key, _)| Reply::Bulk(key))
+        .collect();
+    let _ = Ordering::Relaxed;
+    Reply::Array(vec![
+        Reply::Bulk(next.to_string().into_bytes()),
+        Reply::Array(items),
+    ])
+}

@@ -1,0 +1,269 @@
+//! The server end to end over real sockets: RESP in, replies out, in order, through pipelines,
+//! transactions, bad input and a restart.
+
+use ringdb::{Db, Durability, Options};
+use ringdb_server::{Server, ServerConfig};
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::PathBuf;
+use std::time::Duration;
+
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("serve-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+fn open(dir: &PathBuf, fresh: bool) -> Db {
+    let options = Options {
+        fresh,
+        direct: false,
+        durability: Durability::Fdatasync,
+        ..Options::default()
+    };
+    Db::builder(dir)
+        .options(options)
+        .shards(2)
+        .open()
+        .expect("open")
+}
+
+fn start(db: Db, password: Option<&str>) -> (Server, SocketAddr) {
+    let config = ServerConfig {
+        listen: Some(SocketAddr::from(([127, 0, 0, 1], 0))),
+        password: password.map(str::to_string),
+        max_clients: 64,
+        ..ServerConfig::default()
+    };
+    let server = Server::start(db, config).expect("server starts");
+    let address = server.local_address().expect("bound");
+    (server, address)
+}
+
+fn encode(words: &[&str]) -> Vec<u8> {
+    let mut out = format!("*{}\r\n", words.len()).into_bytes();
+    for word in words {
+        out.extend_from_slice(format!("${}\r\n{word}\r\n", word.len()).as_bytes());
+    }
+    out
+}
+
+struct Client {
+    stream: TcpStream,
+}
+
+impl Client {
+    fn connect(address: SocketAddr) -> Client {
+        let stream = TcpStream::connect(address).expect("connect");
+        stream
+            .set_read_timeout(Some(Duration::from_secs(20)))
+            .unwrap();
+        Client { stream }
+    }
+
+    /// Sends `commands` in one write, then reads until `expected` arrived whole.
+    fn exchange(&mut self, commands: &[&[&str]], expected: &str) {
+        let wire: Vec<u8> = commands.iter().flat_map(|c| encode(c)).collect();
+        self.stream.write_all(&wire).unwrap();
+        let mut got = Vec::new();
+        let mut buffer = [0u8; 4096];
+        while got.len() < expected.len() {
+            let n = self.stream.read(&mut buffer).expect("reply");
+            assert!(n > 0, "closed after {:?}", String::from_utf8_lossy(&got));
+            got.extend_from_slice(&buffer[..n]);
+        }
+        assert_eq!(String::from_utf8_lossy(&got), expected);
+    }
+}
+
+#[test]
+fn strings_keys_and_expiry_answer_as_redis_does() {
+    let dir = temp_dir("strings");
+    let (server, address) = start(open(&dir, true), None);
+    let mut client = Client::connect(address);
+    client.exchange(&[&["PING"]], "+PONG\r\n");
+    client.exchange(
+        &[
+            &["SET", "a", "1"],
+            &["INCRBY", "a", "41"],
+            &["GET", "a"],
+            &["GET", "missing"],
+        ],
+        "+OK\r\n:42\r\n$2\r\n42\r\n$-1\r\n",
+    );
+    client.exchange(
+        &[
+            &["SET", "a", "x", "NX"],
+            &["SET", "b", "v", "XX"],
+            &["APPEND", "a", "!"],
+            &["STRLEN", "a"],
+        ],
+        "$-1\r\n$-1\r\n:3\r\n:3\r\n",
+    );
+    client.exchange(
+        &[
+            &["INCR", "a"],
+            &["SET", "t", "v", "PX", "60000"],
+            &["TTL", "t"],
+            &["PERSIST", "t"],
+            &["TTL", "t"],
+        ],
+        "-ERR value is not an integer or out of range\r\n+OK\r\n:60\r\n:1\r\n:-1\r\n",
+    );
+    client.exchange(&[&["SET", "gone", "v", "PX", "1"]], "+OK\r\n");
+    std::thread::sleep(Duration::from_millis(20));
+    client.exchange(
+        &[&["GET", "gone"], &["EXISTS", "gone", "a", "t"]],
+        "$-1\r\n:2\r\n",
+    );
+    client.exchange(
+        &[
+            &["MSET", "k1", "v1", "k2", "v2", "k3", "v3"],
+            &["MGET", "k1", "k2", "nope", "k3"],
+            &["DEL", "k1", "k2", "nope"],
+        ],
+        "+OK\r\n*4\r\n$2\r\nv1\r\n$2\r\nv2\r\n$-1\r\n$2\r\nv3\r\n:2\r\n",
+    );
+    client.exchange(
+        &[&["GET"]],
+        "-ERR wrong number of arguments for 'get' command\r\n",
+    );
+    client.exchange(&[&["DBSIZE"]], ":3\r\n");
+    server.shutdown();
+    server.wait().expect("stops");
+}
+
+#[test]
+fn a_long_pipeline_of_writes_and_reads_keeps_request_order_across_shards() {
+    let dir = temp_dir("pipeline");
+    let (server, address) = start(open(&dir, true), None);
+    let mut client = Client::connect(address);
+    let keys: Vec<String> = (0..200).map(|i| format!("key:{i}")).collect();
+    let mut commands: Vec<Vec<&str>> = Vec::new();
+    let mut expected = String::new();
+    for key in &keys {
+        commands.push(vec!["INCR", key]);
+        commands.push(vec!["INCR", key]);
+        commands.push(vec!["GET", key]);
+        expected.push_str(":1\r\n:2\r\n$1\r\n2\r\n");
+    }
+    let refs: Vec<&[&str]> = commands.iter().map(Vec::as_slice).collect();
+    client.exchange(&refs, &expected);
+    server.shutdown();
+    server.wait().expect("stops");
+}
+
+#[test]
+fn concurrent_increments_from_many_clients_are_never_lost() {
+    let dir = temp_dir("incr");
+    let (server, address) = start(open(&dir, true), None);
+    let clients: Vec<_> = (0..8)
+        .map(|_| {
+            std::thread::spawn(move || {
+                let mut client = Client::connect(address);
+                for _ in 0..50 {
+                    let wire = encode(&["INCR", "counter"]);
+                    client.stream.write_all(&wire).unwrap();
+                    let mut buffer = [0u8; 64];
+                    let n = client.stream.read(&mut buffer).unwrap();
+                    assert!(buffer[..n].starts_with(b":"));
+                }
+            })
+        })
+        .collect();
+    clients.into_iter().for_each(|c| c.join().unwrap());
+    let mut client = Client::connect(address);
+    client.exchange(&[&["GET", "counter"]], "$3\r\n400\r\n");
+    server.shutdown();
+    server.wait().expect("stops");
+}
+
+#[test]
+fn transactions_auth_and_resp3_follow_redis() {
+    let dir = temp_dir("session");
+    let (server, address) = start(open(&dir, true), Some("secret"));
+    let mut client = Client::connect(address);
+    client.exchange(&[&["GET", "a"]], "-NOAUTH Authentication required.\r\n");
+    client.exchange(
+        &[&["AUTH", "wrong"]],
+        "-WRONGPASS invalid username-password pair or user is disabled.\r\n",
+    );
+    client.exchange(&[&["AUTH", "secret"]], "+OK\r\n");
+    client.exchange(
+        &[&["MULTI"], &["SET", "x", "1"], &["INCR", "x"], &["EXEC"]],
+        "+OK\r\n+QUEUED\r\n+QUEUED\r\n*2\r\n+OK\r\n:2\r\n",
+    );
+    client.exchange(
+        &[&["MULTI"], &["GET"], &["EXEC"]],
+        "+OK\r\n-ERR wrong number of arguments for 'get' command\r\n-EXECABORT Transaction discarded because of previous errors.\r\n",
+    );
+    client.exchange(&[&["EXEC"]], "-ERR EXEC without MULTI\r\n");
+    client.stream.write_all(&encode(&["HELLO", "3"])).unwrap();
+    let mut buffer = [0u8; 512];
+    let n = client.stream.read(&mut buffer).unwrap();
+    assert!(
+        buffer[..n].starts_with(b"%7\r\n"),
+        "{:?}",
+        String::from_utf8_lossy(&buffer[..n])
+    );
+    client.exchange(&[&["GET", "nope"]], "_\r\n");
+    server.shutdown();
+    server.wait().expect("stops");
+}
+
+#[test]
+fn a_malformed_request_closes_only_its_connection() {
+    let dir = temp_dir("malformed");
+    let (server, address) = start(open(&dir, true), None);
+    let mut good = Client::connect(address);
+    let mut bad = Client::connect(address);
+    bad.stream.write_all(b"*1\r\n$-5\r\n").unwrap();
+    let mut got = Vec::new();
+    bad.stream.read_to_end(&mut got).unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&got),
+        "-ERR Protocol error: invalid bulk length\r\n"
+    );
+    let mut huge = Client::connect(address);
+    huge.stream.write_all(b"*1\r\n$99999999999\r\n").unwrap();
+    let mut got = Vec::new();
+    huge.stream.read_to_end(&mut got).unwrap();
+    assert!(got.starts_with(b"-ERR Protocol error"));
+    good.exchange(
+        &[&["SET", "still", "here"], &["GET", "still"]],
+        "+OK\r\n$4\r\nhere\r\n",
+    );
+    server.shutdown();
+    server.wait().expect("stops");
+}
+
+#[test]
+fn acknowledged_writes_survive_a_restart() {
+    let dir = temp_dir("restart");
+    let (server, address) = start(open(&dir, true), None);
+    let mut client = Client::connect(address);
+    client.exchange(
+        &[
+            &["SET", "kept", "yes"],
+            &["MSET", "m1", "a", "m2", "b", "m3", "c"],
+            &["SET", "ttl", "v", "EX", "1000"],
+        ],
+        "+OK\r\n+OK\r\n+OK\r\n",
+    );
+    drop(client);
+    server.shutdown();
+    server.wait().expect("stops");
+    let (server, address) = start(open(&dir, false), None);
+    let mut client = Client::connect(address);
+    client.exchange(
+        &[
+            &["GET", "kept"],
+            &["MGET", "m1", "m2", "m3"],
+            &["TTL", "ttl"],
+        ],
+        "$3\r\nyes\r\n*3\r\n$1\r\na\r\n$1\r\nb\r\n$1\r\nc\r\n:1000\r\n",
+    );
+    server.shutdown();
+    server.wait().expect("stops");
+}
