@@ -14,7 +14,7 @@ use ringdb::tree::TreeRoot;
 use ringdb_net::frame::{checksum, FrameDecoder, FrameSink, Header, FLAG_EOS, HEADER_LEN};
 
 /// The targets, as their binaries are named.
-pub const TARGETS: [&str; 7] = [
+pub const TARGETS: [&str; 8] = [
     "node_check",
     "racy_node",
     "page_verify",
@@ -22,6 +22,7 @@ pub const TARGETS: [&str; 7] = [
     "wal_record",
     "dw_header",
     "frame",
+    "resp",
 ];
 
 const PAGE_SIZES: [usize; 5] = [1024, 2048, 4096, 8192, 65536];
@@ -239,13 +240,51 @@ pub fn run(name: &str, data: &[u8]) {
         "wal_record" => wal_record(data),
         "dw_header" => dw_header(data),
         "frame" => frame(data),
+        "resp" => resp(data),
         other => panic!("no target {other}"),
+    }
+}
+
+/// `ringdb_server::resp::parse` over a stream: the first byte picks the bulk limit, the rest
+/// is what a client sent. Requests are taken off the front until an error or a wish for more;
+/// each must consume bytes it was given, and the same stream fed in two pieces must give the
+/// same requests up to the cut.
+pub fn resp(data: &[u8]) {
+    use ringdb_server::resp::{parse, Limits, Parsed};
+    let Some((&limit, stream)) = data.split_first() else {
+        return;
+    };
+    let limits = Limits {
+        max_bulk_bytes: usize::from(limit) * 16,
+    };
+    let mut at = 0;
+    // Each pass consumes at least one byte or stops.
+    while at < stream.len() {
+        match parse(&stream[at..], &limits) {
+            Ok(Parsed::Request(arguments, used)) => {
+                assert!(used > 0 && at + used <= stream.len(), "consumed {used} past the input");
+                assert!(!arguments.is_empty(), "a request without a name");
+                assert!(arguments.iter().all(|a| a.len() <= limits.max_bulk_bytes.max(64 * 1024)));
+                at += used;
+            }
+            Ok(Parsed::Skip(used)) => {
+                assert!(used > 0 && at + used <= stream.len());
+                at += used;
+            }
+            Ok(Parsed::Incomplete) | Err(_) => break,
+        }
     }
 }
 
 /// Valid inputs to start each target from (name, file name, bytes).
 pub fn seeds() -> Vec<(&'static str, String, Vec<u8>)> {
     let mut seeds = Vec::new();
+    seeds.push((
+        "resp",
+        "pipeline".to_string(),
+        b"\x40*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1\r\nv\r\n*2\r\n$3\r\nGET\r\n$1\r\nk\r\n".to_vec(),
+    ));
+    seeds.push(("resp", "inline".to_string(), b"\x40set \"a b\" 'c'\r\nPING\r\n".to_vec()));
     for (i, size) in [1024usize, 4096].into_iter().enumerate() {
         let mut leaf = vec![0u8; size];
         NodeMut::init_leaf(&mut leaf);

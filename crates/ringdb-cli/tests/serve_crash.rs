@@ -1,0 +1,235 @@
+//! `ringdb serve` killed with SIGKILL under load: clients log every SET and MSET the server
+//! acknowledged; after the restart (recovery), every acknowledged write is there and every
+//! MSET (its keys on both shards) is all there or all absent.
+//!
+//! `RINGDB_SERVE_KILLS` (default 3) kills per run, each at a random time after the clients
+//! start; `RINGDB_CRASH_SEED` replays a run.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Clients writing at once.
+const CLIENTS: usize = 6;
+
+fn encode(words: &[String]) -> Vec<u8> {
+    let mut out = format!("*{}\r\n", words.len()).into_bytes();
+    for word in words {
+        out.extend_from_slice(format!("${}\r\n{word}\r\n", word.len()).as_bytes());
+    }
+    out
+}
+
+/// The server process, killed when the test ends however it ends.
+struct Server(Child);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Starts the server on a free port; returns it and its address once it listens.
+fn serve(dir: &std::path::Path) -> (Server, SocketAddr) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ringdb"))
+        .args([
+            "serve",
+            "--port",
+            "0",
+            "--shards",
+            "2",
+            "--direct",
+            "0",
+            "--durability",
+            "fdatasync",
+            "--pool",
+            "64M",
+        ])
+        .arg("--db")
+        .arg(dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("ringdb serve starts");
+    let stderr = child.stderr.take().expect("piped");
+    let mut lines = BufReader::new(stderr).lines();
+    let line = lines.next().expect("a line").expect("readable");
+    let address = line
+        .split("listening on ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|text| text.parse().ok())
+        .unwrap_or_else(|| panic!("no address in {line:?}"));
+    std::thread::spawn(move || lines.for_each(drop));
+    (Server(child), address)
+}
+
+/// Sends one command and reads one reply line (`+OK`, `$n` and its data, ...).
+fn call(stream: &mut TcpStream, words: &[String]) -> std::io::Result<String> {
+    stream.write_all(&encode(words))?;
+    let mut reply = Vec::new();
+    let mut byte = [0u8; 1];
+    // Bounded by the read timeout: a reply line, then a bulk's data line if any.
+    while !reply.ends_with(b"\r\n") {
+        if stream.read(&mut byte)? == 0 {
+            return Err(std::io::ErrorKind::UnexpectedEof.into());
+        }
+        reply.push(byte[0]);
+    }
+    let line = String::from_utf8_lossy(&reply).trim_end().to_string();
+    if let Some(length) = line.strip_prefix('$').and_then(|n| n.parse::<usize>().ok()) {
+        let mut data = vec![0u8; length + 2];
+        stream.read_exact(&mut data)?;
+        return Ok(String::from_utf8_lossy(&data[..length]).into_owned());
+    }
+    Ok(line)
+}
+
+/// One client: SETs and MSETs until the connection breaks; returns what was acknowledged.
+/// What a client was told.
+#[derive(Default)]
+struct Acked {
+    sets: Vec<String>,
+    msets: Vec<[String; 3]>,
+    /// The MSET whose reply never came (the server was killed while it ran).
+    in_flight: Option<[String; 3]>,
+}
+
+fn client(address: SocketAddr, id: usize, round: usize, stop: Arc<AtomicBool>) -> Acked {
+    let mut acked = Acked::default();
+    let Ok(mut stream) = TcpStream::connect(address) else {
+        return acked;
+    };
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    // Bounded by the kill: the connection breaks, or `stop` is set.
+    for n in 0..1_000_000 {
+        if stop.load(Ordering::Relaxed) {
+            break;
+        }
+        let key = format!("r{round}:c{id}:{n}");
+        // Even clients send only MSETs, odd ones two SETs for each MSET.
+        let result = if id % 2 == 0 || n % 3 == 0 {
+            let keys = [format!("{key}:a"), format!("{key}:b"), format!("{key}:c")];
+            let mut words = vec!["MSET".to_string()];
+            for k in &keys {
+                words.push(k.clone());
+                words.push(format!("v{n}"));
+            }
+            let result = call(&mut stream, &words);
+            match &result {
+                Ok(reply) if reply == "+OK" => acked.msets.push(keys),
+                Ok(_) => {}
+                Err(_) => acked.in_flight = Some(keys),
+            }
+            result.map(drop)
+        } else {
+            let words = ["SET".to_string(), key.clone(), format!("v{n}")];
+            call(&mut stream, &words).map(|reply| {
+                if reply == "+OK" {
+                    acked.sets.push(key)
+                }
+            })
+        };
+        if result.is_err() {
+            break;
+        }
+    }
+    acked
+}
+
+fn get(stream: &mut TcpStream, key: &str) -> String {
+    call(stream, &["GET".to_string(), key.to_string()]).expect("GET after restart")
+}
+
+#[test]
+fn acknowledged_writes_survive_sigkill_and_msets_are_all_or_nothing() {
+    let seed: u64 = std::env::var("RINGDB_CRASH_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+            now.map_or(1, |d| d.as_nanos() as u64) ^ u64::from(std::process::id())
+        });
+    let kills: usize = std::env::var("RINGDB_SERVE_KILLS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(3);
+    eprintln!("serve crash: seed {seed}, {kills} kills");
+    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("serve-crash-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut state = seed | 1;
+    let mut acked = Acked::default();
+    let mut in_flight = Vec::new();
+    for round in 0..kills {
+        let (mut child, address) = serve(&dir);
+        let stop = Arc::new(AtomicBool::new(false));
+        let clients: Vec<_> = (0..CLIENTS)
+            .map(|id| {
+                let stop = stop.clone();
+                std::thread::spawn(move || client(address, id, round, stop))
+            })
+            .collect();
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        std::thread::sleep(Duration::from_millis(300 + state % 1200));
+        child.0.kill().expect("SIGKILL");
+        child.0.wait().expect("reaped");
+        stop.store(true, Ordering::Relaxed);
+        for handle in clients {
+            let told = handle.join().expect("client");
+            acked.sets.extend(told.sets);
+            acked.msets.extend(told.msets);
+            in_flight.extend(told.in_flight);
+        }
+        eprintln!(
+            "serve crash: kill {round}: {} SETs and {} MSETs acknowledged so far, {} MSETs cut by kills",
+            acked.sets.len(),
+            acked.msets.len(),
+            in_flight.len()
+        );
+    }
+    let (child, address) = serve(&dir);
+    let mut stream = TcpStream::connect(address).expect("connect after restart");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    assert!(
+        !acked.sets.is_empty() && !acked.msets.is_empty(),
+        "the clients got acknowledgements"
+    );
+    let keys = acked.sets.iter().chain(acked.msets.iter().flatten());
+    for key in keys {
+        assert_ne!(
+            get(&mut stream, key),
+            "$-1",
+            "acknowledged write of {key} lost (seed {seed})"
+        );
+    }
+    // The MSETs a kill cut: all or nothing.
+    let mut whole = 0;
+    for keys in &in_flight {
+        let present: Vec<bool> = keys
+            .iter()
+            .map(|key| get(&mut stream, key) != "$-1")
+            .collect();
+        assert!(
+            present.iter().all(|p| *p) || present.iter().all(|p| !p),
+            "MSET {keys:?} partly visible: {present:?} (seed {seed})"
+        );
+        whole += usize::from(present[0]);
+    }
+    eprintln!(
+        "serve crash: of {} MSETs cut by kills, {whole} are whole and the others absent",
+        in_flight.len()
+    );
+    drop(child);
+    let _ = std::fs::remove_dir_all(&dir);
+}
