@@ -108,13 +108,13 @@ fn client(address: SocketAddr, id: usize, round: usize, stop: Arc<AtomicBool>) -
         .set_read_timeout(Some(Duration::from_secs(30)))
         .unwrap();
     // Bounded by the kill: the connection breaks, or `stop` is set.
-    for n in 0..1_000_000 {
+    for n in 0..1_000_000u64 {
         if stop.load(Ordering::Relaxed) {
             break;
         }
         let key = format!("r{round}:c{id}:{n}");
         // Even clients send only MSETs, odd ones two SETs for each MSET.
-        let result = if id % 2 == 0 || n % 3 == 0 {
+        let result = if id.is_multiple_of(2) || n.is_multiple_of(3) {
             let keys = [format!("{key}:a"), format!("{key}:b"), format!("{key}:c")];
             let mut words = vec!["MSET".to_string()];
             for k in &keys {
@@ -164,11 +164,19 @@ fn acknowledged_writes_survive_sigkill_and_msets_are_all_or_nothing() {
     let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
         .join(format!("serve-crash-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
+    let (acked, in_flight) = kill_under_load(&dir, seed, kills);
+    check_after_restart(&dir, seed, &acked, &in_flight);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `kills` times: the server started, the clients writing, the server killed at a random
+/// moment. What the clients were told, and the MSETs the kills cut.
+fn kill_under_load(dir: &std::path::Path, seed: u64, kills: usize) -> (Acked, Vec<[String; 3]>) {
     let mut state = seed | 1;
     let mut acked = Acked::default();
     let mut in_flight = Vec::new();
     for round in 0..kills {
-        let (mut child, address) = serve(&dir);
+        let (mut child, address) = serve(dir);
         let stop = Arc::new(AtomicBool::new(false));
         let clients: Vec<_> = (0..CLIENTS)
             .map(|id| {
@@ -196,7 +204,12 @@ fn acknowledged_writes_survive_sigkill_and_msets_are_all_or_nothing() {
             in_flight.len()
         );
     }
-    let (child, address) = serve(&dir);
+    (acked, in_flight)
+}
+
+/// After a restart: every acknowledged write is there, every cut MSET all or nothing.
+fn check_after_restart(dir: &std::path::Path, seed: u64, acked: &Acked, in_flight: &[[String; 3]]) {
+    let (child, address) = serve(dir);
     let mut stream = TcpStream::connect(address).expect("connect after restart");
     stream
         .set_read_timeout(Some(Duration::from_secs(30)))
@@ -215,7 +228,7 @@ fn acknowledged_writes_survive_sigkill_and_msets_are_all_or_nothing() {
     }
     // The MSETs a kill cut: all or nothing.
     let mut whole = 0;
-    for keys in &in_flight {
+    for keys in in_flight {
         let present: Vec<bool> = keys
             .iter()
             .map(|key| get(&mut stream, key) != "$-1")
@@ -231,5 +244,4 @@ fn acknowledged_writes_survive_sigkill_and_msets_are_all_or_nothing() {
         in_flight.len()
     );
     drop(child);
-    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -9,16 +9,12 @@
 //! wait for durability, however long the pipeline. Groups of different shards run at once.
 //! Other commands (the connection's, the whole database's) end the segment and run in order.
 
-use crate::command::{
-    errors, plan, run_session, After, Combine, KeyOp, Plan, Reply, Session, Write,
-};
-use crate::locks::lock_all;
+use crate::command::{errors, plan, run_session, After, Combine, KeyOp, Plan, Reply, Session};
 use crate::shared::ServerShared;
-use crate::value::{now_ms, Stored};
+use crate::value::now_ms;
 use crate::whole::run_whole;
 use futures_util::future::join_all;
-use ringdb::{Db, DbHandle, WriteBatch};
-use std::collections::HashMap;
+use ringdb::Db;
 use std::sync::Arc;
 
 /// What a batch leaves behind.
@@ -209,7 +205,7 @@ async fn run_segment(db: &Db, segment: Segment) -> Vec<Reply> {
         .filter(|(_, (positions, _))| !positions.is_empty())
         .map(|(shard, (positions, ops))| async move {
             let replies = if ops.iter().any(|op| op.writes) {
-                run_on_shard(db, shard, ops).await
+                crate::hop::run_on_shard(db, shard, ops).await
             } else {
                 read_here(db, ops).await
             };
@@ -236,15 +232,6 @@ async fn run_segment(db: &Db, segment: Segment) -> Vec<Reply> {
         .collect()
 }
 
-/// The live value in `bytes` at `now`, or the error reply for bytes the server did not write.
-fn live(bytes: Option<&[u8]>, now: u64) -> Result<Option<Stored<'_>>, Reply> {
-    match bytes.map(Stored::decode) {
-        None => Ok(None),
-        Some(Err(_)) => Err(Reply::error(errors::FOREIGN)),
-        Some(Ok(stored)) => Ok((!stored.expired_at(now)).then_some(stored)),
-    }
-}
-
 /// Reads on the worker's thread: each key read in place where its page is in the pool.
 async fn read_here(db: &Db, ops: Vec<KeyOp>) -> Vec<Reply> {
     let mut replies = Vec::with_capacity(ops.len());
@@ -253,7 +240,7 @@ async fn read_here(db: &Db, ops: Vec<KeyOp>) -> Vec<Reply> {
         let reply = match db.get_async(&op.key).await {
             Ok(value) => {
                 let now = now_ms();
-                match live(value.as_deref(), now) {
+                match crate::apply::live(value.as_deref(), now) {
                     Ok(current) => (op.run)(&op.arguments, current, now).reply,
                     Err(reply) => reply,
                 }
@@ -261,79 +248,6 @@ async fn read_here(db: &Db, ops: Vec<KeyOp>) -> Vec<Reply> {
             Err(error) => Reply::error(format!("ERR read failed: {error}")),
         };
         replies.push(reply);
-    }
-    replies
-}
-
-/// One hop to `shard`: the group's operations in order under their keys' locks, the writes
-/// committed as one batch before any reply is given.
-async fn run_on_shard(db: &Db, shard: usize, ops: Vec<KeyOp>) -> Vec<Reply> {
-    let count = ops.len();
-    let result = db
-        .call_on_async(shard, move |handle| async move {
-            apply_group(handle, ops).await
-        })
-        .await;
-    match result {
-        Ok(replies) => replies,
-        Err(error) => vec![Reply::error(format!("ERR shard unavailable: {error}")); count],
-    }
-}
-
-/// On the shard: runs `ops` against the tree and the group's own earlier writes.
-async fn apply_group(handle: DbHandle, ops: Vec<KeyOp>) -> Vec<Reply> {
-    let keys = ops
-        .iter()
-        .filter(|op| op.writes)
-        .map(|op| op.key.clone())
-        .collect();
-    let _guard = lock_all(keys).await;
-    let now = now_ms();
-    // The group's writes so far: what later operations on the same keys see.
-    let mut overlay: HashMap<Vec<u8>, Option<Vec<u8>>> = HashMap::new();
-    let mut batch = WriteBatch::new();
-    let mut replies = Vec::with_capacity(ops.len());
-    let mut wrote = Vec::with_capacity(ops.len());
-    for op in &ops {
-        let current = match overlay.get(&op.key) {
-            Some(pending) => Ok(pending.clone()),
-            None => handle.get(&op.key).await,
-        };
-        let current = match current {
-            Ok(current) => current,
-            Err(error) => {
-                replies.push(Reply::error(format!("ERR read failed: {error}")));
-                wrote.push(false);
-                continue;
-            }
-        };
-        let effect = match live(current.as_deref(), now) {
-            Ok(value) => (op.run)(&op.arguments, value, now),
-            Err(reply) => crate::command::Effect::reply(reply),
-        };
-        wrote.push(effect.write != Write::Keep);
-        match effect.write {
-            Write::Keep => {}
-            Write::Put(bytes) => {
-                batch.put(&op.key, &bytes);
-                overlay.insert(op.key.clone(), Some(bytes));
-            }
-            Write::Delete => {
-                batch.delete(&op.key);
-                overlay.insert(op.key.clone(), None);
-            }
-        }
-        replies.push(effect.reply);
-    }
-    if !batch.is_empty() {
-        if let Err(error) = handle.write(&batch).await {
-            let failed = Reply::error(format!("ERR write failed: {error}"));
-            for (reply, wrote) in replies.iter_mut().zip(&wrote) {
-                if *wrote {
-                    *reply = failed.clone();
-                }
-            }
-        }
     }
     replies
 }

@@ -26,11 +26,13 @@
 
 #![deny(missing_docs)]
 
+mod apply;
 mod command;
 mod config;
 mod error;
 mod exec;
 mod glob;
+mod hop;
 mod info;
 mod locks;
 mod net;

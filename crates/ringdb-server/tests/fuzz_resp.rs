@@ -27,8 +27,11 @@ enum End {
     Done,
 }
 
+/// A request's arguments.
+type Request = Vec<Vec<u8>>;
+
 /// Takes requests off the front of `stream` as the server does.
-fn parse_stream(stream: &[u8]) -> Result<(Vec<Vec<Vec<u8>>>, End), TestCaseError> {
+fn parse_stream(stream: &[u8]) -> Result<(Vec<Request>, End), TestCaseError> {
     let limits = Limits {
         max_bulk_bytes: MAX_BULK,
     };

@@ -51,9 +51,24 @@ pub struct Worker {
     db: Db,
     shared: Arc<ServerShared>,
     limits: Limits,
-    /// Connections with parsed input or finished batches to look at.
+    /// Connections with parsed input or finished batches to look at, and woken hops.
     ready: Vec<(u32, u32)>,
+    /// Hops to the shards in progress (`crate::hop`), by index.
+    hops: Vec<Option<Hop>>,
+    /// Requests a connection may have waiting before the worker stops reading it.
+    pending_max: usize,
+    /// Unsent replies past which a connection is closed.
+    reply_max: usize,
 }
+
+/// A hop in progress.
+type Hop = std::pin::Pin<Box<dyn std::future::Future<Output = ()>>>;
+
+/// The generation that marks a wake as a hop's rather than a connection's.
+const HOP: u32 = u32::MAX;
+
+/// Passes over woken work before the worker enters its ring again.
+const PASSES_MAX: usize = 4;
 
 impl Worker {
     /// A worker over `listeners`.
@@ -63,8 +78,9 @@ impl Worker {
         shared: Arc<ServerShared>,
     ) -> std::io::Result<Worker> {
         let ring = IoUring::new(RING_ENTRIES)?;
+        let config = shared.config();
         let limits = Limits {
-            max_bulk_bytes: shared.config().max_bulk_bytes,
+            max_bulk_bytes: config.max_bulk_bytes,
         };
         Ok(Worker {
             ring,
@@ -78,6 +94,9 @@ impl Worker {
             shared,
             limits,
             ready: Vec::new(),
+            hops: Vec::new(),
+            pending_max: config.max_pending_request_bytes,
+            reply_max: config.max_reply_bytes,
         })
     }
 
@@ -116,12 +135,19 @@ impl Worker {
             self.arm_accept(index);
         }
         self.arm_wake();
+        crate::hop::become_worker(self.db.shard_count());
         let mut woken = Vec::new();
         let mut completions = Vec::new();
         while !self.shared.shutting_down() {
-            self.wake.take(&mut woken);
-            self.ready.append(&mut woken);
-            self.serve_ready();
+            for _ in 0..PASSES_MAX {
+                self.wake.take(&mut woken);
+                if woken.is_empty() && self.ready.is_empty() {
+                    break;
+                }
+                self.ready.append(&mut woken);
+                self.serve_ready();
+                self.start_hops();
+            }
             let wait = if self.ready.is_empty() && self.wake.prepare_sleep() {
                 1
             } else {
@@ -330,12 +356,48 @@ impl Worker {
         ready.sort_unstable();
         ready.dedup();
         for (slot, generation) in ready.drain(..) {
-            if self.conn(slot, generation).is_some() {
+            if generation == HOP {
+                self.poll_hop(slot as usize);
+            } else if self.conn(slot, generation).is_some() {
                 self.advance(slot, generation);
             }
         }
         debug_assert!(ready.is_empty());
         self.ready = ready;
+    }
+
+    /// Starts this turn's hops to the shards (the groups the batches just queued).
+    fn start_hops(&mut self) {
+        for hop in crate::hop::take_hops(&self.db) {
+            let index = match self.hops.iter().position(Option::is_none) {
+                Some(index) => index,
+                None => {
+                    self.hops.push(None);
+                    self.hops.len() - 1
+                }
+            };
+            self.hops[index] = Some(hop);
+            self.poll_hop(index);
+        }
+    }
+
+    /// Polls hop `index`; a finished hop has woken the batches it answered.
+    fn poll_hop(&mut self, index: usize) {
+        let waker = Waker::from(Arc::new(ConnWaker {
+            queue: self.wake.clone(),
+            slot: index as u32,
+            generation: HOP,
+        }));
+        let Some(Some(hop)) = self.hops.get_mut(index) else {
+            return;
+        };
+        if hop
+            .as_mut()
+            .poll(&mut Context::from_waker(&waker))
+            .is_ready()
+        {
+            self.hops[index] = None;
+        }
     }
 
     /// Moves one connection on: its running batch polled, replies sent, the next batch begun.
@@ -431,8 +493,7 @@ impl Worker {
         if outcome.close {
             conn.close_after_send = true;
         }
-        let resume = !conn.recv_in_flight
-            && conn.input.len() < self.shared.config().max_pending_request_bytes;
+        let resume = !conn.recv_in_flight && conn.input.len() < self.pending_max;
         if resume {
             self.arm_recv(slot);
         }
@@ -440,7 +501,7 @@ impl Worker {
 
     /// A client that does not read its replies is disconnected past the limit.
     fn check_reply_limit(&mut self, slot: u32, generation: u32) {
-        let limit = self.shared.config().max_reply_bytes;
+        let limit = self.reply_max;
         let Some(conn) = self.conn(slot, generation) else {
             return;
         };
