@@ -5,9 +5,11 @@
 //! `RINGDB_SERVE_KILLS` (default 3) kills per run, each at a random time after the clients
 //! start; `RINGDB_CRASH_SEED` replays a run.
 
-use std::io::{BufRead, BufReader, Read, Write};
+mod common;
+
+use common::serve;
+use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,51 +23,6 @@ fn encode(words: &[String]) -> Vec<u8> {
         out.extend_from_slice(format!("${}\r\n{word}\r\n", word.len()).as_bytes());
     }
     out
-}
-
-/// The server process, killed when the test ends however it ends.
-struct Server(Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// Starts the server on a free port; returns it and its address once it listens.
-fn serve(dir: &std::path::Path) -> (Server, SocketAddr) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_ringdb"))
-        .args([
-            "serve",
-            "--port",
-            "0",
-            "--shards",
-            "2",
-            "--direct",
-            "0",
-            "--durability",
-            "fdatasync",
-            "--pool",
-            "64M",
-        ])
-        .arg("--db")
-        .arg(dir)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("ringdb serve starts");
-    let stderr = child.stderr.take().expect("piped");
-    let mut lines = BufReader::new(stderr).lines();
-    let line = lines.next().expect("a line").expect("readable");
-    let address = line
-        .split("listening on ")
-        .nth(1)
-        .and_then(|rest| rest.split(' ').next())
-        .and_then(|text| text.parse().ok())
-        .unwrap_or_else(|| panic!("no address in {line:?}"));
-    std::thread::spawn(move || lines.for_each(drop));
-    (Server(child), address)
 }
 
 /// Sends one command and reads one reply line (`+OK`, `$n` and its data, ...).

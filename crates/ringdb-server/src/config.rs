@@ -23,8 +23,12 @@ pub struct ServerConfig {
     /// that socket until they are answered.
     pub max_pending_request_bytes: usize,
     /// Bytes of replies a connection may have unsent; beyond it the client, which is not
-    /// reading, is disconnected (Redis's client output buffer limit).
+    /// reading, is disconnected (Redis's client output buffer limit). From a quarter of it
+    /// (at most 4 MiB) the connection's next requests wait and its socket is not read.
     pub max_reply_bytes: usize,
+    /// A connection whose requests wait for it to read its replies, and that reads none of
+    /// them for this long, is disconnected.
+    pub reply_stall_timeout: std::time::Duration,
 }
 
 impl Default for ServerConfig {
@@ -38,6 +42,7 @@ impl Default for ServerConfig {
             max_bulk_bytes: 512 * 1024 * 1024,
             max_pending_request_bytes: 1024 * 1024 * 1024,
             max_reply_bytes: 256 * 1024 * 1024,
+            reply_stall_timeout: std::time::Duration::from_secs(60),
         }
     }
 }

@@ -25,7 +25,12 @@ pub struct BatchOutcome {
     pub replies: Vec<u8>,
     /// QUIT: close once the replies are sent.
     pub close: bool,
+    /// Requests not run because the replies passed the budget: the next batch starts with them.
+    pub leftover: Vec<Vec<Vec<u8>>>,
 }
+
+/// Requests run between checks of the reply budget.
+const BUDGET_CHECK_REQUESTS: usize = 64;
 
 /// Commands allowed before AUTH.
 fn allowed_unauthenticated(name: &[u8]) -> bool {
@@ -54,17 +59,35 @@ struct Segment {
     commands: Vec<(Vec<KeyOp>, Combine)>,
 }
 
-/// Runs `requests` for `session`.
+/// Runs `requests` for `session`, stopping once the replies pass `reply_budget` bytes (the
+/// requests not run come back in [`BatchOutcome::leftover`]).
 pub async fn run_batch(
     db: Db,
     shared: Arc<ServerShared>,
     mut session: Session,
     requests: Vec<Vec<Vec<u8>>>,
+    reply_budget: usize,
 ) -> BatchOutcome {
     let mut replies = Vec::new();
     let mut segment = Segment::default();
     let mut close = false;
-    for request in requests {
+    let mut requests = requests.into_iter();
+    let mut run = 0usize;
+    while let Some(request) = requests.next() {
+        run += 1;
+        if run.is_multiple_of(BUDGET_CHECK_REQUESTS) {
+            flush(&db, &mut segment, &session, &mut replies).await;
+            if replies.len() > reply_budget {
+                let mut leftover = vec![request];
+                leftover.extend(requests);
+                return BatchOutcome {
+                    session,
+                    replies,
+                    close,
+                    leftover,
+                };
+            }
+        }
         shared
             .commands
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -98,6 +121,7 @@ pub async fn run_batch(
         session,
         replies,
         close,
+        leftover: Vec::new(),
     }
 }
 

@@ -31,11 +31,21 @@ fn open(dir: &PathBuf, fresh: bool) -> Db {
 
 fn start(db: Db, password: Option<&str>) -> (Server, SocketAddr) {
     let config = ServerConfig {
-        listen: Some(SocketAddr::from(([127, 0, 0, 1], 0))),
         password: password.map(str::to_string),
         max_clients: 64,
-        ..ServerConfig::default()
+        ..local_config()
     };
+    start_with(db, config)
+}
+
+fn local_config() -> ServerConfig {
+    ServerConfig {
+        listen: Some(SocketAddr::from(([127, 0, 0, 1], 0))),
+        ..ServerConfig::default()
+    }
+}
+
+fn start_with(db: Db, config: ServerConfig) -> (Server, SocketAddr) {
     let server = Server::start(db, config).expect("server starts");
     let address = server.local_address().expect("bound");
     (server, address)
@@ -264,6 +274,58 @@ fn acknowledged_writes_survive_a_restart() {
         ],
         "$3\r\nyes\r\n*3\r\n$1\r\na\r\n$1\r\nb\r\n$1\r\nc\r\n:1000\r\n",
     );
+    server.shutdown();
+    server.wait().expect("stops");
+}
+
+#[test]
+fn a_client_past_the_limit_is_refused_and_one_that_never_reads_is_disconnected() {
+    let dir = temp_dir("limits");
+    let config = ServerConfig {
+        max_clients: 2,
+        max_reply_bytes: 256 * 1024,
+        reply_stall_timeout: Duration::from_millis(300),
+        ..local_config()
+    };
+    let (server, address) = start_with(open(&dir, true), config);
+    let mut first = Client::connect(address);
+    first.exchange(&[&["PING"]], "+PONG\r\n");
+    let mut second = Client::connect(address);
+    second.exchange(&[&["PING"]], "+PONG\r\n");
+    let mut third = Client::connect(address);
+    let mut got = Vec::new();
+    third.stream.read_to_end(&mut got).unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&got),
+        "-ERR max number of clients reached\r\n"
+    );
+    // The second client asks for 40 MB of replies and reads none of them.
+    let big = "x".repeat(900);
+    second.exchange(&[&["SET", "big", &big]], "+OK\r\n");
+    let gets: Vec<u8> = (0..45_000).flat_map(|_| encode(&["GET", "big"])).collect();
+    let _ = second.stream.write_all(&gets);
+    std::thread::sleep(Duration::from_millis(1500));
+    let mut drained = 0usize;
+    let mut buffer = vec![0u8; 1 << 16];
+    // The kernel's buffers hold a few MB; then the connection ends well before 40 MB.
+    let closed = loop {
+        match second.stream.read(&mut buffer) {
+            Ok(0) => break true,
+            Err(e) => {
+                break !matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                )
+            }
+            Ok(n) => drained += n,
+        }
+    };
+    assert!(closed, "the server kept a client that reads nothing");
+    assert!(
+        drained < 400 * 100_000,
+        "the server sent every reply ({drained} bytes)"
+    );
+    first.exchange(&[&["GET", "missing"]], "$-1\r\n");
     server.shutdown();
     server.wait().expect("stops");
 }

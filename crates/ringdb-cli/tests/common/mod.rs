@@ -49,3 +49,48 @@ pub fn assert_refused(out: &Output, needle: &str) {
         "expected {needle:?} in: {err}"
     );
 }
+
+/// The server process, killed when the test ends however it ends.
+pub struct Server(pub std::process::Child);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Starts the server on a free port; returns it and its address once it listens.
+pub fn serve(dir: &std::path::Path) -> (Server, std::net::SocketAddr) {
+    let mut child = Command::new(ringdb_bin())
+        .args([
+            "serve",
+            "--port",
+            "0",
+            "--shards",
+            "2",
+            "--direct",
+            "0",
+            "--durability",
+            "fdatasync",
+            "--pool",
+            "64M",
+        ])
+        .arg("--db")
+        .arg(dir)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("ringdb serve starts");
+    let stderr = child.stderr.take().expect("piped");
+    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(stderr));
+    let line = lines.next().expect("a line").expect("readable");
+    let address = line
+        .split("listening on ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|text| text.parse().ok())
+        .unwrap_or_else(|| panic!("no address in {line:?}"));
+    std::thread::spawn(move || lines.for_each(drop));
+    (Server(child), address)
+}

@@ -26,10 +26,14 @@ pub struct Conn {
     pub recv_in_flight: bool,
     /// Bytes received and not yet parsed into a batch.
     pub input: Vec<u8>,
+    /// Requests parsed but not run (a batch stopped at its reply budget): they run first.
+    pub parked: Vec<Vec<Vec<u8>>>,
     /// Read by the kernel while `send_in_flight`, from `sent` on.
     pub sending: Vec<u8>,
     pub sent: usize,
     pub send_in_flight: bool,
+    /// When a send last moved bytes (or the connection started).
+    pub send_progress_at: std::time::Instant,
     /// Replies waiting for the send in flight to finish.
     pub replies: Vec<u8>,
     /// `None` while a batch runs (the batch holds it).
@@ -61,9 +65,11 @@ impl Conn {
             recv_buffer: vec![0u8; RECV_BYTES].into_boxed_slice(),
             recv_in_flight: false,
             input: Vec::new(),
+            parked: Vec::new(),
             sending: Vec::new(),
             sent: 0,
             send_in_flight: false,
+            send_progress_at: std::time::Instant::now(),
             replies: Vec::new(),
             session: Some(session),
             running: None,

@@ -59,6 +59,12 @@ pub struct Worker {
     pending_max: usize,
     /// Unsent replies past which a connection is closed.
     reply_max: usize,
+    /// Unsent replies at which a connection's requests wait (and its socket is not read).
+    pause_bytes: usize,
+    /// How long a waiting connection may read nothing before it is closed.
+    stall_timeout: Duration,
+    /// When the worker last looked for stalled connections.
+    last_stall_check: std::time::Instant,
 }
 
 /// A hop in progress.
@@ -66,6 +72,9 @@ type Hop = std::pin::Pin<Box<dyn std::future::Future<Output = ()>>>;
 
 /// The generation that marks a wake as a hop's rather than a connection's.
 const HOP: u32 = u32::MAX;
+
+/// The most unsent reply bytes at which a connection's next requests still run.
+const PAUSE_BYTES_MAX: usize = 4 * 1024 * 1024;
 
 /// Passes over woken work before the worker enters its ring again.
 const PASSES_MAX: usize = 4;
@@ -97,6 +106,9 @@ impl Worker {
             hops: Vec::new(),
             pending_max: config.max_pending_request_bytes,
             reply_max: config.max_reply_bytes,
+            pause_bytes: (config.max_reply_bytes / 4).clamp(1, PAUSE_BYTES_MAX),
+            stall_timeout: config.reply_stall_timeout,
+            last_stall_check: std::time::Instant::now(),
         })
     }
 
@@ -165,6 +177,7 @@ impl Worker {
                 Err(e) => return Err(e),
             }
             self.wake.awake();
+            self.close_stalled();
             completions.extend(
                 self.ring
                     .completion()
@@ -266,7 +279,6 @@ impl Worker {
     }
 
     fn received(&mut self, slot: u32, generation: u32, result: i32) {
-        let pending_max = self.shared.config().max_pending_request_bytes;
         let Some(conn) = self.conn(slot, generation) else {
             return;
         };
@@ -280,11 +292,8 @@ impl Worker {
         let length = result as usize;
         debug_assert!(length <= RECV_BYTES);
         conn.input.extend_from_slice(&conn.recv_buffer[..length]);
-        let keep_reading = conn.input.len() < pending_max;
         self.ready.push((slot, generation));
-        if keep_reading {
-            self.arm_recv(slot);
-        }
+        self.resume_reading(slot, generation);
     }
 
     fn sent(&mut self, slot: u32, generation: u32, result: i32) {
@@ -298,9 +307,13 @@ impl Worker {
             return;
         }
         conn.sent += result as usize;
+        if result > 0 {
+            conn.send_progress_at = std::time::Instant::now();
+        }
         debug_assert!(conn.sent <= conn.sending.len());
         self.start_send(slot);
         self.ready.push((slot, generation));
+        self.resume_reading(slot, generation);
     }
 
     /// Sends what is waiting, if no send is in flight.
@@ -404,12 +417,17 @@ impl Worker {
     fn advance(&mut self, slot: u32, generation: u32) {
         // Each pass either finishes a batch or leaves; a batch consumes input, so the passes
         // are bounded by the requests waiting.
+        let pause = self.pause_bytes;
         for _ in 0..BATCH_REQUESTS_MAX {
             let Some(conn) = self.conn(slot, generation) else {
                 return;
             };
             if conn.dead {
                 return;
+            }
+            // Replies the client has not taken yet pause its requests (and its socket).
+            if conn.running.is_none() && conn.unsent_bytes() >= pause {
+                break;
             }
             if conn.running.is_none() && !self.start_batch(slot, generation) {
                 break;
@@ -428,11 +446,18 @@ impl Worker {
     fn start_batch(&mut self, slot: u32, generation: u32) -> bool {
         let limits = self.limits;
         let (db, shared) = (self.db.clone(), self.shared.clone());
+        let budget = self.pause_bytes;
         let Some(conn) = self.conn(slot, generation) else {
             return false;
         };
         if conn.close_after_send || conn.session.is_none() {
             return false;
+        }
+        if !conn.parked.is_empty() {
+            let requests = std::mem::take(&mut conn.parked);
+            let session = conn.session.take().expect("checked above");
+            conn.running = Some(Box::pin(run_batch(db, shared, session, requests, budget)));
+            return true;
         }
         let mut requests = Vec::new();
         let mut used = 0;
@@ -463,7 +488,7 @@ impl Worker {
             return false;
         }
         let session = conn.session.take().expect("checked above");
-        conn.running = Some(Box::pin(run_batch(db, shared, session, requests)));
+        conn.running = Some(Box::pin(run_batch(db, shared, session, requests, budget)));
         true
     }
 
@@ -490,11 +515,47 @@ impl Worker {
         };
         conn.session = Some(outcome.session);
         conn.replies.extend_from_slice(&outcome.replies);
+        conn.parked = outcome.leftover;
         if outcome.close {
             conn.close_after_send = true;
         }
-        let resume = !conn.recv_in_flight && conn.input.len() < self.pending_max;
-        if resume {
+        self.resume_reading(slot, generation);
+    }
+
+    /// Closes the connections that wait for their client to read and have read nothing for
+    /// the stall timeout (looked at once per wait timeout at most).
+    fn close_stalled(&mut self) {
+        let now = std::time::Instant::now();
+        if now.duration_since(self.last_stall_check) < WAIT_TIMEOUT.min(self.stall_timeout) {
+            return;
+        }
+        self.last_stall_check = now;
+        for slot in 0..self.conns.len() as u32 {
+            let pause = self.pause_bytes;
+            let Some(conn) = self.conns[slot as usize].as_deref_mut() else {
+                continue;
+            };
+            let stalled = conn.unsent_bytes() >= pause
+                && now.duration_since(conn.send_progress_at) > self.stall_timeout;
+            if stalled && !conn.dead {
+                conn.kill();
+                self.shared
+                    .output_limit_closes
+                    .fetch_add(1, Ordering::Relaxed);
+                self.release_if_idle(slot);
+            }
+        }
+    }
+
+    /// Arms the receive again once the connection has room for more requests.
+    fn resume_reading(&mut self, slot: u32, generation: u32) {
+        let (pending_max, pause) = (self.pending_max, self.pause_bytes);
+        let Some(conn) = self.conn(slot, generation) else {
+            return;
+        };
+        let room =
+            conn.input.len() < pending_max && conn.unsent_bytes() < pause && conn.parked.is_empty();
+        if !conn.recv_in_flight && room {
             self.arm_recv(slot);
         }
     }

@@ -1,0 +1,149 @@
+"""redis-py (the real client, RESP2 and RESP3) against `ringdb serve`.
+
+Run by crates/ringdb-cli/tests/redis_py.rs, which starts the server and passes its port:
+    python3 test_serve.py PORT
+Every implemented command is driven through redis-py's own methods, in both protocols, with
+pipelines with and without MULTI/EXEC; what the server does not do (pub/sub) must be refused
+with an error reply, not a hang or a dropped connection. Exits non-zero on the first failure.
+"""
+
+import sys
+import time
+
+import redis
+
+
+def check(label, got, expected):
+    if got != expected:
+        raise AssertionError(f"{label}: got {got!r}, expected {expected!r}")
+
+
+def strings(r, p):
+    check("set", r.set(p + "s", "v"), True)
+    check("get", r.get(p + "s"), b"v")
+    check("get missing", r.get(p + "missing"), None)
+    check("set nx on existing", r.set(p + "s", "w", nx=True), None)
+    check("set xx", r.set(p + "s", "w", xx=True), True)
+    check("set get", r.set(p + "s", "x", get=True), b"w")
+    check("setnx", r.setnx(p + "n", "1"), True)
+    check("setnx again", r.setnx(p + "n", "2"), False)
+    check("getset", r.getset(p + "n", "3"), b"1")
+    check("getdel", r.getdel(p + "n"), b"3")
+    check("getdel gone", r.get(p + "n"), None)
+    check("setex", r.setex(p + "e", 100, "v"), True)
+    check("ttl", r.ttl(p + "e"), 100)
+    check("psetex", r.psetex(p + "pe", 100000, "v"), True)
+    check("pttl range", 99000 < r.pttl(p + "pe") <= 100000, True)
+    check("getex persist", r.getex(p + "e", persist=True), b"v")
+    check("ttl after persist", r.ttl(p + "e"), -1)
+    check("append", r.append(p + "a", "hello"), 5)
+    check("append more", r.append(p + "a", " world"), 11)
+    check("strlen", r.strlen(p + "a"), 11)
+    check("getrange", r.getrange(p + "a", 0, 4), b"hello")
+    check("setrange", r.setrange(p + "a", 6, "there"), 11)
+    check("get after setrange", r.get(p + "a"), b"hello there")
+    check("incr", r.incr(p + "i"), 1)
+    check("incrby", r.incrby(p + "i", 10), 11)
+    check("decr", r.decr(p + "i"), 10)
+    check("decrby", r.decrby(p + "i", 4), 6)
+    check("incrbyfloat", r.incrbyfloat(p + "f", 1.5), 1.5)
+    check("incrbyfloat again", r.incrbyfloat(p + "f", 2.25), 3.75)
+    check("mset", r.mset({p + "m1": "a", p + "m2": "b", p + "m3": "c"}), True)
+    check("mget", r.mget([p + "m1", p + "m2", p + "nope", p + "m3"]), [b"a", b"b", None, b"c"])
+    check("msetnx blocked", r.msetnx({p + "m1": "z", p + "m9": "z"}), False)
+    check("msetnx", r.msetnx({p + "m8": "z", p + "m9": "z"}), True)
+    try:
+        r.incr(p + "a")
+        raise AssertionError("incr of a non-integer must fail")
+    except redis.ResponseError as error:
+        check("incr error", str(error), "value is not an integer or out of range")
+
+
+def keys(r, p):
+    r.set(p + "k1", "1")
+    r.set(p + "k2", "2")
+    check("exists", r.exists(p + "k1", p + "k2", p + "none"), 2)
+    check("type", r.type(p + "k1"), b"string")
+    check("type none", r.type(p + "none"), b"none")
+    check("expire", r.expire(p + "k1", 100), True)
+    check("expire nx", r.expire(p + "k1", 50, nx=True), False)
+    check("expire gt", r.expire(p + "k1", 200, gt=True), True)
+    check("ttl", r.ttl(p + "k1"), 200)
+    check("expiretime", r.expiretime(p + "k1") > time.time(), True)
+    check("persist", r.persist(p + "k1"), True)
+    check("pexpire", r.pexpire(p + "k2", 50), True)
+    time.sleep(0.1)
+    check("expired", r.get(p + "k2"), None)
+    check("touch", r.touch(p + "k1", p + "k2"), 1)
+    check("delete", r.delete(p + "k1", p + "k2"), 1)
+    check("unlink", r.unlink(p + "k1"), 0)
+    for i in range(30):
+        r.set(f"{p}scan:{i}", i)
+    found = set(r.scan_iter(match=f"{p}scan:*", count=7))
+    check("scan finds all", len(found), 30)
+    check("keys", len(r.keys(f"{p}scan:1*")), 11)
+
+
+def session(r, protocol):
+    check("ping", r.ping(), True)
+    check("echo", r.echo("hi"), b"hi")
+    check("client setname", r.client_setname("tester"), True)
+    name = r.client_getname()
+    check("client getname", name.decode() if isinstance(name, bytes) else name, "tester")
+    check("client id", r.client_id() > 0, True)
+    check("select 0", r.select(0), True)
+    try:
+        r.select(1)
+        raise AssertionError("select 1 must fail")
+    except redis.ResponseError as error:
+        check("select error", str(error), "DB index is out of range")
+    info = r.info()
+    check("info version", info["redis_version"], "7.0.15")
+    check("dbsize type", isinstance(r.dbsize(), int), True)
+    check("time", len(r.time()), 2)
+    check("config get", r.config_get("maxclients")["maxclients"] is not None, True)
+    check("command count", r.command_count() > 40, True)
+
+
+def pipelines(r, p):
+    pipe = r.pipeline(transaction=False)
+    for i in range(100):
+        pipe.set(f"{p}p:{i}", i)
+        pipe.incr(f"{p}p:{i}")
+    results = pipe.execute()
+    check("pipeline replies", results[:4], [True, 1, True, 2])
+    check("pipeline count", len(results), 200)
+    check("pipeline value", r.get(f"{p}p:42"), b"43")
+    pipe = r.pipeline(transaction=True)
+    pipe.set(p + "tx", "1").incr(p + "tx").get(p + "tx")
+    check("multi/exec", pipe.execute(), [True, 2, b"2"])
+    pipe = r.pipeline(transaction=True)
+    pipe.mset({p + "tx:a": "1", p + "tx:b": "2"}).mget([p + "tx:a", p + "tx:b"])
+    check("multi/exec across keys", pipe.execute(), [True, [b"1", b"2"]])
+
+
+def refusals(r):
+    try:
+        r.publish("channel", "message")
+        raise AssertionError("publish must be refused")
+    except redis.ResponseError as error:
+        check("publish refused", "pub/sub" in str(error), True)
+    check("still serving", r.ping(), True)
+
+
+def main():
+    port = int(sys.argv[1])
+    for protocol in (2, 3):
+        r = redis.Redis(port=port, protocol=protocol)
+        prefix = f"{time.time_ns()}:resp{protocol}:"
+        strings(r, prefix)
+        keys(r, prefix)
+        session(r, protocol)
+        pipelines(r, prefix)
+        refusals(r)
+        r.close()
+        print(f"redis-py {redis.__version__}, RESP{protocol}: every check passed")
+
+
+if __name__ == "__main__":
+    main()
