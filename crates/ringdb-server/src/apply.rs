@@ -73,3 +73,24 @@ pub async fn apply_group(handle: DbHandle, ops: Vec<KeyOp>) -> Vec<Reply> {
     }
     replies
 }
+
+/// On the shard: removes those of `keys` whose value has expired, each checked again under its
+/// lock (a client may have written it since the sweep saw it); how many were removed.
+pub async fn sweep(handle: DbHandle, keys: Vec<Vec<u8>>) -> Result<usize, ringdb::WriteError> {
+    let _guard = lock_all(keys.clone()).await;
+    let now = now_ms();
+    let mut batch = WriteBatch::new();
+    for key in &keys {
+        let Ok(Some(value)) = handle.get(key).await else {
+            continue;
+        };
+        if Stored::decode(&value).is_ok_and(|stored| stored.expired_at(now)) {
+            batch.delete(key);
+        }
+    }
+    let removed = batch.len();
+    if removed > 0 {
+        handle.write(&batch).await?;
+    }
+    Ok(removed)
+}

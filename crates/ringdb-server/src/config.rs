@@ -29,6 +29,10 @@ pub struct ServerConfig {
     /// A connection whose requests wait for it to read its replies, and that reads none of
     /// them for this long, is disconnected.
     pub reply_stall_timeout: std::time::Duration,
+    /// The expiry sweep looks at this many keys per `sweep_interval` (`sweep.rs`).
+    pub sweep_chunk_keys: usize,
+    /// How often the expiry sweep takes a chunk.
+    pub sweep_interval: std::time::Duration,
 }
 
 impl Default for ServerConfig {
@@ -43,6 +47,8 @@ impl Default for ServerConfig {
             max_pending_request_bytes: 1024 * 1024 * 1024,
             max_reply_bytes: 256 * 1024 * 1024,
             reply_stall_timeout: std::time::Duration::from_secs(60),
+            sweep_chunk_keys: 1024,
+            sweep_interval: std::time::Duration::from_millis(100),
         }
     }
 }
@@ -53,6 +59,9 @@ impl ServerConfig {
         let invalid = |text: &str| Err(crate::ServeError::Config(text.to_string()));
         if self.listen.is_none() && self.unix_socket.is_none() {
             return invalid("nothing to listen on: give a TCP address or a Unix socket");
+        }
+        if self.sweep_chunk_keys == 0 || self.sweep_interval.is_zero() {
+            return invalid("the expiry sweep needs a chunk of at least one key and an interval");
         }
         if self.max_clients == 0 {
             return invalid("max clients must be at least 1");

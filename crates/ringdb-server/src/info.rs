@@ -68,11 +68,12 @@ fn sections_text(db: &Db, shared: &ServerShared) -> Vec<(&'static str, String)> 
         (
             "Stats",
             format!(
-                "total_connections_received:{}\r\ntotal_commands_processed:{}\r\nrejected_connections:{}\r\nclient_output_buffer_limit_disconnections:{}\r\ntotal_error_replies:0\r\n",
+                "total_connections_received:{}\r\ntotal_commands_processed:{}\r\nrejected_connections:{}\r\nclient_output_buffer_limit_disconnections:{}\r\nexpired_keys:{}\r\ntotal_error_replies:0\r\n",
                 shared.connections_received.load(Ordering::Relaxed),
                 shared.commands.load(Ordering::Relaxed),
                 shared.rejected_connections.load(Ordering::Relaxed),
                 shared.output_limit_closes.load(Ordering::Relaxed),
+                shared.expired_keys.load(Ordering::Relaxed),
             ),
         ),
         ("Replication", "role:master\r\nconnected_slaves:0\r\n".to_string()),

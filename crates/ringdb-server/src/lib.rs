@@ -10,6 +10,8 @@
 //!   writes, one commit (one log record, one wait for durability) per shard and batch.
 //! - `net/`: one worker thread per shard, each with its own io_uring: multishot accept on a
 //!   SO_REUSEPORT listener, a receive armed per connection, one send per batch of replies.
+//! - `sweep.rs`: a thread that walks the keys a chunk at a time and has their shards remove
+//!   the expired ones.
 //! - `value.rs`: values carry their type and expiry deadline in a 9-byte header, logged with
 //!   the value, so an expiry is as durable as the write that set it.
 //!
@@ -38,6 +40,7 @@ mod locks;
 mod net;
 pub mod resp;
 mod shared;
+mod sweep;
 mod value;
 mod whole;
 
@@ -58,6 +61,7 @@ pub const REDIS_VERSION: &str = "7.0.15";
 pub struct Server {
     shared: Arc<ServerShared>,
     threads: Vec<JoinHandle<Result<(), std::io::Error>>>,
+    sweeper: JoinHandle<()>,
     local_address: Option<SocketAddr>,
     db: Db,
 }
@@ -76,8 +80,16 @@ impl Server {
             None => None,
         };
         let listen = config.listen;
+        let (interval, chunk) = (config.sweep_interval, config.sweep_chunk_keys);
         let shared = Arc::new(ServerShared::new(config));
         let threads = net::start_workers(&db, &shared, workers, listen, unix)?;
+        let sweeper = match sweep::start(db.clone(), shared.clone(), interval, chunk) {
+            Ok(sweeper) => sweeper,
+            Err(source) => {
+                shared.request_shutdown();
+                return Err(ServeError::Ring { source });
+            }
+        };
         let local_address = match listen {
             Some(address) if address.port() != 0 => Some(address),
             Some(_) => threads_bound_address(&shared),
@@ -86,6 +98,7 @@ impl Server {
         Ok(Server {
             shared,
             threads,
+            sweeper,
             local_address,
             db,
         })
@@ -112,6 +125,11 @@ impl Server {
             if let Err(source) = result {
                 first.get_or_insert(ServeError::Ring { source });
             }
+        }
+        if self.sweeper.join().is_err() {
+            first.get_or_insert(ServeError::Ring {
+                source: std::io::Error::other("the expiry sweep panicked"),
+            });
         }
         let _ = self.db.flush();
         first.map_or(Ok(()), Err)

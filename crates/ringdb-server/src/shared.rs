@@ -22,6 +22,8 @@ pub struct ServerShared {
     pub protocol_errors: AtomicU64,
     /// Clients closed for not reading their replies.
     pub output_limit_closes: AtomicU64,
+    /// Expired keys the sweep removed.
+    pub expired_keys: AtomicU64,
     next_client_id: AtomicU64,
     last_save_secs: AtomicU64,
     shutdown: AtomicBool,
@@ -40,6 +42,7 @@ impl ServerShared {
             commands: AtomicU64::new(0),
             protocol_errors: AtomicU64::new(0),
             output_limit_closes: AtomicU64::new(0),
+            expired_keys: AtomicU64::new(0),
             next_client_id: AtomicU64::new(1),
             last_save_secs: AtomicU64::new(crate::value::now_ms() / 1000),
             shutdown: AtomicBool::new(false),

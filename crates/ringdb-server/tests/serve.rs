@@ -329,3 +329,51 @@ fn a_client_past_the_limit_is_refused_and_one_that_never_reads_is_disconnected()
     server.shutdown();
     server.wait().expect("stops");
 }
+
+#[test]
+fn the_sweep_removes_expired_keys_that_nobody_reads() {
+    let dir = temp_dir("sweep");
+    let db = open(&dir, true);
+    let config = ServerConfig {
+        sweep_chunk_keys: 16,
+        sweep_interval: Duration::from_millis(20),
+        ..local_config()
+    };
+    let (server, address) = start_with(db.clone(), config);
+    let mut client = Client::connect(address);
+    for i in 0..40 {
+        let key = format!("short:{i}");
+        client.exchange(&[&["SET", &key, "v", "PX", "50"]], "+OK\r\n");
+        let key = format!("long:{i}");
+        client.exchange(&[&["SET", &key, "v", "EX", "1000"]], "+OK\r\n");
+    }
+    client.exchange(&[&["SET", "forever", "v"]], "+OK\r\n");
+    // Every key is in the tree now; the short ones expire and the sweep (chunks of 16 every
+    // 20 ms, 81 keys) removes them within a few passes.
+    let mut left = usize::MAX;
+    for _ in 0..100 {
+        std::thread::sleep(Duration::from_millis(50));
+        left = db
+            .range::<&[u8], _>(..)
+            .filter(|pair| {
+                pair.as_ref()
+                    .is_ok_and(|(key, _)| key.starts_with(b"short:"))
+            })
+            .count();
+        if left == 0 {
+            break;
+        }
+    }
+    assert_eq!(left, 0, "expired keys still in the tree");
+    let kept = db.range::<&[u8], _>(..).count();
+    assert_eq!(kept, 41, "the sweep removed only expired keys");
+    client
+        .stream
+        .write_all(&encode(&["INFO", "stats"]))
+        .unwrap();
+    let mut buffer = [0u8; 2048];
+    let n = client.stream.read(&mut buffer).unwrap();
+    assert!(String::from_utf8_lossy(&buffer[..n]).contains("expired_keys:40"));
+    server.shutdown();
+    server.wait().expect("stops");
+}
