@@ -377,3 +377,35 @@ fn the_sweep_removes_expired_keys_that_nobody_reads() {
     server.shutdown();
     server.wait().expect("stops");
 }
+
+#[test]
+fn a_unix_socket_serves_as_tcp_does() {
+    let dir = temp_dir("unix");
+    // Under /tmp: a Unix socket's path must fit 108 bytes, whatever the checkout's path.
+    let socket = std::env::temp_dir().join(format!("ringdb-serve-{}.sock", std::process::id()));
+    let config = ServerConfig {
+        listen: None,
+        unix_socket: Some(socket.clone()),
+        ..ServerConfig::default()
+    };
+    let server = Server::start(open(&dir, true), config).expect("server starts");
+    assert_eq!(server.local_address(), None);
+    let mut stream = std::os::unix::net::UnixStream::connect(&socket).expect("connect");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    stream
+        .write_all(&[encode(&["SET", "u", "1"]), encode(&["INCR", "u"])].concat())
+        .unwrap();
+    let mut got = Vec::new();
+    let mut buffer = [0u8; 64];
+    while got.len() < b"+OK\r\n:2\r\n".len() {
+        let n = stream.read(&mut buffer).expect("reply");
+        assert!(n > 0, "closed");
+        got.extend_from_slice(&buffer[..n]);
+    }
+    assert_eq!(got, b"+OK\r\n:2\r\n");
+    server.shutdown();
+    server.wait().expect("stops");
+    let _ = std::fs::remove_file(&socket);
+}
