@@ -91,23 +91,22 @@ pub async fn run_batch(
         shared
             .commands
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let name = request[0].clone();
-        if !session.authenticated && !allowed_unauthenticated(&name) {
+        if !session.authenticated && !allowed_unauthenticated(&request[0]) {
             flush(&db, &mut segment, &session, &mut replies).await;
             write_reply(&Reply::error(errors::NO_AUTH), &session, &mut replies);
             continue;
         }
-        if session.queued.is_some() && !runs_inside_multi(&name) {
+        if session.queued.is_some() && !runs_inside_multi(&request[0]) {
             flush(&db, &mut segment, &session, &mut replies).await;
             let reply = queue(&db, &mut session, request);
             write_reply(&reply, &session, &mut replies);
             continue;
         }
-        match plan(request.clone(), |key| db.shard_of(key)) {
+        match plan(request, |key| db.shard_of(key)) {
             Plan::Keys { ops, combine } => segment.commands.push((ops, combine)),
             other => {
                 flush(&db, &mut segment, &session, &mut replies).await;
-                let (reply, stop) = run_other(&db, &shared, &mut session, other, request).await;
+                let (reply, stop) = run_other(&db, &shared, &mut session, other).await;
                 write_reply(&reply, &session, &mut replies);
                 if stop {
                     close = true;
@@ -150,13 +149,12 @@ async fn run_other(
     shared: &Arc<ServerShared>,
     session: &mut Session,
     plan: Plan,
-    request: Vec<Vec<u8>>,
 ) -> (Reply, bool) {
     match plan {
         Plan::Reply(reply) => (reply, false),
         Plan::Whole(command) => (run_whole(db, shared, session, command).await, false),
         Plan::Keys { .. } => unreachable!("commands on keys run in segments"),
-        Plan::Session => {
+        Plan::Session(request) => {
             let (reply, after) = run_session(session, &request, shared);
             match after {
                 After::Continue => (reply, false),
@@ -183,11 +181,11 @@ async fn exec(
     let mut segment = Segment::default();
     let mut items = Vec::with_capacity(queued.len());
     for request in queued {
-        match plan(request.clone(), |key| db.shard_of(key)) {
+        match plan(request, |key| db.shard_of(key)) {
             Plan::Keys { ops, combine } => segment.commands.push((ops, combine)),
             other => {
                 items.extend(run_segment(db, std::mem::take(&mut segment)).await);
-                let (reply, _) = Box::pin(run_other(db, shared, session, other, request)).await;
+                let (reply, _) = Box::pin(run_other(db, shared, session, other)).await;
                 items.push(reply);
             }
         }

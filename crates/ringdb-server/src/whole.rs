@@ -10,7 +10,6 @@ use crate::value::{encode, now_ms, Kind, Stored};
 use ringdb::{Db, WriteBatch};
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 
@@ -261,7 +260,6 @@ async fn scan(db: Db, session: &mut Session, arguments: Vec<Vec<u8>>) -> Reply {
         })
         .map(|(key, _)| Reply::Bulk(key))
         .collect();
-    let _ = Ordering::Relaxed;
     Reply::Array(vec![
         Reply::Bulk(next.to_string().into_bytes()),
         Reply::Array(items),

@@ -99,7 +99,7 @@ pub fn run_session(
             );
             Reply::Simple("RESET".into())
         }
-        "CLIENT" => client(session, arguments, shared),
+        "CLIENT" => client(session, arguments),
         "COMMAND" => command(arguments),
         "CONFIG" => config(arguments, shared),
         "TIME" => {
@@ -224,7 +224,7 @@ fn hello(session: &mut Session, arguments: &[Vec<u8>], shared: &ServerShared) ->
     ])
 }
 
-fn client(session: &mut Session, arguments: &[Vec<u8>], shared: &ServerShared) -> Reply {
+fn client(session: &mut Session, arguments: &[Vec<u8>]) -> Reply {
     let sub = upper(&arguments[1]);
     match (sub.as_str(), arguments.len()) {
         ("ID", 2) => Reply::Integer(session.id as i64),
@@ -259,13 +259,10 @@ fn client(session: &mut Session, arguments: &[Vec<u8>], shared: &ServerShared) -
         ("INFO", 2) => Reply::Verbatim(client_line(session) + "\n"),
         ("LIST", _) => Reply::Verbatim(client_line(session) + "\n"),
         ("NO-EVICT" | "NO-TOUCH", 3) => Reply::Ok,
-        _ => {
-            let _ = shared;
-            Reply::error(format!(
-                "ERR unknown subcommand '{}'. Try CLIENT HELP.",
-                String::from_utf8_lossy(&arguments[1])
-            ))
-        }
+        _ => Reply::error(format!(
+            "ERR unknown subcommand '{}'. Try CLIENT HELP.",
+            String::from_utf8_lossy(&arguments[1])
+        )),
     }
 }
 

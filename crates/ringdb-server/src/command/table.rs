@@ -7,8 +7,9 @@ use std::sync::Arc;
 
 /// What a request turns into.
 pub enum Plan {
-    /// A command on the connection or the server, run by [`super::run_session`].
-    Session,
+    /// A command on the connection or the server (its request), run by
+    /// [`super::run_session`].
+    Session(Vec<Vec<u8>>),
     /// Operations on keys, each run where its key lives; `combine` makes the reply.
     Keys {
         /// The operations, in order.
@@ -201,7 +202,7 @@ pub fn plan(arguments: Vec<Vec<u8>>, shard_of: impl Fn(&[u8]) -> usize) -> Plan 
         if !arity_ok(*arity, arguments.len()) {
             return Plan::Reply(Reply::error(errors::arity(name)));
         }
-        return Plan::Session;
+        return Plan::Session(arguments);
     }
     plan_whole(name, arguments, shard_of)
 }
