@@ -75,7 +75,7 @@ impl Db {
         let inbox = &self.shared.inboxes[shard];
         reply
             .wait_unless(self.shared.spin, || inbox.is_down())
-            .ok_or_else(|| inbox.lost())
+            .ok_or_else(|| inbox.reply_lost())
     }
 
     /// Waits (blocking) for one reply from every shard, `replies[i]` from shard `i`.
@@ -117,7 +117,7 @@ impl Db {
         let reply = self.submit(shard, request)?;
         let inbox = &self.shared.inboxes[shard];
         inbox.watch(reply.loseable());
-        reply.await.ok_or_else(|| inbox.lost())
+        reply.await.ok_or_else(|| inbox.reply_lost())
     }
 
     /// Refuses a blocking call on a shard's thread: it would stall that shard's ring (and

@@ -40,6 +40,11 @@ pub(super) struct Inbox {
 /// Entries the awaited list holds before it is first pruned of the replies that came.
 const AWAITED_PRUNE_AT: usize = 64;
 
+/// The longest a waiter whose reply was lost waits for the stopping shard to mark its inbox
+/// down (it takes the rest of an unwind: microseconds), and how often it looks.
+const STOP_MARK_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+const STOP_MARK_POLL: std::time::Duration = std::time::Duration::from_micros(50);
+
 impl Inbox {
     /// The inbox of shard `index`, before its thread has a doorbell.
     pub(super) fn new(index: usize) -> Inbox {
@@ -132,6 +137,22 @@ impl Inbox {
     /// The database is closing: later losses are reported as [`ShardError::Closed`].
     pub(super) fn mark_closing(&self) {
         self.closing.store(true, Ordering::Release);
+    }
+
+    /// Why a reply from this shard was lost, asked by its waiter. A sender dropped unsent
+    /// means the shard is stopping (a panic unwinding its tasks, a failed runtime, a close);
+    /// the waiter can see the loss before the shard's thread marks the inbox down. It waits
+    /// (bounded) for that mark, so the error names the real reason and every later call,
+    /// including reads in place on the caller's thread, sees the shard down too.
+    pub(super) fn reply_lost(&self) -> ShardError {
+        let until = std::time::Instant::now() + STOP_MARK_WAIT;
+        while !self.is_down()
+            && !self.closing.load(Ordering::Acquire)
+            && std::time::Instant::now() < until
+        {
+            std::thread::sleep(STOP_MARK_POLL);
+        }
+        self.lost()
     }
 
     /// Why a reply from this shard was lost.

@@ -231,7 +231,7 @@ impl Shared {
             let outcome = match reply {
                 Some(reply) => reply
                     .wait(Duration::ZERO)
-                    .unwrap_or_else(|| Err(WriteError::Shard(inbox.lost()))),
+                    .unwrap_or_else(|| Err(WriteError::Shard(inbox.reply_lost()))),
                 None => Ok(()),
             };
             inbox.mark_closing();

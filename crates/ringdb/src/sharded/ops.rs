@@ -132,7 +132,7 @@ impl Db {
             positions.iter().any(|(shard, _)| inboxes[*shard].is_down())
         });
         for ((shard, shard_positions), part) in positions.into_iter().zip(parts) {
-            let got = part.ok_or_else(|| self.shared.inboxes[shard].lost())??;
+            let got = part.ok_or_else(|| self.shared.inboxes[shard].reply_lost())??;
             scatter(&mut values, shard_positions, &got);
         }
         Ok(values)
