@@ -48,7 +48,8 @@ struct Args {
     /// Thread counts (comma-separated; default: the CPUs, and twice that).
     #[arg(long, value_delimiter = ',')]
     threads: Vec<usize>,
-    /// YCSB workloads among a, b, c (comma-separated).
+    /// YCSB workloads among a, b, c, and `swap` (two keys' values exchanged in one
+    /// serializable transaction; stores without transactions sit it out) (comma-separated).
     #[arg(long, value_delimiter = ',', default_value = "c,b,a")]
     workloads: Vec<String>,
     /// Key distributions among uniform, zipfian (comma-separated).
@@ -111,10 +112,14 @@ fn run_all(args: &Args) -> Result<(), String> {
         stores.push(store);
     }
     let mut rows = Vec::new();
+    let mut as_loaded = true;
     for workload in &args.workloads {
         for distribution in &args.distributions {
+            let (workload_kind, swaps) = parse_workload(workload)?;
             let mix = Mix {
-                workload: parse_workload(workload)?,
+                workload: workload_kind,
+                swaps,
+                as_loaded,
                 distribution: distribution.parse().map_err(|e| format!("{e}"))?,
                 records: args.records,
                 value_size: args.value_size,
@@ -127,6 +132,7 @@ fn run_all(args: &Args) -> Result<(), String> {
                         .map(|(peer, rounds)| row(workload, distribution, t, peer, rounds)),
                 );
             }
+            as_loaded &= mix.workload == Workload::C && !mix.swaps;
         }
     }
     if let Some(path) = &args.json {
@@ -136,12 +142,15 @@ fn run_all(args: &Args) -> Result<(), String> {
     Ok(())
 }
 
-fn parse_workload(name: &str) -> Result<Workload, String> {
+/// A workload by name, and whether it is the swap workload (`swap`: two keys' values
+/// exchanged in one transaction, the keys drawn as YCSB-C's reads).
+fn parse_workload(name: &str) -> Result<(Workload, bool), String> {
     match name.to_ascii_lowercase().as_str() {
-        "a" => Ok(Workload::A),
-        "b" => Ok(Workload::B),
-        "c" => Ok(Workload::C),
-        other => Err(format!("workload {other:?}: compared are a, b and c")),
+        "a" => Ok((Workload::A, false)),
+        "b" => Ok((Workload::B, false)),
+        "c" => Ok((Workload::C, false)),
+        "swap" => Ok((Workload::C, true)),
+        other => Err(format!("workload {other:?}: compared are a, b, c and swap")),
     }
 }
 
@@ -183,12 +192,19 @@ fn run_cell(
     threads: usize,
 ) -> Result<Vec<(&'static str, Vec<Measurement>)>, String> {
     let duration = Duration::from_secs_f64(args.seconds);
+    // The swap workload runs on the stores with transactions (a first swap tells).
+    let (first, second) = (key_bytes(0), key_bytes(1));
+    let stores: Vec<&dyn Peer> = stores
+        .iter()
+        .map(|s| s.as_ref())
+        .filter(|s| !mix.swaps || s.swap(&first, &second).is_some())
+        .collect();
     let mut cell: Vec<(&'static str, Vec<Measurement>)> =
         stores.iter().map(|s| (s.name(), Vec::new())).collect();
     for round in 0..args.rounds {
         for (store, (_, rounds)) in stores.iter().zip(cell.iter_mut()) {
             let seed = 42 + round as u64;
-            rounds.push(run::round(store.as_ref(), mix, threads, duration, seed)?);
+            rounds.push(run::round(*store, mix, threads, duration, seed)?);
         }
     }
     Ok(cell)

@@ -130,8 +130,8 @@ pub use memory::{MemoryStats, PartBytes};
 pub use page::PageError;
 pub use sharded::{
     caller_reads, prefix_end, set_caller_thread_batch, AcrossCommit, CallerReads, Db, DbBuilder,
-    Range, Shard, ShardedStats, Table, BATCH_LOG_FILE, MANIFEST_FILE, SHARDS_MAX, SHARD_HASH,
-    SYSTEM_PREFIX,
+    DbTransaction, InTable, Pairs, Range, Shard, ShardedStats, Table, BATCH_LOG_FILE,
+    MANIFEST_FILE, SHARDS_MAX, SHARD_HASH, SYSTEM_PREFIX,
 };
 pub use tree::{Direction, TreeStats};
 pub use txn::{ConflictWith, Isolation, Transaction, TxnStats, TxnTimestamp};

@@ -3,6 +3,10 @@
 //! folder with the same memory budget and the same durability: writes acknowledged without a
 //! sync of their own (ringdb `none`, LMDB `NO_SYNC`, redb `Durability::None`, fjall's journal
 //! left to its background persistence), the setting each documents for a cache-like load.
+//! The swap workload (two keys' values exchanged in one serializable transaction) runs on the
+//! stores with transactions on their handle: ringdb's `Db::transaction`, LMDB's and redb's
+//! write transactions (fjall's plain keyspaces have none: its transactional database is
+//! another type, not compared).
 
 use heed::types::Bytes;
 use heed::{CommitOrAbort, EnvFlags, EnvOpenOptions};
@@ -21,6 +25,12 @@ pub trait Peer: Sync {
     fn put(&self, key: &[u8], value: &[u8]) -> Result<(), String>;
     /// Inserts many pairs (a load: batched as the store prefers).
     fn load(&self, pairs: &[Pair]) -> Result<(), String>;
+    /// Swaps the values of `a` and `b` in one serializable read-write transaction; `None`
+    /// for a store compared without transactions.
+    fn swap(&self, a: &[u8], b: &[u8]) -> Option<Result<(), String>> {
+        let _ = (a, b);
+        None
+    }
 }
 
 /// Opens peer `name` in a fresh `dir` with `memory_bytes` of cache (ringdb: its pool over
@@ -96,6 +106,16 @@ impl Peer for Ringdb {
         }
         self.db.write(&batch).map_err(|e| err("ringdb load")(&e))
     }
+
+    fn swap(&self, a: &[u8], b: &[u8]) -> Option<Result<(), String>> {
+        let swapped = self.db.transaction(|txn| {
+            let value_a = txn.get_for_update(a)?.unwrap_or_default();
+            let value_b = txn.get_for_update(b)?.unwrap_or_default();
+            txn.insert(a, &value_b)?;
+            txn.insert(b, &value_a)
+        });
+        Some(swapped.map_err(|e: ringdb::TxnError| err("ringdb swap")(&e)))
+    }
 }
 
 /// LMDB through heed: a read transaction per get, a write transaction per put.
@@ -159,6 +179,18 @@ impl Peer for Lmdb {
         }
         txn.commit().map_err(|e| err("lmdb commit")(&e))
     }
+
+    fn swap(&self, a: &[u8], b: &[u8]) -> Option<Result<(), String>> {
+        let swap = || -> heed::Result<()> {
+            let mut txn = self.env.write_txn()?;
+            let value_a = self.database.get(&txn, a)?.unwrap_or_default().to_vec();
+            let value_b = self.database.get(&txn, b)?.unwrap_or_default().to_vec();
+            self.database.put(&mut txn, a, &value_b)?;
+            self.database.put(&mut txn, b, &value_a)?;
+            txn.commit()
+        };
+        Some(swap().map_err(|e| err("lmdb swap")(&e)))
+    }
 }
 
 const REDB_TABLE: redb::TableDefinition<&[u8], &[u8]> = redb::TableDefinition::new("kv");
@@ -217,6 +249,30 @@ impl Peer for Redb {
             }
         }
         txn.commit().map_err(|e| err("redb commit")(&e))
+    }
+
+    fn swap(&self, a: &[u8], b: &[u8]) -> Option<Result<(), String>> {
+        let swap = || -> Result<(), redb::Error> {
+            use redb::ReadableTable;
+            let mut txn = self.db.begin_write()?;
+            txn.set_durability(redb::Durability::None)?;
+            {
+                let mut table = txn.open_table(REDB_TABLE)?;
+                let value_a = table
+                    .get(a)?
+                    .map(|v| v.value().to_vec())
+                    .unwrap_or_default();
+                let value_b = table
+                    .get(b)?
+                    .map(|v| v.value().to_vec())
+                    .unwrap_or_default();
+                table.insert(a, value_b.as_slice())?;
+                table.insert(b, value_a.as_slice())?;
+            }
+            txn.commit()?;
+            Ok(())
+        };
+        Some(swap().map_err(|e| err("redb swap")(&e)))
     }
 }
 

@@ -20,6 +20,10 @@ const OPS_PER_LOOK: u64 = 32;
 #[derive(Clone, Copy, Debug)]
 pub struct Mix {
     pub workload: Workload,
+    /// Each operation swaps two keys' values in one transaction (the keys drawn as reads).
+    pub swaps: bool,
+    /// Every value is still the loaded one (no workload that writes ran before).
+    pub as_loaded: bool,
     pub distribution: Distribution,
     pub records: u64,
     pub value_size: usize,
@@ -89,6 +93,7 @@ fn worker(peer: &dyn Peer, mix: Mix, seed: u64, stop: &AtomicBool) -> Result<(u6
     while !stop.load(Ordering::Relaxed) {
         for _ in 0..OPS_PER_LOOK {
             match ops.next_op() {
+                Op::Read(key) if mix.swaps => swap(peer, &mut ops, key)?,
                 Op::Read(key) => {
                     if !peer.get(&key_bytes(key), &mut value)? {
                         return Err(format!("{}: key {key} is missing", peer.name()));
@@ -110,7 +115,19 @@ fn worker(peer: &dyn Peer, mix: Mix, seed: u64, stop: &AtomicBool) -> Result<(u6
     Ok((done, checked))
 }
 
-/// The value read for `key` is the loaded one (read-only mixes) or one of the right size.
+/// Swaps `key`'s value with another key's, drawn from `ops` too.
+fn swap(peer: &dyn Peer, ops: &mut OpGenerator, key: u64) -> Result<(), String> {
+    let other = match ops.next_op() {
+        Op::Read(other) | Op::Update(other) => other,
+        op => return Err(format!("operation {op:?} is not compared")),
+    };
+    let (a, b) = (key_bytes(key), key_bytes(other));
+    peer.swap(&a, &b)
+        .unwrap_or_else(|| Err(format!("{} has no transactions", peer.name())))
+}
+
+/// The value read for `key` is the loaded one (read-only mixes while nothing was written) or
+/// one of the right size.
 fn check(
     peer: &dyn Peer,
     mix: Mix,
@@ -118,7 +135,7 @@ fn check(
     value: &[u8],
     expected: &mut Vec<u8>,
 ) -> Result<(), String> {
-    let good = if mix.workload == Workload::C {
+    let good = if mix.workload == Workload::C && mix.as_loaded {
         value_for(key, 0, mix.value_size, expected);
         value == expected.as_slice()
     } else {

@@ -6,7 +6,7 @@
 //! and runs it again with the timestamp the error carries, so the retry is older than every
 //! transaction that started since and eventually wins.
 
-use super::{ReadError, WriteError};
+use super::{ReadError, ShardError, WriteError};
 use crate::catalog::TableId;
 use crate::txn::{ConflictWith, TxnTimestamp};
 use ringdb_io::IoError;
@@ -59,6 +59,27 @@ pub enum TxnError {
     /// A write of the transaction (its checks, or its commit) failed.
     #[error(transparent)]
     Write(#[from] WriteError),
+    /// A transaction of a [`Db`](crate::Db) could not reach one of its shards.
+    #[error(transparent)]
+    Shard(#[from] ShardError),
+    /// The part of a transaction of a [`Db`](crate::Db) on `shard` was gone when its commit
+    /// came (the transaction was ended already): nothing of the transaction is committed.
+    #[error("the transaction's part on shard {shard} is gone; nothing was committed")]
+    #[non_exhaustive]
+    PartLost {
+        /// The shard.
+        shard: usize,
+    },
+    /// Shard `shard` holds `open_max` transactions open already (each a transaction some
+    /// thread began and has not ended): a new one is refused rather than the table grown.
+    #[error("shard {shard} holds {open_max} open transactions already; end some first")]
+    #[non_exhaustive]
+    TooManyOpen {
+        /// The shard.
+        shard: usize,
+        /// The most it holds.
+        open_max: usize,
+    },
 }
 
 impl TxnError {
@@ -73,7 +94,11 @@ impl TxnError {
         match self {
             TxnError::Read(e) => e.io_cause(),
             TxnError::Write(e) => e.io_cause(),
-            TxnError::Conflict { .. } | TxnError::LockWaitStalled { .. } => None,
+            TxnError::Shard(_)
+            | TxnError::Conflict { .. }
+            | TxnError::LockWaitStalled { .. }
+            | TxnError::PartLost { .. }
+            | TxnError::TooManyOpen { .. } => None,
         }
     }
 }

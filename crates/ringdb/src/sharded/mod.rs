@@ -33,6 +33,7 @@
 
 mod across;
 mod batch_log;
+mod block;
 mod builder;
 mod call;
 mod caller;
@@ -45,12 +46,15 @@ mod iter;
 mod manifest;
 mod ops;
 mod packed;
+mod part;
 mod reply;
 mod shard;
 mod shard_handle;
 mod stats;
 mod syncer;
 mod tables;
+mod transaction;
+mod transaction_parts;
 
 pub use across::AcrossCommit;
 pub use batch_log::BATCH_LOG_FILE;
@@ -63,6 +67,7 @@ pub use manifest::{MANIFEST_FILE, SHARDS_MAX, SHARD_HASH};
 pub use shard_handle::Shard;
 pub use stats::ShardedStats;
 pub use tables::{Table, SYSTEM_PREFIX};
+pub use transaction::{DbTransaction, InTable, Pairs};
 
 use crate::error::{OpenError, ShardError, WriteError};
 use inbox::Inbox;
@@ -97,6 +102,9 @@ struct Shared {
     coordinator: OnceLock<cross::Coordinator>,
     /// Held while a table is created on every shard (ids must agree, see `tables.rs`).
     table_creation: Mutex<()>,
+    /// The clock transactions draw their timestamps (and part ids) from, shared by every
+    /// shard so that wait-die compares one age on all of them (`transaction.rs`).
+    clock: AtomicU64,
 }
 
 /// Identities of open databases.
@@ -146,6 +154,7 @@ impl Db {
                 closed: AtomicBool::new(false),
                 coordinator: OnceLock::new(),
                 table_creation: Mutex::new(()),
+                clock: AtomicU64::new(1),
             }),
         })
     }

@@ -1,0 +1,313 @@
+//! How a [`DbTransaction`] drives its parts: the requests to them, the commit protocol and
+//! the end of every part (see `transaction.rs` for why it is shaped so).
+
+use super::part::{self, PartOp, PartReply, Write};
+use super::transaction::{DbTransaction, Ended, Pairs};
+use crate::db::WriteBatch;
+use crate::error::{ShardError, TxnError};
+use crate::{AcrossCommit, Direction, TableId};
+use futures_util::future::join_all;
+use std::collections::BTreeMap;
+use std::ops::{Bound, RangeBounds};
+
+/// A reply from a part, or why it did not come.
+type Reply = Result<Result<PartReply, TxnError>, ShardError>;
+
+impl DbTransaction {
+    /// The value of `key` in `table`, locked shared (exclusive when `update`).
+    pub(super) async fn get_at(
+        &mut self,
+        table: TableId,
+        key: &[u8],
+        update: bool,
+    ) -> Result<Option<Vec<u8>>, TxnError> {
+        if let Some(written) = self.writes.get(&(table, key.to_vec())) {
+            return Ok(written.clone());
+        }
+        let shard = self.db.shard_of(key);
+        let key = key.to_vec();
+        match self.send(shard, PartOp::Get { table, key, update }).await? {
+            PartReply::Value(value) => Ok(value),
+            other => unreachable!("a get is answered with a value, not {other:?}"),
+        }
+    }
+
+    /// Writes (`Some`) or deletes (`None`) `key` of `table` at commit: kept here until then.
+    pub(super) async fn put_at(
+        &mut self,
+        table: TableId,
+        key: &[u8],
+        value: Option<&[u8]>,
+    ) -> Result<(), TxnError> {
+        assert!(!self.ended, "an ended transaction writes nothing");
+        self.writes
+            .insert((table, key.to_vec()), value.map(<[u8]>::to_vec));
+        Ok(())
+    }
+
+    /// Up to `limit` pairs of `table` within `bounds`, in key order: the range locked and read
+    /// on every shard at once (keys are spread by hash), the parts merged.
+    pub(super) async fn scan_at(
+        &mut self,
+        table: TableId,
+        bounds: (Bound<Vec<u8>>, Bound<Vec<u8>>),
+        limit: usize,
+    ) -> Result<Pairs, TxnError> {
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        let shards: Vec<usize> = (0..self.db.shard_count()).collect();
+        let deleted = (self.writes_within(table, &bounds))
+            .filter(|(_, value)| value.is_none())
+            .count();
+        let scan = |_| PartOp::Scan {
+            table,
+            start: bounds.0.clone(),
+            end: bounds.1.clone(),
+            direction: Direction::Forward,
+            limit: limit.saturating_add(deleted),
+        };
+        let mut pairs = BTreeMap::new();
+        for (_, reply) in self.send_each(&shards, scan).await {
+            match reply? {
+                PartReply::Rows(rows) => pairs.extend(rows),
+                other => unreachable!("a scan is answered with rows, not {other:?}"),
+            }
+        }
+        // The transaction's own writes over what the shards hold: each shard returned its
+        // first `limit` plus as many as this transaction deletes in the range, so the first
+        // `limit` of the merge are here.
+        for (key, value) in self.writes_within(table, &bounds) {
+            match value {
+                Some(value) => pairs.insert(key.clone(), value.clone()),
+                None => pairs.remove(key),
+            };
+        }
+        Ok(pairs.into_iter().take(limit).collect())
+    }
+
+    /// This transaction's writes to `table` within `bounds`, in key order.
+    fn writes_within<'w>(
+        &'w self,
+        table: TableId,
+        bounds: &'w (Bound<Vec<u8>>, Bound<Vec<u8>>),
+    ) -> impl Iterator<Item = (&'w Vec<u8>, &'w Option<Vec<u8>>)> + 'w {
+        let within = (bounds.0.as_ref(), bounds.1.as_ref());
+        self.writes
+            .range((table, Vec::new())..)
+            .take_while(move |((t, _), _)| *t == table)
+            .map(|((_, key), value)| (key, value))
+            .filter(move |(key, _)| within.contains(*key))
+    }
+
+    /// Sends `op` to this transaction's part on `shard` (begun there by the first).
+    async fn send(&mut self, shard: usize, op: PartOp) -> Result<PartReply, TxnError> {
+        assert!(!self.ended, "an ended transaction sends nothing");
+        self.note_part(shard);
+        let start = self.start;
+        self.in_flight = true;
+        let reply = (self.db)
+            .call_async(shard, move |handle| part::serve(handle, shard, start, op))
+            .await;
+        self.in_flight = false;
+        self.noted(shard, reply)
+    }
+
+    /// Sends `op(shard)` to the part on each of `shards` at once; the replies in that order.
+    async fn send_each(
+        &mut self,
+        shards: &[usize],
+        mut op: impl FnMut(usize) -> PartOp,
+    ) -> Vec<(usize, Result<PartReply, TxnError>)> {
+        assert!(!self.ended, "an ended transaction sends nothing");
+        shards.iter().for_each(|&shard| self.note_part(shard));
+        let start = self.start;
+        let requests = shards.iter().map(|&shard| {
+            let (db, op) = (self.db.clone(), op(shard));
+            async move {
+                let request = move |handle| part::serve(handle, shard, start, op);
+                (shard, db.call_async(shard, request).await)
+            }
+        });
+        self.in_flight = true;
+        let replies = join_all(requests).await;
+        self.in_flight = false;
+        replies
+            .into_iter()
+            .map(|(shard, reply)| (shard, self.noted(shard, reply)))
+            .collect()
+    }
+
+    /// Records a part on `shard` (once).
+    fn note_part(&mut self, shard: usize) {
+        if !self.parts.contains(&shard) {
+            self.parts.push(shard);
+        }
+        assert!(self.parts.len() <= self.db.shard_count());
+    }
+
+    /// `reply` from the part on `shard`, noting a conflict it died in.
+    fn noted(&mut self, shard: usize, reply: Reply) -> Result<PartReply, TxnError> {
+        let reply = reply.map_err(TxnError::from).and_then(|r| r);
+        if matches!(&reply, Err(e) if e.is_conflict()) {
+            self.died.get_or_insert(shard);
+        }
+        reply
+    }
+
+    /// Commits every part (see the module doc of `transaction.rs`).
+    /// With `wait_out`, a part that died in a conflict waits for the lock in its way to
+    /// change before this returns (for a retry that follows at once).
+    pub(super) async fn finish_commit(mut self, wait_out: bool) -> Ended {
+        let mut writes = self.writes_by_shard();
+        writes.keys().for_each(|&shard| self.note_part(shard));
+        let parts = self.parts.clone();
+        match parts.as_slice() {
+            [] => {
+                self.ended = true;
+                Ended::Committed
+            }
+            [only] => {
+                let writes = writes.remove(only).unwrap_or_default();
+                let finish = PartOp::Finish {
+                    writes,
+                    commit: true,
+                };
+                match self.send(*only, finish).await {
+                    Ok(_) => {
+                        self.ended = true;
+                        Ended::Committed
+                    }
+                    Err(e) => self.failed(e, wait_out).await,
+                }
+            }
+            _ => self.commit_spanning(parts, writes, wait_out).await,
+        }
+    }
+
+    /// The buffered writes, taken, by shard.
+    fn writes_by_shard(&mut self) -> BTreeMap<usize, Vec<Write>> {
+        let mut by_shard: BTreeMap<usize, Vec<Write>> = BTreeMap::new();
+        for ((table, key), value) in std::mem::take(&mut self.writes) {
+            let shard = self.db.shard_of(&key);
+            by_shard.entry(shard).or_default().push((table, key, value));
+        }
+        by_shard
+    }
+
+    /// Commits parts on several shards: each takes its writes and hands them back once its
+    /// shard's log is durable (a prepare); then, when more than one part writes, the record
+    /// of the cross-shard batch log that is the commit point; then each part commits.
+    async fn commit_spanning(
+        mut self,
+        parts: Vec<usize>,
+        mut writes_by_shard: BTreeMap<usize, Vec<Write>>,
+        wait_out: bool,
+    ) -> Ended {
+        let mut writes: Vec<(usize, WriteBatch)> = Vec::with_capacity(parts.len());
+        let prepare = |shard| PartOp::Finish {
+            writes: writes_by_shard.remove(&shard).unwrap_or_default(),
+            commit: false,
+        };
+        for (shard, prepared) in self.send_each(&parts, prepare).await {
+            match prepared {
+                Ok(PartReply::Writes(batch)) if batch.is_empty() => {}
+                Ok(PartReply::Writes(batch)) => writes.push((shard, batch)),
+                Ok(other) => unreachable!("a prepare is answered with writes, not {other:?}"),
+                Err(e) => return self.failed(e, wait_out).await,
+            }
+        }
+        let across = if writes.len() > 1 {
+            match self.db.log_across_async(&writes).await {
+                Ok(across) => Some(across),
+                Err(e) => return self.failed(e.into(), wait_out).await,
+            }
+        } else {
+            None
+        };
+        // Past the commit point when `across` is set: a part that fails to commit now is
+        // applied from the batch log at the reopen.
+        let marked = |shard| across.filter(|_| writes.iter().any(|(s, _)| *s == shard));
+        let committed = self.send_each(&parts, |s| PartOp::Commit(marked(s))).await;
+        self.ended = true;
+        let first_error = committed.into_iter().find_map(|(_, r)| r.err());
+        if let Some(across) = across {
+            self.db.across_done(across, first_error.is_none());
+        }
+        after_commit_point(across, first_error)
+    }
+
+    /// Aborts every part after `error` (see [`end_parts`](Self::end_parts) for `wait_out`);
+    /// a fresh attempt to retry with when a conflict caused it.
+    async fn failed(mut self, error: TxnError, wait_out: bool) -> Ended {
+        let died = self.died.is_some();
+        let (db, isolation, timestamp) =
+            (self.db.clone(), self.start.isolation, self.start.timestamp);
+        self.end_parts(wait_out).await;
+        if died && error.is_conflict() {
+            return Ended::Retry(DbTransaction::new(db, isolation, timestamp), error);
+        }
+        Ended::Failed(error)
+    }
+
+    /// Ends every part after the body of [`Db::transaction`](super::Db::transaction) failed:
+    /// a fresh attempt when a part died in a conflict.
+    pub(super) async fn retry_after_error(mut self) -> Option<DbTransaction> {
+        let died = self.died.is_some();
+        let (db, isolation, timestamp) =
+            (self.db.clone(), self.start.isolation, self.start.timestamp);
+        self.end_parts(true).await;
+        died.then(|| DbTransaction::new(db, isolation, timestamp))
+    }
+
+    /// Aborts every part. With `wait_out` (a retry follows at once), the part that died in a
+    /// conflict is ended last and waits, holding nothing anywhere, for the lock in its way to
+    /// change. Not otherwise: the holder may be another transaction of the very thread that
+    /// aborts. Failures are of shards that are gone, whose locks went with them.
+    pub(super) async fn end_parts(&mut self, wait_out: bool) {
+        let parts = std::mem::take(&mut self.parts);
+        let waiting = self.died.filter(|_| wait_out);
+        let others: Vec<usize> = parts.into_iter().filter(|s| Some(*s) != waiting).collect();
+        let _ = self
+            .send_each(&others, |_| PartOp::Abort { in_flight: false })
+            .await;
+        if let Some(shard) = waiting {
+            let _ = self.send(shard, PartOp::WaitOut).await;
+        }
+        self.parts.clear();
+        self.ended = true;
+    }
+}
+
+/// How a commit ended once past its parts' prepares: committed, or the first part's error.
+fn after_commit_point(across: Option<AcrossCommit>, first_error: Option<TxnError>) -> Ended {
+    match (first_error, across) {
+        (None, _) => Ended::Committed,
+        (Some(e), Some(across)) => {
+            tracing::error!(
+                "cross-shard transaction commit {}: a part failed after the commit point \
+                 (the reopen applies it): {e}",
+                across.id()
+            );
+            Ended::Failed(e)
+        }
+        (Some(e), None) => Ended::Failed(e),
+    }
+}
+
+impl Drop for DbTransaction {
+    /// Aborts every part without waiting (requests pushed to the shards).
+    fn drop(&mut self) {
+        if self.ended {
+            return;
+        }
+        let in_flight = self.in_flight;
+        let start = self.start;
+        for &shard in &self.parts {
+            let abort =
+                move |handle| part::serve(handle, shard, start, PartOp::Abort { in_flight });
+            // A shard that is down took its locks with it.
+            drop(self.db.submit(shard, abort));
+        }
+    }
+}

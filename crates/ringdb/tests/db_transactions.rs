@@ -1,0 +1,402 @@
+//! Transactions on a sharded `Db` (`Db::begin`, `Db::transaction`): reading their own writes,
+//! commit and abort across shards, dropped transactions releasing their locks, phantoms kept
+//! out of a scanned range, a task's async form, and a bank of accounts spread over the shards
+//! that threads transfer between while others audit it: the sum never changes, and every
+//! committed transfer is present, also after a reopen.
+
+use proptest::prelude::*;
+use ringdb::{Db, DbTransaction, Durability, Options, TxnError};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+fn dir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("ringdb-dbtxn-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+/// Options that run anywhere (no O_DIRECT: tmpfs too) with a small pool.
+fn options(durability: Durability) -> Options {
+    let mut o = Options {
+        pool_pages: 512,
+        direct: false,
+        durability,
+        wal_bytes: 4 << 20,
+        ..Options::default()
+    };
+    if ringdb_io::limits::io_uring_disabled().unwrap_or(0) != 0 {
+        o.io.engine = ringdb_io::EngineKind::Posix;
+    }
+    o
+}
+
+fn open(d: &PathBuf, shards: usize, durability: Durability) -> Db {
+    Db::builder(d)
+        .options(options(durability))
+        .shards(shards)
+        .open()
+        .unwrap()
+}
+
+fn account(i: u64) -> Vec<u8> {
+    format!("account{i:04}").into_bytes()
+}
+
+fn amount(value: &[u8]) -> i64 {
+    i64::from_be_bytes(value.try_into().expect("8 bytes"))
+}
+
+/// Keys that land on `shards` different shards, one each.
+fn keys_on_every_shard(db: &Db) -> Vec<Vec<u8>> {
+    let mut found: BTreeMap<usize, Vec<u8>> = BTreeMap::new();
+    for i in 0..10_000u64 {
+        let k = format!("k{i}").into_bytes();
+        found.entry(db.shard_of(&k)).or_insert(k);
+        if found.len() == db.shard_count() {
+            break;
+        }
+    }
+    found.into_values().collect()
+}
+
+#[test]
+fn a_transaction_is_send_and_reads_its_own_writes_across_shards() {
+    fn assert_send<T: Send>() {}
+    assert_send::<DbTransaction>();
+    let d = dir("own-writes");
+    let db = open(&d, 2, Durability::Fdatasync);
+    let keys = keys_on_every_shard(&db);
+    assert_eq!(keys.len(), 2);
+    db.insert(&keys[0], b"old").unwrap();
+    let mut txn = db.begin();
+    txn.insert(&keys[0], b"new0").unwrap();
+    txn.insert(&keys[1], b"new1").unwrap();
+    assert_eq!(txn.get(&keys[0]).unwrap().as_deref(), Some(&b"new0"[..]));
+    assert_eq!(txn.get(&keys[1]).unwrap().as_deref(), Some(&b"new1"[..]));
+    let moved = std::thread::spawn(move || {
+        txn.remove(&keys[0]).unwrap();
+        assert_eq!(txn.get(&keys[0]).unwrap(), None);
+        txn.commit()
+    });
+    moved.join().unwrap().unwrap();
+    let keys = keys_on_every_shard(&db);
+    assert_eq!(db.get(&keys[0]).unwrap(), None);
+    assert_eq!(db.get(&keys[1]).unwrap().as_deref(), Some(&b"new1"[..]));
+    db.close().unwrap();
+    // Durable across a reopen.
+    let db = open(&d, 2, Durability::Fdatasync);
+    assert_eq!(db.get(&keys[0]).unwrap(), None);
+    assert_eq!(db.get(&keys[1]).unwrap().as_deref(), Some(&b"new1"[..]));
+    db.close().unwrap();
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn abort_and_drop_discard_the_writes_and_release_the_locks() {
+    let d = dir("abort");
+    let db = open(&d, 2, Durability::None);
+    let keys = keys_on_every_shard(&db);
+    let mut txn = db.begin();
+    txn.insert(&keys[0], b"a").unwrap();
+    txn.insert(&keys[1], b"b").unwrap();
+    txn.abort();
+    let mut dropped = db.begin();
+    dropped.get_for_update(&keys[0]).unwrap();
+    dropped.insert(&keys[1], b"c").unwrap();
+    drop(dropped);
+    // A later (younger) transaction would die on a lock still held; it commits instead.
+    let mut later = db.begin();
+    assert_eq!(later.get(&keys[0]).unwrap(), None);
+    assert_eq!(later.get(&keys[1]).unwrap(), None);
+    later.insert(&keys[0], b"d").unwrap();
+    later.commit().unwrap();
+    assert_eq!(db.get(&keys[0]).unwrap().as_deref(), Some(&b"d"[..]));
+    assert_eq!(db.get(&keys[1]).unwrap(), None);
+    db.close().unwrap();
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn a_younger_transaction_dies_on_an_older_ones_lock_and_the_retry_wins() {
+    let d = dir("conflict");
+    let db = open(&d, 2, Durability::None);
+    let keys = keys_on_every_shard(&db);
+    let mut older = db.begin();
+    older.get_for_update(&keys[1]).unwrap();
+    let mut younger = db.begin();
+    younger.insert(&keys[0], b"y").unwrap();
+    let died = younger.get(&keys[1]).unwrap_err();
+    assert!(died.is_conflict(), "{died}");
+    younger.abort();
+    older.insert(&keys[1], b"o").unwrap();
+    older.commit().unwrap();
+    // `transaction` retries; the body sees the committed value.
+    let seen = db
+        .transaction(|txn| {
+            let v = txn.get(&keys[1])?;
+            txn.insert(&keys[0], b"y")?;
+            Ok::<_, TxnError>(v)
+        })
+        .unwrap();
+    assert_eq!(seen.as_deref(), Some(&b"o"[..]));
+    assert_eq!(db.get(&keys[0]).unwrap().as_deref(), Some(&b"y"[..]));
+    db.close().unwrap();
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn a_scanned_range_has_no_phantoms_until_the_scan_ends() {
+    let d = dir("phantom");
+    let db = open(&d, 2, Durability::None);
+    for i in 0..20u64 {
+        db.insert(&account(i * 2), &0i64.to_be_bytes()).unwrap();
+    }
+    let mut scanner = db.begin();
+    let first = scanner.prefix(b"account", 100).unwrap();
+    assert_eq!(first.len(), 20);
+    assert!(first.windows(2).all(|w| w[0].0 < w[1].0), "in key order");
+    let limited = scanner.range(account(4)..account(20), 3).unwrap();
+    let limited_keys: Vec<_> = limited.into_iter().map(|(k, _)| k).collect();
+    assert_eq!(limited_keys, vec![account(4), account(6), account(8)]);
+    // A younger writer into the range dies (the scanner is older): no phantom.
+    let mut writer = db.begin();
+    let refused = writer
+        .insert(&account(7), b"x")
+        .and_then(|()| writer.get(&account(7)));
+    let committed = refused.and_then(|_| writer.commit());
+    assert!(
+        matches!(&committed, Err(e) if e.is_conflict()),
+        "{committed:?}"
+    );
+    let again = scanner.prefix(b"account", 100).unwrap();
+    assert_eq!(again, first, "the scan repeats");
+    scanner.commit().unwrap();
+    db.close().unwrap();
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn a_task_runs_a_transaction_with_the_async_form() {
+    let d = dir("async");
+    let db = open(&d, 2, Durability::Fdatasync);
+    let keys = keys_on_every_shard(&db);
+    let task_keys = keys.clone();
+    let db_in_task = db.clone();
+    let read = db
+        .run_on(0, move |_| async move {
+            db_in_task
+                .transaction_async(async |txn: &mut DbTransaction| {
+                    txn.insert_async(&task_keys[0], b"0").await?;
+                    txn.insert_async(&task_keys[1], b"1").await?;
+                    txn.get_async(&task_keys[1]).await
+                })
+                .await
+        })
+        .unwrap()
+        .unwrap();
+    assert_eq!(read.as_deref(), Some(&b"1"[..]));
+    assert_eq!(db.get(&keys[0]).unwrap().as_deref(), Some(&b"0"[..]));
+    // The blocking form on a shard's thread is refused.
+    let db_in_task = db.clone();
+    let refused = db
+        .run_on(
+            1,
+            move |_| async move { db_in_task.begin().get(b"k").map(drop) },
+        )
+        .unwrap();
+    assert!(matches!(refused, Err(TxnError::Shard(_))), "{refused:?}");
+    db.close().unwrap();
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+/// What a transfer thread did.
+struct Ledger {
+    committed: Vec<(u64, u64, i64, Vec<u8>)>,
+}
+
+const ACCOUNTS: u64 = 24;
+const START_BALANCE: i64 = 1_000;
+
+/// One transfer of `amount` from `from` to `to`, with its record under `record`.
+fn transfer(db: &Db, from: u64, to: u64, amount_moved: i64, record: &[u8]) -> Result<(), TxnError> {
+    db.transaction(|txn| {
+        let a = txn
+            .get_for_update(&account(from))?
+            .map_or(0, |v| amount(&v));
+        let b = txn.get_for_update(&account(to))?.map_or(0, |v| amount(&v));
+        txn.insert(&account(from), &(a - amount_moved).to_be_bytes())?;
+        txn.insert(&account(to), &(b + amount_moved).to_be_bytes())?;
+        txn.insert(record, &amount_moved.to_be_bytes())
+    })
+}
+
+/// The sum of every balance, read in one transaction (a range over the accounts).
+fn audit(db: &Db) -> Result<i64, TxnError> {
+    db.transaction(|txn| {
+        let pairs = txn.prefix(b"account", 1_000)?;
+        assert_eq!(pairs.len() as u64, ACCOUNTS, "every account");
+        Ok(pairs.iter().map(|(_, v)| amount(v)).sum())
+    })
+}
+
+#[test]
+fn transfers_between_accounts_on_every_shard_keep_the_sum() {
+    let d = dir("bank");
+    let db = open(&d, 3, Durability::Fdatasync);
+    for i in 0..ACCOUNTS {
+        db.insert(&account(i), &START_BALANCE.to_be_bytes())
+            .unwrap();
+    }
+    let total = START_BALANCE * ACCOUNTS as i64;
+    let stop = Arc::new(AtomicBool::new(false));
+    let audits = Arc::new(AtomicU64::new(0));
+    let auditor = {
+        let (db, stop, audits) = (db.clone(), stop.clone(), audits.clone());
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                assert_eq!(
+                    audit(&db).unwrap(),
+                    total,
+                    "an audit saw money appear or vanish"
+                );
+                audits.fetch_add(1, Ordering::Relaxed);
+            }
+        })
+    };
+    let movers: Vec<_> = (0..4u64)
+        .map(|thread| {
+            let db = db.clone();
+            std::thread::spawn(move || {
+                let mut ledger = Ledger {
+                    committed: Vec::new(),
+                };
+                let mut state = thread.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+                for n in 0..150u64 {
+                    state ^= state << 13;
+                    state ^= state >> 7;
+                    state ^= state << 17;
+                    let from = state % ACCOUNTS;
+                    let to = (from + 1 + (state >> 20) % (ACCOUNTS - 1)) % ACCOUNTS;
+                    let moved = (state >> 40) as i64 % 50 + 1;
+                    let record = format!("transfer/{thread}/{n:05}").into_bytes();
+                    transfer(&db, from, to, moved, &record).unwrap();
+                    ledger.committed.push((from, to, moved, record));
+                }
+                ledger
+            })
+        })
+        .collect();
+    let ledgers: Vec<Ledger> = movers.into_iter().map(|t| t.join().unwrap()).collect();
+    stop.store(true, Ordering::Relaxed);
+    auditor.join().unwrap();
+    assert!(audits.load(Ordering::Relaxed) > 0, "the auditor ran");
+    let check = |db: &Db| {
+        let mut expected = vec![START_BALANCE; ACCOUNTS as usize];
+        for (from, to, moved, record) in ledgers.iter().flat_map(|l| &l.committed) {
+            expected[*from as usize] -= moved;
+            expected[*to as usize] += moved;
+            let present = db.get(record).unwrap();
+            assert_eq!(
+                present.map(|v| amount(&v)),
+                Some(*moved),
+                "a committed transfer"
+            );
+        }
+        for (i, balance) in expected.iter().enumerate() {
+            let stored = db.get(&account(i as u64)).unwrap().map(|v| amount(&v));
+            assert_eq!(stored, Some(*balance), "account {i}");
+        }
+        assert_eq!(audit(db).unwrap(), total);
+    };
+    check(&db);
+    db.close().unwrap();
+    let db = open(&d, 3, Durability::Fdatasync);
+    check(&db);
+    db.close().unwrap();
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+/// An operation of the model test.
+#[derive(Clone, Debug)]
+enum Step {
+    Get(u8),
+    Insert(u8, u8),
+    Remove(u8),
+    Range(u8, u8, usize),
+    Commit,
+    Abort,
+}
+
+fn step() -> impl Strategy<Value = Step> {
+    prop_oneof![
+        3 => any::<u8>().prop_map(|k| Step::Get(k % 64)),
+        4 => (any::<u8>(), any::<u8>()).prop_map(|(k, v)| Step::Insert(k % 64, v)),
+        2 => any::<u8>().prop_map(|k| Step::Remove(k % 64)),
+        2 => (any::<u8>(), any::<u8>(), 0..12usize).prop_map(|(a, b, n)| Step::Range(a % 64, b % 64, n)),
+        1 => Just(Step::Commit),
+        1 => Just(Step::Abort),
+    ]
+}
+
+fn model_key(k: u8) -> Vec<u8> {
+    format!("m{k:03}").into_bytes()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+    /// Transactions on three shards agree with a model: committed state plus the open
+    /// transaction's own writes, for gets and ranges with limits; commits keep the writes,
+    /// aborts drop them.
+    #[test]
+    fn transactions_agree_with_a_model(steps in proptest::collection::vec(step(), 1..60)) {
+        let d = dir("model");
+        let db = open(&d, 3, Durability::None);
+        let mut committed: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
+        let mut pending = committed.clone();
+        let mut txn = db.begin();
+        for step in steps {
+            match step {
+                Step::Get(k) => {
+                    let got = txn.get(&model_key(k)).unwrap();
+                    prop_assert_eq!(got.as_ref(), pending.get(&model_key(k)));
+                }
+                Step::Insert(k, v) => {
+                    txn.insert(&model_key(k), &[v]).unwrap();
+                    pending.insert(model_key(k), vec![v]);
+                }
+                Step::Remove(k) => {
+                    txn.remove(&model_key(k)).unwrap();
+                    pending.remove(&model_key(k));
+                }
+                Step::Range(a, b, n) => {
+                    let (a, b) = (model_key(a.min(b)), model_key(a.max(b)));
+                    let got = txn.range(a.clone()..b.clone(), n).unwrap();
+                    let want: Vec<_> = pending
+                        .range(a..b)
+                        .take(n)
+                        .map(|(k, v)| (k.clone(), v.clone()))
+                        .collect();
+                    prop_assert_eq!(got, want);
+                }
+                Step::Commit => {
+                    txn.commit().unwrap();
+                    committed = pending.clone();
+                    txn = db.begin();
+                }
+                Step::Abort => {
+                    txn.abort();
+                    pending = committed.clone();
+                    txn = db.begin();
+                }
+            }
+        }
+        drop(txn);
+        let stored: BTreeMap<_, _> = db.prefix(b"m").map(Result::unwrap).collect();
+        prop_assert_eq!(stored, committed);
+        db.close().unwrap();
+        let _ = std::fs::remove_dir_all(&d);
+    }
+}
