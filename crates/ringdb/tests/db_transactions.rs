@@ -222,10 +222,10 @@ const START_BALANCE: i64 = 1_000;
 /// One transfer of `amount` from `from` to `to`, with its record under `record`.
 fn transfer(db: &Db, from: u64, to: u64, amount_moved: i64, record: &[u8]) -> Result<(), TxnError> {
     db.transaction(|txn| {
-        let a = txn
-            .get_for_update(&account(from))?
-            .map_or(0, |v| amount(&v));
-        let b = txn.get_for_update(&account(to))?.map_or(0, |v| amount(&v));
+        let (from_key, to_key) = (account(from), account(to));
+        let both = txn.get_many_for_update(&[&from_key, &to_key])?;
+        let a = both[0].as_deref().map_or(0, amount);
+        let b = both[1].as_deref().map_or(0, amount);
         txn.insert(&account(from), &(a - amount_moved).to_be_bytes())?;
         txn.insert(&account(to), &(b + amount_moved).to_be_bytes())?;
         txn.insert(record, &amount_moved.to_be_bytes())
@@ -322,6 +322,7 @@ fn transfers_between_accounts_on_every_shard_keep_the_sum() {
 #[derive(Clone, Debug)]
 enum Step {
     Get(u8),
+    GetMany(u8, u8, u8),
     Insert(u8, u8),
     Remove(u8),
     Range(u8, u8, usize),
@@ -332,6 +333,7 @@ enum Step {
 fn step() -> impl Strategy<Value = Step> {
     prop_oneof![
         3 => any::<u8>().prop_map(|k| Step::Get(k % 64)),
+        2 => (any::<u8>(), any::<u8>(), any::<u8>()).prop_map(|(a, b, c)| Step::GetMany(a % 64, b % 64, c % 64)),
         4 => (any::<u8>(), any::<u8>()).prop_map(|(k, v)| Step::Insert(k % 64, v)),
         2 => any::<u8>().prop_map(|k| Step::Remove(k % 64)),
         2 => (any::<u8>(), any::<u8>(), 0..12usize).prop_map(|(a, b, n)| Step::Range(a % 64, b % 64, n)),
@@ -362,6 +364,13 @@ proptest! {
                 Step::Get(k) => {
                     let got = txn.get(&model_key(k)).unwrap();
                     prop_assert_eq!(got.as_ref(), pending.get(&model_key(k)));
+                }
+                Step::GetMany(a, b, c) => {
+                    let keys = [model_key(a), model_key(b), model_key(c)];
+                    let refs: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
+                    let got = txn.get_many(&refs).unwrap();
+                    let want: Vec<_> = keys.iter().map(|k| pending.get(k).cloned()).collect();
+                    prop_assert_eq!(got, want);
                 }
                 Step::Insert(k, v) => {
                     txn.insert(&model_key(k), &[v]).unwrap();

@@ -109,8 +109,9 @@ impl Peer for Ringdb {
 
     fn swap(&self, a: &[u8], b: &[u8]) -> Option<Result<(), String>> {
         let swapped = self.db.transaction(|txn| {
-            let value_a = txn.get_for_update(a)?.unwrap_or_default();
-            let value_b = txn.get_for_update(b)?.unwrap_or_default();
+            let mut both = txn.get_many_for_update(&[a, b])?;
+            let value_b = both.pop().flatten().unwrap_or_default();
+            let value_a = both.pop().flatten().unwrap_or_default();
             txn.insert(a, &value_b)?;
             txn.insert(b, &value_a)
         });

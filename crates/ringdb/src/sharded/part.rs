@@ -44,10 +44,10 @@ pub(super) type Write = (TableId, Vec<u8>, Option<Vec<u8>>);
 /// An operation on a part.
 #[derive(Debug)]
 pub(super) enum PartOp {
-    /// A read, locked shared (exclusive when `update`: it will be written).
+    /// Reads, each locked shared (exclusive when `update`: it will be written).
     Get {
         table: TableId,
-        key: Vec<u8>,
+        keys: Vec<Vec<u8>>,
         update: bool,
     },
     /// A range read under a range lock.
@@ -76,7 +76,7 @@ pub(super) enum PartOp {
 /// What an operation on a part returns.
 #[derive(Debug)]
 pub(super) enum PartReply {
-    Value(Option<Vec<u8>>),
+    Values(Vec<Option<Vec<u8>>>),
     Rows(Vec<(Vec<u8>, Vec<u8>)>),
     Done,
     Writes(WriteBatch),
@@ -132,10 +132,20 @@ async fn apply(txn: &mut Transaction, writes: Vec<Write>) -> Result<(), TxnError
 /// A read or scan of an open part.
 async fn read(txn: &mut Transaction, op: PartOp) -> Result<PartReply, TxnError> {
     match op {
-        PartOp::Get { table, key, update } if update => {
-            txn.get_for_update(table, &key).await.map(PartReply::Value)
+        PartOp::Get {
+            table,
+            keys,
+            update,
+        } => {
+            let mut values = Vec::with_capacity(keys.len());
+            for key in &keys {
+                values.push(match update {
+                    true => txn.get_for_update(table, key).await?,
+                    false => txn.get(table, key).await?,
+                });
+            }
+            Ok(PartReply::Values(values))
         }
-        PartOp::Get { table, key, .. } => txn.get(table, &key).await.map(PartReply::Value),
         PartOp::Scan {
             table,
             start,

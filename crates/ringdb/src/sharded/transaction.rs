@@ -199,6 +199,20 @@ impl DbTransaction {
         self.in_default().get_for_update(key)
     }
 
+    /// The values of `keys`, in their order, each under a shared lock: one round trip to
+    /// every shard involved, all at once, rather than one per key.
+    pub fn get_many(&mut self, keys: &[&[u8]]) -> Result<Vec<Option<Vec<u8>>>, TxnError> {
+        self.in_default().get_many(keys)
+    }
+
+    /// [`get_many`](Self::get_many) under exclusive locks.
+    pub fn get_many_for_update(
+        &mut self,
+        keys: &[&[u8]],
+    ) -> Result<Vec<Option<Vec<u8>>>, TxnError> {
+        self.in_default().get_many_for_update(keys)
+    }
+
     /// Writes `value` under `key` at commit (the transaction reads it back meanwhile).
     pub fn insert(&mut self, key: &[u8], value: &[u8]) -> Result<(), TxnError> {
         self.in_default().insert(key, value)
@@ -233,6 +247,22 @@ impl DbTransaction {
     /// [`get_for_update`](Self::get_for_update) for a task.
     pub async fn get_for_update_async(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>, TxnError> {
         self.get_at(TableId::DEFAULT, key, true).await
+    }
+
+    /// [`get_many`](Self::get_many) for a task.
+    pub async fn get_many_async(
+        &mut self,
+        keys: &[&[u8]],
+    ) -> Result<Vec<Option<Vec<u8>>>, TxnError> {
+        self.get_many_at(TableId::DEFAULT, keys, false).await
+    }
+
+    /// [`get_many_for_update`](Self::get_many_for_update) for a task.
+    pub async fn get_many_for_update_async(
+        &mut self,
+        keys: &[&[u8]],
+    ) -> Result<Vec<Option<Vec<u8>>>, TxnError> {
+        self.get_many_at(TableId::DEFAULT, keys, true).await
     }
 
     /// [`insert`](Self::insert) for a task.
@@ -315,6 +345,21 @@ impl InTable<'_> {
         block_on(self.txn.get_at(self.table, key, true))
     }
 
+    /// See [`DbTransaction::get_many`].
+    pub fn get_many(&mut self, keys: &[&[u8]]) -> Result<Vec<Option<Vec<u8>>>, TxnError> {
+        self.txn.db.check_blocking_allowed()?;
+        block_on(self.txn.get_many_at(self.table, keys, false))
+    }
+
+    /// See [`DbTransaction::get_many_for_update`].
+    pub fn get_many_for_update(
+        &mut self,
+        keys: &[&[u8]],
+    ) -> Result<Vec<Option<Vec<u8>>>, TxnError> {
+        self.txn.db.check_blocking_allowed()?;
+        block_on(self.txn.get_many_at(self.table, keys, true))
+    }
+
     /// See [`DbTransaction::insert`].
     pub fn insert(&mut self, key: &[u8], value: &[u8]) -> Result<(), TxnError> {
         self.txn.db.check_blocking_allowed()?;
@@ -351,6 +396,22 @@ impl InTable<'_> {
     /// [`get_for_update`](Self::get_for_update) for a task.
     pub async fn get_for_update_async(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>, TxnError> {
         self.txn.get_at(self.table, key, true).await
+    }
+
+    /// [`get_many`](Self::get_many) for a task.
+    pub async fn get_many_async(
+        &mut self,
+        keys: &[&[u8]],
+    ) -> Result<Vec<Option<Vec<u8>>>, TxnError> {
+        self.txn.get_many_at(self.table, keys, false).await
+    }
+
+    /// [`get_many_for_update`](Self::get_many_for_update) for a task.
+    pub async fn get_many_for_update_async(
+        &mut self,
+        keys: &[&[u8]],
+    ) -> Result<Vec<Option<Vec<u8>>>, TxnError> {
+        self.txn.get_many_at(self.table, keys, true).await
     }
 
     /// [`insert`](Self::insert) for a task.

@@ -21,15 +21,51 @@ impl DbTransaction {
         key: &[u8],
         update: bool,
     ) -> Result<Option<Vec<u8>>, TxnError> {
-        if let Some(written) = self.writes.get(&(table, key.to_vec())) {
-            return Ok(written.clone());
+        let mut values = self.get_many_at(table, &[key], update).await?;
+        assert_eq!(values.len(), 1);
+        Ok(values.pop().flatten())
+    }
+
+    /// The values of `keys` in `table`, in their order, locked shared (exclusive when
+    /// `update`): one request per shard involved, all at once.
+    pub(super) async fn get_many_at(
+        &mut self,
+        table: TableId,
+        keys: &[&[u8]],
+        update: bool,
+    ) -> Result<Vec<Option<Vec<u8>>>, TxnError> {
+        let mut values = vec![None; keys.len()];
+        let mut positions: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
+        for (position, key) in keys.iter().enumerate() {
+            match self.writes.get(&(table, key.to_vec())) {
+                Some(written) => values[position] = written.clone(),
+                None => positions
+                    .entry(self.db.shard_of(key))
+                    .or_default()
+                    .push(position),
+            }
         }
-        let shard = self.db.shard_of(key);
-        let key = key.to_vec();
-        match self.send(shard, PartOp::Get { table, key, update }).await? {
-            PartReply::Value(value) => Ok(value),
-            other => unreachable!("a get is answered with a value, not {other:?}"),
+        let shards: Vec<usize> = positions.keys().copied().collect();
+        let get = |shard| PartOp::Get {
+            table,
+            keys: positions[&shard]
+                .iter()
+                .map(|&p| keys[p].to_vec())
+                .collect(),
+            update,
+        };
+        for (shard, reply) in self.send_each(&shards, get).await {
+            match reply? {
+                PartReply::Values(found) => {
+                    assert_eq!(found.len(), positions[&shard].len());
+                    for (&position, value) in positions[&shard].iter().zip(found) {
+                        values[position] = value;
+                    }
+                }
+                other => unreachable!("a get is answered with values, not {other:?}"),
+            }
         }
+        Ok(values)
     }
 
     /// Writes (`Some`) or deletes (`None`) `key` of `table` at commit: kept here until then.
