@@ -15,7 +15,10 @@
 //!   [`Db::multi_get`], [`Db::write`] (atomic across tables and shards, also across a crash),
 //!   [`Db::range`] and [`Db::prefix`] (streaming iterators merged across shards, both ends),
 //!   named tables ([`Db::table`], [`Table`]), the `*_async` variants for tasks, and
-//!   [`Db::run_on`] to run thread-per-core code on a shard ([`Shard`]).
+//!   [`Db::run_on`] to run thread-per-core code on a shard ([`Shard`]). Serializable
+//!   transactions across shards, from any thread: [`Db::transaction`] (retries conflicts) or
+//!   [`Db::begin`] ([`DbTransaction`]: reads of its own writes, `get_many`, locked ranges,
+//!   commit atomic across a crash on every shard it wrote).
 //! - [`LocalDb`]: one shard on the calling thread (`!Send`), with its runtime: what each shard
 //!   runs, and what the benchmarks drive directly ([`LocalDb::handle`], [`DbHandle`]: many
 //!   tasks of its runtime at once; a task that faults a page parks, the others run, and their
@@ -62,6 +65,13 @@
 //! let other = db.clone();
 //! let seen = std::thread::spawn(move || other.get(b"cherry")).join().unwrap()?;
 //! assert_eq!(seen.as_deref(), Some(&b"dark red"[..]));
+//! // A transaction across shards: both writes or neither, isolated from other threads.
+//! db.transaction(|tx| {
+//!     let banana = tx.get_for_update(b"banana")?.unwrap_or_default();
+//!     tx.insert(b"apple", &banana)?;
+//!     tx.remove(b"banana")
+//! })?;
+//! assert_eq!(db.get(b"apple")?.as_deref(), Some(&b"yellow"[..]));
 //! assert!(db.verify()?.iter().all(|report| report.is_ok()));
 //! db.close()?;
 //! # std::fs::remove_dir_all(&dir).ok();
