@@ -6,7 +6,9 @@ RINGDB="$ROOT/target/release/ringdb"
 BENCH_DIR=${BENCH_DIR:-/var/tmp/ringdb-bench}
 FILE_TARGET="$BENCH_DIR/2g.dat"
 ZRAM=/dev/zram0
-RESULTS="$ROOT/docs/results"
+# Raw output (JSON, printouts, plots, generated pages) goes here, not into docs/results/: copy the
+# tables that matter into docs/results/<topic>.md by hand. Override with RESULTS=DIR.
+RESULTS=${RESULTS:-$ROOT/target/results}
 
 build_ringdb() {
   (cd "$ROOT" && cargo build --release -q -p ringdb-cli)

@@ -120,9 +120,8 @@ pub struct IoSpec {
     /// Memory each job's buffers span, in bytes; `None`: one buffer per slot (iodepth x bs,
     /// as fio). With more, each slot cycles through its own share of `span / bs` buffers, so
     /// the device writes into as much memory as a database's buffer pool spans. Where the
-    /// device's DMA is translated by a hypervisor, that can cost device time (the VM this was
-    /// built on served 4 KiB reads ~7% slower into 32 MiB per job, ~11% into 128 MiB, than
-    /// into 256 KiB).
+    /// device's DMA is translated by a hypervisor, that can cost device time (measured:
+    /// docs/results/issue12-thread-per-core.md, twelfth session).
     pub buffer_span: Option<u64>,
     /// Each block read is checksummed (CRC32C, as a database verifies a page it has just read)
     /// when its completion is reaped, and the cycles that took are reported

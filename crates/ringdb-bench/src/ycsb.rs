@@ -235,7 +235,8 @@ impl Shared {
         let n = self.ops.get() + 1;
         self.ops.set(n);
         // From the time-stamp counter the latency was read with, not a clock call per
-        // operation (a vDSO clock_gettime cost 3% of an in-memory read).
+        // operation (a vDSO clock_gettime per read showed in the profile of an in-memory read:
+        // docs/results/issue15-cpu-per-op.md).
         let elapsed = Duration::from_nanos(ticks_to_ns(now_tsc.saturating_sub(self.start_tsc)));
         let sec = elapsed.as_secs() as usize;
         let mut per_second = self.per_second.borrow_mut();

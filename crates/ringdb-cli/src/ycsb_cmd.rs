@@ -73,8 +73,8 @@ pub struct YcsbArgs {
     fixedbufs: bool,
     /// Pin the database's thread (its ring and io-wq workers), and the model's calibration
     /// runs with it, to this CPU (one shard only). Where the device's completions interrupt
-    /// one CPU, the CPU the thread runs on moves the CPU time per operation (on the VM this
-    /// was built on, by 15-20%): pin it for figures that are compared.
+    /// one CPU, the CPU the thread runs on moves the CPU time per operation (measured:
+    /// docs/results/issue15-cpu-per-op.md): pin it for figures that are compared.
     #[arg(long)]
     pub(crate) cpu: Option<u32>,
     /// off (no log: the ladder's engine) | none | fdatasync | thread | odsync

@@ -245,14 +245,13 @@ impl Batching {
     ///
     /// Adaptive: while at least the low-water mark is at the device, fewer than
     /// [`adaptive_batch`]`(depth)` requests wait for the loop's next enter (the reap that runs
-    /// completions' task work, or the wait) or a later pass instead of taking an enter of
-    /// their own. Every enter that hands requests over may ring the device's doorbell, which
-    /// in a VM is an exit to the host: out of memory with 128 tasks on a virtio disk, flushing
-    /// three or more at the end of every pass made 0.17 enters per operation and the doorbell
-    /// took 9% of the CPU (3,400 cycles per page read, against 250 in raw reads at the same
-    /// depth); holding them made 0.07 enters per operation and cost 4-18% fewer cycles per
-    /// operation. Held requests wait at most until the loop runs out of ready tasks, while a
-    /// quarter of the depth keeps the device busy.
+    /// completions' task work, or the wait) or a later pass instead of taking an enter of their
+    /// own. Every enter that hands requests over may ring the device's doorbell, which in a VM is
+    /// an exit to the host: out of memory with 128 tasks on a virtio disk, flushing three or more
+    /// at the end of every pass rang it far more often per page read than raw reads at the same
+    /// depth do; holding them cut both the enters and the cycles per operation (measured:
+    /// docs/results/issue15-cpu-per-op.md, fifteenth session). Held requests wait at most until the
+    /// loop runs out of ready tasks, while a quarter of the depth keeps the device busy.
     pub fn flush_at_end_of_pass(
         self,
         pending: usize,

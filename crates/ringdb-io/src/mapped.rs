@@ -1,13 +1,13 @@
 //! A large buffer pool's memory, mapped on its own and backed by transparent huge pages.
 //!
-//! A buffer manager touches a different frame on almost every page it pins. With 4 KiB pages a
-//! pool of 256 MiB spans 65,536 TLB entries, far beyond any TLB, so every pin of a cold frame
-//! pays a page walk (in a virtual machine a two-dimensional one): measured here as the largest
-//! single cost of an in-memory point read. Backed by 2 MiB pages the same pool needs 128 entries.
-//! The region is an anonymous mapping aligned to 2 MiB with `MADV_HUGEPAGE`, which works when
-//! the kernel's THP mode is `always` or `madvise`; where THP is off the advice is refused or
-//! ignored and the memory is ordinary pages (never an error). The kernel zeroes it, and pages
-//! are only populated when first touched.
+//! A buffer manager touches a different frame on almost every page it pins. With 4 KiB pages a pool
+//! of 256 MiB spans 65,536 TLB entries, far beyond any TLB, so every pin of a cold frame pays a
+//! page walk (in a virtual machine a two-dimensional one): once other costs were cut, the largest
+//! single cost of an in-memory point read (measured: docs/results/issue15-cpu-per-op.md). Backed by
+//! 2 MiB pages the same pool needs 128 entries. The region is an anonymous mapping aligned to 2 MiB
+//! with `MADV_HUGEPAGE`, which works when the kernel's THP mode is `always` or `madvise`; where THP
+//! is off the advice is refused or ignored and the memory is ordinary pages (never an error). The
+//! kernel zeroes it, and pages are only populated when first touched.
 
 /// Bytes of a huge page (x86_64 and arm64 with 4 KiB base pages).
 pub(crate) const HUGE_PAGE_BYTES: usize = 2 << 20;

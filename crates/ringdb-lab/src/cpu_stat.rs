@@ -5,11 +5,11 @@
 //! time a CPU spends handling an interrupt, and the softirq work that follows it (a block
 //! device's completions, the io_uring completions they post), is charged to whatever task the
 //! interrupt found running. A thread that shares its CPU with a device's completion interrupts
-//! pays for them in its CPU time, and pays more the busier it is: on the VM ringdb was built
-//! on, out-of-memory YCSB pinned to the CPU that takes the virtio disk's interrupts spent 11-12%
-//! of its time in softirq context (`perf`: 12.2% of its samples; `/proc/stat`: 10.8% of the
-//! CPU), while raw reads at the same depth on that CPU spent 2% of theirs there: they sleep
-//! when the interrupts come. So the CPU time per operation of a run depends on something no
+//! pays for them in its CPU time, and pays more the busier it is: out-of-memory YCSB pinned to
+//! the CPU that takes a virtio disk's interrupts spent several times the share of its time in
+//! softirq context that raw reads at the same depth on that CPU spent there, because those
+//! sleep when the interrupts come (measured: docs/results/issue15-cpu-per-op.md, fifteenth
+//! session). So the CPU time per operation of a run depends on something no
 //! cost of the engine's explains, and a report can say how much.
 //!
 //! `/proc/stat` counts, per CPU, the time spent in hard and soft interrupt context (sampled at

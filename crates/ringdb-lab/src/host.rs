@@ -1,10 +1,10 @@
 //! The machine a result was measured on, written into every report.
 //!
-//! Cycle counts and the ratio between a synchronous and an asynchronous engine depend on the
-//! host far more than on a day's noise: in one session the TPC-C ladder's `+async` step ran
-//! at 1.97x `posix` on one VM and at 6.28x on the next, because a virtio doorbell (a VM exit
-//! per synchronous read) cost much more there. A report that names its host can be compared
-//! with another; one that does not cannot.
+//! Cycle counts and the ratio between a synchronous and an asynchronous engine depend on the host
+//! far more than on a day's noise: the TPC-C ladder's `+async` step over `posix` changed
+//! severalfold from one VM to the next, because a virtio doorbell (a VM exit per synchronous read)
+//! cost much more there (measured: docs/results/issue13-tpcc.md, ninth session). A report that
+//! names its host can be compared with another; one that does not cannot.
 
 use serde::Serialize;
 

@@ -4,11 +4,11 @@
 //! vector is routed to, and unless the kernel is built with `IRQ_TIME_ACCOUNTING` the time
 //! spent handling it is charged to whatever task that CPU was running. So the CPU time per
 //! operation a run measures depends on whether its thread shares a CPU with the device's
-//! interrupts. On the VM ringdb was built on, every completion of its disk interrupted CPU 1
-//! (about one interrupt per hundred operations, each handling the completions of many reads),
-//! and the same YCSB run cost 15-25% more cycles per operation pinned to CPU 0 (each
-//! completion then crosses CPUs) than to CPU 1 (where it is charged the handlers it is
-//! interrupted by). A report that says which CPUs took the run's interrupts can be read; one
+//! interrupts. Where every completion of a disk interrupts one CPU (each interrupt handling
+//! the completions of many reads), the same YCSB run costs more cycles per operation pinned to
+//! another CPU (each completion then crosses CPUs) than to that one (where it is charged the
+//! handlers it is interrupted by) (measured: docs/results/issue15-cpu-per-op.md, fourteenth
+//! session). A report that says which CPUs took the run's interrupts can be read; one
 //! that does not cannot.
 //!
 //! The device's interrupts are its PCI function's MSI/MSI-X vectors (`msi_irqs/` in sysfs,

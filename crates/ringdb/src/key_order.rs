@@ -1,11 +1,11 @@
 //! Key comparison for node searches without a library call per step.
 //!
-//! A binary search over a node compares the search key with about log2(count) stored keys.
-//! Through `<[u8] as Ord>` each comparison is a call to `memcmp` (measured here: a fifth of an
-//! in-memory point read for 8-byte keys). Most keys differ within their first eight bytes, so
-//! the search key's first eight bytes are loaded once as a big-endian integer (its *head*,
-//! zero-padded when shorter), each stored key's head the same way, and two integers are
-//! compared; only keys whose heads are equal fall back to the full comparison.
+//! A binary search over a node compares the search key with about log2(count) stored keys. Through
+//! `<[u8] as Ord>` each comparison is a call to `memcmp` (which led the profile of an in-memory
+//! point read for 8-byte keys: docs/results/issue15-cpu-per-op.md). Most keys differ within their
+//! first eight bytes, so the search key's first eight bytes are loaded once as a big-endian integer
+//! (its *head*, zero-padded when shorter), each stored key's head the same way, and two integers
+//! are compared; only keys whose heads are equal fall back to the full comparison.
 //!
 //! Why zero padding keeps the order: for heads taken from the first `min(len, 8)` bytes and
 //! zero-padded, `head(a) < head(b)` implies `a < b` in memcmp order (the first differing byte

@@ -2,9 +2,9 @@
 //!
 //! Why: a device with one completion vector (virtio-blk's single queue, a disk whose queues
 //! outnumber its vectors) interrupts one CPU for every completion, whichever CPU submitted
-//! the request. A thread on another CPU then pays for each completion crossing over: on the
-//! VM ringdb was built on, a page read cost ~5,500 cycles on CPU 0 against ~3,000 on CPU 1,
-//! the CPU its disk interrupts, and YCSB cost 15-25% more cycles per operation. A device
+//! the request. A thread on another CPU then pays for each completion crossing over: a page
+//! read, and a YCSB operation with it, costs more cycles there than on the CPU the disk
+//! interrupts (measured: docs/results/issue15-cpu-per-op.md, fourteenth session). A device
 //! with a queue per CPU (NVMe) completes on the submitting CPU's own vector, and where the
 //! thread runs does not matter to it. The advice measures which case it is: two short raw
 //! read runs pinned to two CPUs, the device's interrupts counted during each, and the cycles

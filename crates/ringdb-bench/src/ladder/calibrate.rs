@@ -384,7 +384,8 @@ const CHECKSUM_REGION_BYTES: usize = 64 << 20;
 /// Cycles to seal (checksum) one page that is not in the CPU's caches. A page being verified
 /// has just arrived from storage, and a page being sealed for write-back is an eviction victim
 /// nobody touched for a while: neither is in the caches, and a checksum over a cold page costs
-/// its 64 cache-line fills too (here about 1.3x the same checksum over a cached page). Pages
+/// its 64 cache-line fills too (dearer than the same checksum over a cached page; measured:
+/// docs/results/issue15-cpu-per-op.md). Pages
 /// are visited in a scattered order, so the hardware prefetcher cannot run ahead of the
 /// next page.
 pub(crate) fn checksum_cycles(page_size: usize) -> f64 {

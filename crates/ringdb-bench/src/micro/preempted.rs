@@ -3,7 +3,7 @@
 //! A time-stamp counter measures wall time: on a shared machine (this one runs several builds
 //! on two cores) a thread is descheduled for whole milliseconds, and the one sample that spans
 //! the switch grows by a million cycles while every other sample is untouched. A plain mean
-//! would spread that over all of them (three times the true cost was seen here under load);
+//! would spread that over all of them (under load it can come out several times the true cost);
 //! dropping the samples far above the median keeps the mean of what the code itself cost.
 
 /// Samples above this many times the median are taken to span a preemption or an interrupt.

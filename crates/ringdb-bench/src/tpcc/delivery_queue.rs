@@ -3,8 +3,9 @@
 //!
 //! Why: every Delivery of a warehouse takes the oldest NEW-ORDER row of each district in turn,
 //! so two Deliveries of one warehouse running together want the same rows, and all but one die
-//! and retry. Once Deliveries slowed down they piled up (at W=1, 128 tasks: about 77 running
-//! at once, 96% of their attempts dying, p50 0.39 s), which made each one slower still. The
+//! and retry. Once Deliveries slowed down they piled up (at W=1 with 128 tasks, dozens ran at
+//! once and nearly all their attempts died; measured: docs/results/issue13-tpcc.md, eighth
+//! session), which made each one slower still. The
 //! queue serialises them per warehouse; a task waits its turn parked, not retrying.
 
 use std::cell::{Cell, RefCell};

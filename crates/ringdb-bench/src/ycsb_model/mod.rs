@@ -18,12 +18,13 @@
 //! - `c_read` and `c_write`: cycles per page read and write of the run's engine and switches
 //!   (engine, batching, registered buffers, queue depth), from raw I/O runs: reads over the
 //!   database's own data, writes over a scratch file beside it (never over the data), their
-//!   buffers spread over as much memory as the pool (the run's reads land in its frames; on
-//!   the VM this was built on, reads into 40 MiB cost ~6% more cycles than into 512 KiB);
+//!   buffers spread over as much memory as the pool (the run's reads land in its frames, and
+//!   reads spread over more memory can cost more cycles: docs/results/issue15-cpu-per-op.md);
 //! - `c_checksum_read`: the verification of a page just read. The device, or in a VM the
 //!   host, has just written that page, and what reading it costs depends on where that left
-//!   it: on the VM this was built on it moved between ~850 and ~2,500 cycles from one second
-//!   to the next with the host's load, most of what a run's cycles per operation moved by. So
+//!   it: it can move severalfold from one second to the next with the host's load, and that
+//!   was most of what a run's cycles per operation moved by (measured:
+//!   docs/results/issue15-cpu-per-op.md, thirteenth session). So
 //!   the run times its own verifications (`BufferManager::time_verification`, two TSC reads
 //!   per page read) and the prediction uses that figure; the calibration's (the CRC32C of
 //!   each page of the `c_read` run as its completion is reaped, taken out of `c_read`) stands
@@ -37,10 +38,10 @@
 //! where the kernel charges interrupts to the task they interrupt). A thread on the CPU that
 //! takes the device's completion interrupts pays for the completions' handling in its own CPU
 //! time, in proportion to how busy it is when they come. The calibration's raw reads cannot
-//! stand in for it: they sleep when the interrupts come. On the VM this was built on, pinned
-//! to that CPU, YCSB spent 11-12% of its time in softirq context (~2,500 cycles per operation)
-//! and the raw reads 2% of theirs, and the prediction without the term was 1.22-1.43x short;
-//! on the other CPU the term is ~0.
+//! stand in for it: they sleep when the interrupts come. Pinned to that CPU, YCSB spent
+//! several times the share of its time in softirq context that the raw reads did, and the
+//! prediction without the term fell well short of the measurement; on the other CPU the term
+//! is ~0 (measured: docs/results/issue15-cpu-per-op.md, fifteenth session).
 //!
 //! The calibration runs the mix on the database, so its updates change values and its inserts
 //! add keys (far above the loaded ones, at [`CALIBRATION_INSERT_BASE`]) before the run.
@@ -232,7 +233,7 @@ pub fn compare(
 ) -> Result<ModelPrediction> {
     let (r, w) = (run.reads_per_op, run.writes_per_op);
     // What verifying a page just read costs moves with the host's state from one second to
-    // the next (on the VM this was built on, 850 to 2,500 cycles): the run's own figure
+    // the next (see docs/results/issue15-cpu-per-op.md): the run's own figure
     // where it timed it, the calibration's snapshot otherwise.
     let mut costs = costs.clone();
     // An unpinned thread's I/O cost where it ran (`placement`).

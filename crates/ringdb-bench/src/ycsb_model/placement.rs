@@ -1,11 +1,11 @@
 //! An unpinned run's I/O costs, where the device's completions interrupt one CPU.
 //!
 //! Why: a device with one completion vector (virtio-blk) interrupts one CPU whichever CPU
-//! submitted, and a page read costs a thread on another CPU about twice what it costs on that
-//! one (on the VM this was built on, ~6,000 against ~3,000 cycles: each completion crosses
-//! CPUs). The scheduler moves an unpinned thread between CPUs as it likes, so raw runs pinned
-//! to the CPU the thread started on priced the run as if it had stayed there: unpinned YCSB-B
-//! measured 1.19-1.29x the prediction where the same run pinned measured 1.08-1.18x.
+//! submitted, and a page read costs a thread on another CPU more than it costs on that one
+//! (each completion crosses CPUs). The scheduler moves an unpinned thread between CPUs as it
+//! likes, so raw runs pinned to the CPU the thread started on priced the run as if it had
+//! stayed there: unpinned YCSB-B measured further from the prediction than the same run
+//! pinned (measured: docs/results/issue15-cpu-per-op.md, fourteenth session).
 //!
 //! So, unpinned, the raw reads and writes are measured on the CPU the thread is on and, where
 //! one CPU takes the device's interrupts, on one of the other kind, and the prediction weighs

@@ -4,7 +4,8 @@
 //! One round sweeps at a time; tasks that find no free frame meanwhile wait for it. A round
 //! ends once its writes are submitted, so the next may sweep while they are out, up to
 //! [`WRITE_ROUNDS_OUT_MAX`] rounds' worth (out of memory with 5% updates, holding the round
-//! open for its writes left the CPU idle a fifth of the time). Under a log,
+//! open for its writes left the CPU idle; measured: docs/results/issue15-cpu-per-op.md). Under
+//! a log,
 //! a dirty page is written here only when `steal.rs` allows it (its structure is in the last
 //! complete checkpoint, and the log is durable past it first); when only other dirty pages
 //! are left, the round runs a checkpoint instead (the checkpoint hook).

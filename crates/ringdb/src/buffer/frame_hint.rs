@@ -1,14 +1,14 @@
 //! The page table's frame hints (see `page_table.rs`): where a page was last seen resident, so
 //! a pin can start fetching the frame's header before it has read the slot's cells.
 //!
-//! In a pool larger than the CPU caches, pinning a leaf costs a miss on its page-table entry,
-//! then one on its slot's cells (which hold the frame's address), then one on the frame's
-//! header: each waits for the one before. On the VM this was built on, those three were ~45%
-//! of an in-memory point read's cycles (`try_fix` 19%, `PageTable::get` 13%, `Node::new` 10%,
-//! the header's miss after the cells' one). The entry also records the frame's index in the
-//! runtime's buffer pool; the header's prefetch starts from it, and its miss overlaps the
-//! cells'. A hint is only prefetched, never read through; a stale one costs a useless prefetch
-//! and is corrected by the pin that finds it stale.
+//! In a pool larger than the CPU caches, pinning a leaf costs a miss on its page-table entry, then
+//! one on its slot's cells (which hold the frame's address), then one on the frame's header: each
+//! waits for the one before. Those three led the profile of an in-memory point read (`try_fix`,
+//! `PageTable::get`, `Node::new`, the header's miss after the cells' one; measured:
+//! docs/results/issue15-cpu-per-op.md, fifteenth session). The entry also records the frame's index
+//! in the runtime's buffer pool; the header's prefetch starts from it, and its miss overlaps the
+//! cells'. A hint is only prefetched, never read through; a stale one costs a useless prefetch and
+//! is corrected by the pin that finds it stale.
 
 use super::frame::Inner;
 use super::guard::prefetch_head;

@@ -137,8 +137,8 @@ impl Drop for PageGuard {
         pins.set(pins.get() - 1);
         // An unpinned page may be what a waiter needs: the round waiting for something
         // evictable (it holds the round open), else, outside a round, the longest waiting
-        // task; during a round the others wait for its end (waking them on every unpin of a
-        // write-heavy run cost 20% more cycles per operation).
+        // task; during a round the others wait for its end (waking them on every unpin cost a
+        // write-heavy run more cycles per operation: docs/results/issue15-cpu-per-op.md).
         if pins.get() == 0 {
             if self.inner.round_waiter.borrow().is_some() {
                 self.inner.wake_round_waiter();

@@ -28,11 +28,12 @@ const CHECKPOINT_DIRTY_RANGE: std::ops::RangeInclusive<f64> = 0.05..=0.9;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub enum Steal {
-    /// In mode `none` only. Measured (issue 16, YCSB-A/B uniform, data 5x the pool): with
-    /// `none`, stealing takes the log's cost from 0.44-0.55x of no log to 0.83-0.87x (YCSB-A);
-    /// in the modes that sync, each eviction round then waits for a log sync and writes every
-    /// page twice (its image, then in place), which gained nothing on ext4 over zram and lost
-    /// a third of YCSB-B on the virtio disk, so they keep no-steal.
+    /// In mode `none` only. Measured (issue 16, YCSB-A/B uniform, data 5x the pool:
+    /// docs/results/issue16-durable.md): with `none`, stealing brings the log's cost on YCSB-A
+    /// from about half of no log's throughput close to no log; in the modes that sync, each
+    /// eviction round then waits for a log sync and writes every page twice (its image, then in
+    /// place), which gained nothing on ext4 over zram and lost YCSB-B throughput on the virtio
+    /// disk, so they keep no-steal.
     #[default]
     Auto,
     /// In every mode with a log.

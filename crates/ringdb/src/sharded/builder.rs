@@ -18,8 +18,8 @@ use std::time::Duration;
 /// The default spin of a blocking call before it parks, when some CPU has no shard: about one
 /// round trip to a busy shard, so a reply that is almost there costs no sleep and wake-up. When
 /// every CPU runs a shard, a spinning caller takes a shard's CPU, so the default is no spin
-/// (measured with 8 client threads on 2 shards and 2 CPUs: 434k reads/s with no spin, 343k with
-/// 20 us, 243k with 50 us).
+/// (measured with 8 client threads on 2 shards and 2 CPUs, where reads per second fell with every
+/// step of spin: docs/results/issue12-thread-per-core.md).
 const SPIN_SPARE_CPU: Duration = Duration::from_micros(20);
 
 /// Settings for opening a [`Db`]; [`DbBuilder::open`] opens it.

@@ -44,8 +44,8 @@ use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-/// Durable writes per method when `--ios` is not given: about 1.5 s per method at the
-/// ~160 us a 4 KiB write + fdatasync takes on this machine's virtio disk.
+/// Durable writes per method when `--ios` is not given: a second or two per method at what a
+/// 4 KiB write + fdatasync takes on a virtio disk (measured: docs/results/micro.md, `durable`).
 pub const DEFAULT_IOS: u64 = 10_000;
 /// The same with `--quick`.
 const QUICK_IOS: u64 = 200;

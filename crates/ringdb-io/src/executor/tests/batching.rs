@@ -96,12 +96,12 @@ fn adaptive_batches_real_reads() {
     }
 }
 
-/// When completions free room for more requests than wait for it, a task that makes a new
-/// request in the same pass goes straight to the kernel: it would be among the first as many
-/// waiters as there is room for. Before, it parked behind the woken waiters, was not woken
-/// itself, and the loop then waited with the ring part empty (YCSB-B out of memory kept ~64
-/// of 128 requests at the device). Reads of a pipe stay in flight until the test writes a
-/// byte for each.
+/// When completions free room for more requests than wait for it, a task that makes a new request
+/// in the same pass goes straight to the kernel: it would be among the first as many waiters as
+/// there is room for. Before, it parked behind the woken waiters, was not woken itself, and the
+/// loop then waited with the ring part empty (YCSB-B out of memory kept far fewer requests at the
+/// device than the ring had room for; measured: docs/results/issue15-cpu-per-op.md, thirteenth
+/// session). Reads of a pipe stay in flight until the test writes a byte for each.
 #[test]
 fn a_request_made_while_the_ring_has_room_for_it_is_not_parked() {
     use std::io::Write;
