@@ -5,7 +5,7 @@
 //! checkpoints through a double-write file and recovery on open. Every page is sealed with a
 //! CRC32C checksum and its page id before it is written and verified when it is read, so a
 //! torn, misdirected or flipped page is a typed error, never data. The I/O engine and every
-//! io_uring switch come from [`ringdb_io::IoConfig`] in [`Options::io`]; the default engine,
+//! io_uring switch come from [`IoConfig`] in [`Options::io`] (its engine an [`EngineKind`]); the default engine,
 //! `auto`, falls back to libaio or posix where io_uring is blocked.
 //!
 //! - [`Db`]: the database as programs embed it, thread-per-core. A cheap `Clone + Send +
@@ -138,6 +138,9 @@ pub use error::{
 };
 pub use memory::{MemoryStats, PartBytes};
 pub use page::PageError;
+/// What [`Options::io`] holds: the I/O engine and its io_uring switches, re-exported so that
+/// a program configures ringdb without naming `ringdb_io`.
+pub use ringdb_io::{EngineKind, IoConfig};
 pub use sharded::{
     caller_reads, prefix_end, set_caller_thread_batch, AcrossCommit, CallerReads, Db, DbBuilder,
     DbTransaction, InTable, Pairs, Range, Shard, ShardedStats, Table, BATCH_LOG_FILE,
