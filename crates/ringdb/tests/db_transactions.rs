@@ -411,3 +411,45 @@ proptest! {
         let _ = std::fs::remove_dir_all(&d);
     }
 }
+
+#[test]
+fn a_transaction_dropped_with_a_request_under_way_leaves_no_lock() {
+    use futures_util::FutureExt;
+    let d = dir("cancelled");
+    let db = open(&d, 2, Durability::None);
+    let keys = keys_on_every_shard(&db);
+    db.insert(&keys[1], b"v").unwrap();
+    let mut older = db.begin();
+    let mut younger = db.begin();
+    younger.get_for_update(&keys[1]).unwrap();
+    // The older one waits for the younger's lock (wait-die): its request is under way on the
+    // shard when its future, then the transaction, are dropped.
+    let cancelled = older.get_for_update_async(&keys[1]).now_or_never();
+    assert!(cancelled.is_none(), "the request waits for the lock");
+    drop(older);
+    younger.insert(&keys[1], b"w").unwrap();
+    younger.commit().unwrap();
+    // The dropped one's part got the lock when the younger committed, and must end with its
+    // request rather than keep the lock: a later transaction gets it (a few tries, as the
+    // part may hold it for a moment).
+    let mut got = None;
+    for _ in 0..200 {
+        let mut later = db.begin();
+        match later.get_for_update(&keys[1]) {
+            Ok(value) => {
+                later.commit().unwrap();
+                got = Some(value);
+                break;
+            }
+            Err(e) if e.is_conflict() => std::thread::sleep(std::time::Duration::from_millis(5)),
+            Err(e) => panic!("{e}"),
+        }
+    }
+    assert_eq!(
+        got.flatten().as_deref(),
+        Some(&b"w"[..]),
+        "a dropped part kept its lock"
+    );
+    db.close().unwrap();
+    let _ = std::fs::remove_dir_all(&d);
+}

@@ -112,7 +112,9 @@ pub(super) async fn serve(
     // A conflict kills the part (its locks are released already): it is kept, dead, for the
     // `WaitOut` that follows once the other parts have aborted. Any other failure ends it
     // here (dropping it aborts it); the caller aborts the whole transaction.
-    if reply.is_ok() || matches!(&reply, Err(e) if e.is_conflict()) {
+    // A part whose transaction was dropped while this request was under way ends here.
+    let aborted = ABORTED.with(|a| a.borrow_mut().remove(&start.part_id));
+    if !aborted && (reply.is_ok() || matches!(&reply, Err(e) if e.is_conflict())) {
         keep_open(start.part_id, txn);
     }
     reply
