@@ -89,21 +89,36 @@ pub(super) async fn serve(
     start: PartStart,
     op: PartOp,
 ) -> Result<PartReply, TxnError> {
-    let Some(mut txn) = open_part(&handle, shard, start, &op)? else {
+    let Some(txn) = open_part(&handle, shard, start, &op)? else {
         return Ok(PartReply::Done);
     };
+    let (reply, kept) = run(txn, op).await;
+    // A part whose transaction was dropped while this request was under way ends here (and
+    // its mark goes, whichever way the request ended).
+    let aborted = ABORTED.with(|a| a.borrow_mut().remove(&start.part_id));
+    if let Some(txn) = kept.filter(|_| !aborted) {
+        keep_open(start.part_id, txn);
+    }
+    reply
+}
+
+/// Runs `op` on the open part `txn`: its reply, and the part when it stays open.
+async fn run(
+    mut txn: Transaction,
+    op: PartOp,
+) -> (Result<PartReply, TxnError>, Option<Transaction>) {
     let reply = match op {
-        PartOp::Commit(across) => return commit(txn, across).await,
+        PartOp::Commit(across) => return (commit(txn, across).await, None),
         PartOp::Abort { .. } => {
             txn.abort();
-            return Ok(PartReply::Done);
+            return (Ok(PartReply::Done), None);
         }
         PartOp::WaitOut => {
             txn.wait_out_conflict().await;
-            return Ok(PartReply::Done);
+            return (Ok(PartReply::Done), None);
         }
         PartOp::Finish { writes, commit } => match apply(&mut txn, writes).await {
-            Ok(()) if commit => return self::commit(txn, None).await,
+            Ok(()) if commit => return (self::commit(txn, None).await, None),
             Ok(()) => txn.prepare().await.map(PartReply::Writes),
             Err(e) => Err(e),
         },
@@ -112,12 +127,8 @@ pub(super) async fn serve(
     // A conflict kills the part (its locks are released already): it is kept, dead, for the
     // `WaitOut` that follows once the other parts have aborted. Any other failure ends it
     // here (dropping it aborts it); the caller aborts the whole transaction.
-    // A part whose transaction was dropped while this request was under way ends here.
-    let aborted = ABORTED.with(|a| a.borrow_mut().remove(&start.part_id));
-    if !aborted && (reply.is_ok() || matches!(&reply, Err(e) if e.is_conflict())) {
-        keep_open(start.part_id, txn);
-    }
-    reply
+    let keep = reply.is_ok() || matches!(&reply, Err(e) if e.is_conflict());
+    (reply, keep.then_some(txn))
 }
 
 /// Buffers `writes` in `txn`, each under an exclusive lock.
