@@ -13,6 +13,7 @@
 //! - [`units`]: parsing of sizes (`4k`, `2G`) and durations (`10s`).
 
 pub mod advise;
+pub mod config;
 pub mod error;
 pub mod fio;
 pub mod ladder;

@@ -139,14 +139,14 @@ fn orders_of(db: &mut LocalDb, tables: &tpcc::TpccTables, (w, d, c): Acked) -> u
     let rows = db
         .runtime()
         .block_on(async move {
-            h.scan_in(
-                table,
-                Bound::Included(&prefix),
-                Bound::Included(&end),
-                ringdb::Direction::Forward,
-                usize::MAX,
-            )
-            .await
+            h.in_table(table)
+                .scan(
+                    Bound::Included(&prefix),
+                    Bound::Included(&end),
+                    ringdb::Direction::Forward,
+                    usize::MAX,
+                )
+                .await
         })
         .expect("the runtime runs")
         .expect("the scan reads");

@@ -94,11 +94,11 @@ fn tpcc_a_half_committed_cross_shard_payment_fails_the_payments_condition() {
     let bump = |table, key: Vec<u8>, at_from_end: usize| {
         db.run_on(1, move |shard| async move {
             let h = shard.local();
-            let mut row = h.get_in(table, &key).await.unwrap().expect("the row");
+            let mut row = h.in_table(table).get(&key).await.unwrap().expect("the row");
             let at = row.len() - at_from_end;
             let ytd = i64::from_le_bytes(row[at..at + 8].try_into().unwrap());
             row[at..at + 8].copy_from_slice(&(ytd + 500).to_le_bytes());
-            h.insert_in(table, &key, &row).await.unwrap();
+            h.in_table(table).insert(&key, &row).await.unwrap();
         })
         .unwrap()
     };

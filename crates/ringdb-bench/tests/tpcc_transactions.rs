@@ -64,7 +64,8 @@ fn tpcc_a_damaged_district_fails_condition_two() {
     // District 1/3's D_NEXT_O_ID is its last 4 bytes (rows.rs): move it on by one.
     let key = [0, 0, 0, 1, 3];
     let mut row = db
-        .get_in(tables.district, &key)
+        .in_table(tables.district)
+        .get(&key)
         .unwrap()
         .expect("district 1/3");
     let at = row.len() - 4;
@@ -73,7 +74,7 @@ fn tpcc_a_damaged_district_fails_condition_two() {
     row[at..].copy_from_slice(&(next + 1).to_le_bytes());
     let h = db.handle();
     db.runtime()
-        .block_on(async move { h.insert_in(tables.district, &key, &row).await })
+        .block_on(async move { h.in_table(tables.district).insert(&key, &row).await })
         .unwrap()
         .unwrap();
     let checks = tpcc::check(&mut db, &tables, &scale).expect("check");

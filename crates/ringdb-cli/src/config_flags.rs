@@ -8,7 +8,7 @@
 
 use clap::parser::ValueSource;
 use clap::ArgMatches;
-use ringdb::ConfigFile;
+use ringdb_bench::config::{ConfigError, ConfigFile};
 use std::path::Path;
 
 /// Whether the argument `id` (the field's name) was typed on the command line.
@@ -18,7 +18,7 @@ pub fn given_on_command_line(matches: &ArgMatches, id: &str) -> bool {
 }
 
 /// Loads the file at `path` and says on stderr that it is applied.
-pub fn load(path: &Path) -> Result<ConfigFile, ringdb::ConfigError> {
+pub fn load(path: &Path) -> Result<ConfigFile, ConfigError> {
     let config = ConfigFile::from_path(path)?;
     eprintln!(
         "ringdb: config: applying {} (flags given on the command line override it)",

@@ -6,10 +6,12 @@
 //! for `main` to print under the error. The I/O layer's errors have hints of their own
 //! (`hints`), found through `io_cause`.
 
-use ringdb::{ConfigError, DbError, Durability};
+use ringdb::{DbError, Durability};
 use ringdb::{
-    LayoutError, OpenError, ReadError, ShardSetupError, StorageError, TargetKind, WriteError,
+    LayoutError, OpenError, PageError, ReadError, ShardSetupError, StorageError, TargetKind,
+    WriteError,
 };
+use ringdb_bench::config::ConfigError;
 use ringdb_bench::error::BenchError;
 use std::error::Error;
 
@@ -58,7 +60,6 @@ fn db_error_hint(e: &DbError) -> Option<String> {
         DbError::Write(e) => write_hint(e),
         DbError::Read(e) => read_hint(e),
         DbError::Storage(e) => storage_hint(e),
-        DbError::Config(e) => config_hint(e),
         _ => None,
     }
 }
@@ -166,17 +167,14 @@ fn storage_hint(e: &StorageError) -> Option<String> {
         | StorageError::CheckpointFailed { .. }
         | StorageError::Stalled { .. }
         | StorageError::PoolPoisoned => Some(REOPEN_HINT.into()),
-        StorageError::Page(ringdb::page::PageError::BadMagic { found, .. })
-            if *found != ringdb::page::FORMAT_MAGIC =>
-        {
-            Some(format!(
-                "if this database was written by another ringdb build (page format {found:#04x}; \
-                 this one reads {:#04x}: format 0xb2 added key heads to node slots), load the \
-                 data again (`--load`, or another --db); otherwise `ringdb check` lists every \
-                 damaged page",
-                ringdb::page::FORMAT_MAGIC
-            ))
-        }
+        StorageError::Page(PageError::BadMagic {
+            found, expected, ..
+        }) => Some(format!(
+            "if this database was written by another ringdb build (page format {found:#04x}; \
+             this one reads {expected:#04x}: format 0xb2 added key heads to node slots), load \
+             the data again (`--load`, or another --db); otherwise `ringdb check` lists every \
+             damaged page"
+        )),
         StorageError::Page(_) | StorageError::Corrupt { .. } => {
             Some("`ringdb check` lists every damaged page".into())
         }
@@ -192,10 +190,10 @@ mod tests {
 
     #[test]
     fn a_page_of_another_format_version_gets_the_reload_hint() {
-        use ringdb::page::{PageError, FORMAT_MAGIC};
         let old = StorageError::Page(PageError::BadMagic {
             page: 0,
-            found: FORMAT_MAGIC - 1,
+            found: 0xb1,
+            expected: 0xb2,
         });
         let hint = storage_hint(&old).unwrap();
         assert!(

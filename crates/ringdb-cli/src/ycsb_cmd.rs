@@ -2,7 +2,8 @@
 
 use crate::config_flags::given_on_command_line;
 use clap::{ArgMatches, Args};
-use ringdb::{ConfigFile, DbStats, LocalDb, Options};
+use ringdb::{DbStats, LocalDb, Options};
+use ringdb_bench::config::ConfigFile;
 use ringdb_bench::units::{parse_duration, parse_size};
 use ringdb_bench::ycsb::{self, Distribution, OpGenerator, PhaseReport, RunSpec, Workload};
 use ringdb_io::{Batching, EngineKind, IoConfig, SetupMode};

@@ -112,7 +112,8 @@ fn check_placement(v: &serde_json::Value) {
 /// The configuration file holds the recommendation and the ladder runs it; the report page
 /// holds the charts.
 fn check_written(recommended: &str, config: &std::path::Path, report: &std::path::Path) {
-    let file = ringdb::ConfigFile::from_path(config).expect("the written configuration loads");
+    let file = ringdb_bench::config::ConfigFile::from_path(config)
+        .expect("the written configuration loads");
     let text = std::fs::read_to_string(config).unwrap();
     assert!(
         text.contains(&format!("# recommended: {recommended}")),

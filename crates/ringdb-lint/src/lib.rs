@@ -7,7 +7,13 @@
 //! function may be longer than [`MAX_FUNCTION_LINES`] unless it is listed there, and a listed
 //! function may only get shorter (the list is rewritten with `cargo run -p ringdb-lint`).
 
+//!
+//! [`layers`] holds the engine's layering: the order of `crates/ringdb/src`'s top-level
+//! modules in `layers.txt` and its ratchet, `layering-allow.txt` (`tests/layering.rs`).
+
 #![deny(missing_docs)]
+
+pub mod layers;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -84,8 +90,13 @@ pub fn workspace_root() -> PathBuf {
 
 /// Every `.rs` file under `root/crates`, sorted, skipping `target` folders.
 pub fn rust_sources(root: &Path) -> Result<Vec<PathBuf>, LintError> {
+    rust_sources_under(&root.join("crates"))
+}
+
+/// Every `.rs` file under `dir`, sorted, skipping `target` folders.
+pub fn rust_sources_under(dir: &Path) -> Result<Vec<PathBuf>, LintError> {
     let mut out = Vec::new();
-    let mut stack = vec![root.join("crates")];
+    let mut stack = vec![dir.to_path_buf()];
     // Bound: each directory is visited once; the tree is finite and has no links followed.
     while let Some(dir) = stack.pop() {
         let entries = std::fs::read_dir(&dir).map_err(|source| LintError::Read {

@@ -59,19 +59,26 @@ const WRITE_BATCH: usize = 64;
 /// What checkpoints count.
 #[derive(Clone, Copy, Debug, Default, Serialize)]
 pub struct CheckpointStats {
+    /// Checkpoints completed.
     pub checkpoints: u64,
+    /// Pages written in place by them.
     pub pages_written: u64,
     /// Microseconds spent in checkpoints (all of them).
     pub micros: u64,
-    /// Checkpoints by what started them (see [`Reason`]).
+    /// Checkpoints by what started them (the checkpointer's `Reason`): by structural pages.
     pub by_structure: u64,
+    /// ... by the live log passing half its threshold.
     pub by_log_half: u64,
+    /// ... by a commit that found the log full.
     pub by_log_full: u64,
+    /// ... by eviction that found no clean victim.
     pub by_eviction: u64,
+    /// ... by a flush or a close.
     pub by_request: u64,
     /// The thresholds in force: structural pages past this start a checkpoint (and bound
     /// what a cut copies besides them), and so does live log past this many bytes.
     pub structural_threshold_pages: u64,
+    /// See `structural_threshold_pages`.
     pub log_threshold_bytes: u64,
 }
 
@@ -205,6 +212,7 @@ impl Checkpointer {
         }
     }
 
+    #[cfg(any(test, feature = "__internal"))]
     /// Checkpoints complete.
     pub fn epoch(&self) -> u64 {
         self.epoch.get()

@@ -87,7 +87,6 @@
 pub struct ReadmeDoctests;
 
 mod chunked;
-mod config_file;
 mod db;
 mod error;
 mod key_order;
@@ -96,45 +95,80 @@ mod memory;
 mod sharded;
 mod txn;
 
-// The engine's inner layers, public only for this crate's property tests, the benchmarks'
-// calibration and the fuzz targets: not part of the API, no stability promised.
+// The engine's inner layers: public only with the `__internal` feature, for this crate's
+// property tests, the benchmarks' calibration and the fuzz targets (as fjall's
+// `__internal_whitebox`); not part of the API, no stability promised.
+#[cfg(feature = "__internal")]
 #[doc(hidden)]
 pub mod buffer;
+#[cfg(not(feature = "__internal"))]
+mod buffer;
+#[cfg(feature = "__internal")]
 #[doc(hidden)]
 pub mod catalog;
+#[cfg(not(feature = "__internal"))]
+mod catalog;
+#[cfg(feature = "__internal")]
 #[doc(hidden)]
 pub mod checkpoint;
+#[cfg(not(feature = "__internal"))]
+mod checkpoint;
+#[cfg(feature = "__internal")]
 #[doc(hidden)]
 pub mod freelist;
+#[cfg(not(feature = "__internal"))]
+mod freelist;
+#[cfg(feature = "__internal")]
 #[doc(hidden)]
 pub mod meta;
+#[cfg(not(feature = "__internal"))]
+mod meta;
+#[cfg(feature = "__internal")]
 #[doc(hidden)]
 pub mod node;
+#[cfg(not(feature = "__internal"))]
+mod node;
+#[cfg(feature = "__internal")]
 #[doc(hidden)]
 pub mod page;
+#[cfg(not(feature = "__internal"))]
+mod page;
+#[cfg(feature = "__internal")]
 #[doc(hidden)]
 pub mod racy;
+#[cfg(not(feature = "__internal"))]
+mod racy;
+#[cfg(feature = "__internal")]
 #[doc(hidden)]
 pub mod racy_node;
+#[cfg(not(feature = "__internal"))]
+mod racy_node;
+#[cfg(feature = "__internal")]
 #[doc(hidden)]
 pub mod tree;
+#[cfg(not(feature = "__internal"))]
+mod tree;
+#[cfg(feature = "__internal")]
 #[doc(hidden)]
 pub mod verify;
+#[cfg(not(feature = "__internal"))]
+mod verify;
+#[cfg(feature = "__internal")]
 #[doc(hidden)]
 pub mod wal;
+#[cfg(not(feature = "__internal"))]
+mod wal;
 
 pub use buffer::PoolStats;
 pub use catalog::{TableId, MAX_NAME_BYTES};
 pub use checkpoint::CheckpointStats;
-pub use config_file::{ConfigFile, DbSettings, WorkloadSettings};
 pub use db::{
-    Db as LocalDb, DbHandle, DbStats, DeviceLayout, FileSet, Options, Steal, Storage, WriteBatch,
-    DATA_FILE, DW_FILE, WAL_FILE,
+    Db as LocalDb, DbHandle, DbStats, LocalDbTable, LocalTable, Options, Steal, Storage, WriteBatch,
 };
 pub use error::{
-    CatalogFault, CheckpointFailure, CheckpointPart, ConfigError, Corruption, DbError, LayoutError,
-    LogFailure, OpenError, ReadError, Result, ShardError, ShardSetupError, StorageError,
-    TargetKind, TxnError, WaitFor, WriteError,
+    CatalogFault, CheckpointFailure, CheckpointPart, Corruption, DbError, LayoutError, LogFailure,
+    OpenError, ReadError, Result, ShardError, ShardSetupError, StorageError, TargetKind, TxnError,
+    WaitFor, WriteError,
 };
 pub use memory::{MemoryStats, PartBytes};
 pub use page::PageError;
@@ -142,11 +176,20 @@ pub use page::PageError;
 /// a program configures ringdb without naming `ringdb_io`.
 pub use ringdb_io::{EngineKind, IoConfig};
 pub use sharded::{
-    caller_reads, prefix_end, set_caller_thread_batch, AcrossCommit, CallerReads, Db, DbBuilder,
-    DbTransaction, InTable, Pairs, Range, Shard, ShardedStats, Table, BATCH_LOG_FILE,
-    MANIFEST_FILE, SHARDS_MAX, SHARD_HASH, SYSTEM_PREFIX,
+    caller_reads, prefix_end, set_caller_thread_batch, CallerReads, Db, DbBuilder, DbTransaction,
+    InTable, Pairs, Range, Shard, ShardedStats, Table, SHARDS_MAX, SYSTEM_PREFIX,
 };
 pub use tree::{Direction, TreeStats};
 pub use txn::{ConflictWith, Isolation, Transaction, TxnStats, TxnTimestamp};
 pub use verify::VerifyReport;
 pub use wal::{Durability, WalStats};
+
+// What the engine's own tests, the benchmarks and the command line reach besides the API
+// (the `__internal` feature): the files a database consists of, the placement hash, the
+// layout on a raw device and the cross-shard commit's record.
+#[cfg(feature = "__internal")]
+#[doc(hidden)]
+pub use db::{DeviceLayout, FileSet, DATA_FILE, DW_FILE, WAL_FILE};
+#[cfg(feature = "__internal")]
+#[doc(hidden)]
+pub use sharded::{AcrossCommit, BATCH_LOG_FILE, MANIFEST_FILE, SHARD_HASH};

@@ -465,6 +465,7 @@ impl<B: AsRef<[u8]>> Node<B> {
         }
     }
 
+    #[cfg(any(test, feature = "__internal"))]
     /// Inner nodes: the child page whose range holds `key`.
     pub fn child_for(&self, key: &[u8]) -> u64 {
         self.child_at(self.child_index(key))
@@ -753,6 +754,7 @@ impl<B: AsRef<[u8]> + AsMut<[u8]>> Node<B> {
         Ok(())
     }
 
+    #[cfg(any(test, feature = "__internal"))]
     /// Leaves: inserts a new key; returns its slot.
     ///
     /// # Panics

@@ -52,9 +52,11 @@ pub(crate) const OFF_PAGE_ID: usize = 8;
 pub(crate) const OFF_LSN: usize = 16;
 pub(crate) const OFF_COUNT: usize = 24;
 pub(crate) const OFF_SHIFT: usize = 26;
+#[cfg(any(test, feature = "__internal"))]
 pub(crate) const OFF_FLAGS: usize = 27;
 pub(crate) const OFF_DATA_START: usize = 28;
 pub(crate) const OFF_FRAG: usize = 32;
+#[cfg(any(test, feature = "__internal"))]
 pub(crate) const OFF_RESERVED: usize = 36;
 pub(crate) const OFF_LINK: usize = 40;
 
@@ -96,30 +98,69 @@ impl PageType {
 /// Why a page read from disk is not what it should be. Every message names the page.
 #[derive(Clone, Debug, Error, PartialEq, Eq)]
 pub enum PageError {
+    /// The buffer's length is not a page size.
     #[error("page {page}: buffer of {len} bytes is not a page size (a power of two, {MIN_PAGE_SIZE}..={MAX_PAGE_SIZE})")]
-    BadSize { page: u64, len: usize },
-    #[error("page {page} was never written (all zeros)")]
-    Zeroed { page: u64 },
-    #[error("page {page}: checksum mismatch (stored {stored:#010x}, computed {computed:#010x}): torn or corrupted write")]
-    Checksum {
+    BadSize {
+        /// The page.
         page: u64,
-        stored: u32,
-        computed: u32,
-    },
-    #[error("page {page}: bad magic {found:#04x} (expected {FORMAT_MAGIC:#04x}): not a ringdb page, or another format version")]
-    BadMagic { page: u64, found: u8 },
-    #[error("page {page}: unknown page type {found}")]
-    BadType { page: u64, found: u8 },
-    #[error("page {page}: written with 2^{written_shift}-byte pages, read as {len}-byte pages")]
-    WrongPageSize {
-        page: u64,
-        written_shift: u8,
+        /// The buffer's length in bytes.
         len: usize,
     },
+    /// The page is all zeros: never written.
+    #[error("page {page} was never written (all zeros)")]
+    Zeroed {
+        /// The page.
+        page: u64,
+    },
+    /// The checksum does not match the contents: a torn or corrupted write.
+    #[error("page {page}: checksum mismatch (stored {stored:#010x}, computed {computed:#010x}): torn or corrupted write")]
+    Checksum {
+        /// The page.
+        page: u64,
+        /// The checksum in the header.
+        stored: u32,
+        /// The checksum of the contents.
+        computed: u32,
+    },
+    /// Not this format's magic byte: not a ringdb page, or another format version.
+    #[error("page {page}: bad magic {found:#04x} (expected {expected:#04x}): not a ringdb page, or another format version")]
+    BadMagic {
+        /// The page.
+        page: u64,
+        /// The magic byte found.
+        found: u8,
+        /// The magic byte this build writes.
+        expected: u8,
+    },
+    /// A page type this build does not know.
+    #[error("page {page}: unknown page type {found}")]
+    BadType {
+        /// The page.
+        page: u64,
+        /// The type byte found.
+        found: u8,
+    },
+    /// The page was written with another page size.
+    #[error("page {page}: written with 2^{written_shift}-byte pages, read as {len}-byte pages")]
+    WrongPageSize {
+        /// The page.
+        page: u64,
+        /// The page size it was written with, as a power of two.
+        written_shift: u8,
+        /// The page size it was read with, in bytes.
+        len: usize,
+    },
+    /// The page holds another page's id: a misdirected write or read.
     #[error("page {expected}: holds page {found} instead (misdirected write or read)")]
-    WrongPageId { expected: u64, found: u64 },
+    WrongPageId {
+        /// The page that was read.
+        expected: u64,
+        /// The id the page holds.
+        found: u64,
+    },
 }
 
+#[cfg(any(test, feature = "__internal"))]
 /// All header fields, decoded. For hot paths use the single-field accessors instead.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub struct PageHeader {
@@ -138,6 +179,7 @@ pub struct PageHeader {
     pub link: u64,
 }
 
+#[cfg(any(test, feature = "__internal"))]
 impl PageHeader {
     /// Decodes the header of `page` (at least [`HEADER_SIZE`] bytes); validates nothing.
     pub fn read(page: &[u8]) -> PageHeader {
@@ -273,6 +315,7 @@ pub fn check_header(page: &[u8], page_id: u64) -> Result<PageType, PageError> {
         return Err(PageError::BadMagic {
             page: page_id,
             found: page[OFF_MAGIC],
+            expected: FORMAT_MAGIC,
         });
     }
     let Some(ty) = PageType::from_u8(page[OFF_TYPE]) else {
@@ -426,7 +469,8 @@ mod tests {
             verify(&p, 0),
             Err(PageError::BadMagic {
                 page: 0,
-                found: 0x42
+                found: 0x42,
+                expected: FORMAT_MAGIC,
             })
         );
 

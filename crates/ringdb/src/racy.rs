@@ -166,6 +166,7 @@ impl<'v> RacyPage<'v> {
     }
 }
 
+#[cfg(any(test, feature = "__internal"))]
 /// `bytes` (a multiple of 8 long) as atomic words, for [`RacyPage::over`] in tests and fuzzing.
 pub fn words_of(bytes: &[u8]) -> Vec<AtomicU64> {
     assert!(bytes.len().is_multiple_of(WORD_BYTES), "whole words");

@@ -33,7 +33,7 @@ use crate::buffer::{BufferManager, PageId};
 use crate::catalog::{Catalog, CatalogRecord};
 use crate::meta::{META_PID, NO_CATALOG};
 use crate::node::{self, NodeRef};
-use crate::tree::{BTree, TreeRoot};
+use crate::tree::TreeRoot;
 use serde::Serialize;
 use std::fmt;
 use std::rc::Rc;
@@ -48,7 +48,9 @@ const KEY_QUOTED: usize = 48;
 pub struct VerifyReport {
     /// Keys in the leaves that were read.
     pub keys: u64,
+    /// Leaf pages read.
     pub leaves: u64,
+    /// Inner pages read.
     pub inner: u64,
     /// The height the default tree's root claims (1: the root is a leaf).
     pub height: u32,
@@ -173,9 +175,10 @@ fn show(key: &[u8]) -> String {
     s
 }
 
+#[cfg(any(test, feature = "__internal"))]
 /// Verifies `tree` as it stands: [`verify_tree`] over its root and its buffer manager's free
 /// list.
-pub async fn verify_btree(tree: &BTree) -> VerifyReport {
+pub async fn verify_btree(tree: &crate::tree::BTree) -> VerifyReport {
     let bm = tree.buffer();
     let mut report = verify_tree(bm, tree.root(), &bm.free_pages()).await;
     report.free_list_pages = bm.free_list_pages() as u64;
@@ -192,6 +195,7 @@ pub async fn verify_catalog(tables: &Catalog) -> VerifyReport {
     report
 }
 
+#[cfg(any(test, feature = "__internal"))]
 /// Walks the whole tree from `root` through `bm` and checks everything listed in the module
 /// documentation. Never panics on corrupt input: every violation is a problem in the report.
 pub async fn verify_tree(

@@ -100,6 +100,7 @@ pub enum Durability {
 }
 
 impl Durability {
+    /// Every mode, weakest first.
     pub const ALL: [Durability; 6] = [
         Durability::Off,
         Durability::None,
@@ -109,6 +110,7 @@ impl Durability {
         Durability::NvmeFlush,
     ];
 
+    /// The name its parser ([`FromStr`](std::str::FromStr)) reads.
     pub fn name(self) -> &'static str {
         match self {
             Durability::Off => "off",
@@ -210,11 +212,13 @@ pub fn create_record_len(name: &str) -> usize {
     (CREATE_HEADER + name.len()).next_multiple_of(8)
 }
 
+#[cfg(any(test, feature = "__internal"))]
 /// Encodes the record of `ops` at `lsn`, appending to `out`.
 pub fn encode_record(out: &mut Vec<u8>, lsn: u64, ops: &[Op]) {
     encode_record_len(out, lsn, ops, record_len(ops));
 }
 
+#[cfg(any(test, feature = "__internal"))]
 /// Encodes the record creating table `table` named `name` at `lsn`, appending to `out`.
 pub fn encode_create_record(out: &mut Vec<u8>, lsn: u64, table: TableId, name: &str) {
     encode_create_len(out, lsn, table, name, create_record_len(name));
@@ -408,7 +412,9 @@ pub struct WalStats {
     pub records: u64,
     /// Log writes (groups) and durability points.
     pub writes: u64,
+    /// Durability points (fdatasync, flush) taken.
     pub syncs: u64,
+    /// Bytes appended.
     pub bytes: u64,
     /// Commits that had to wait for a checkpoint to free log space.
     pub space_waits: u64,

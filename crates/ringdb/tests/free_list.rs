@@ -291,7 +291,11 @@ fn check_tables(db: &mut LocalDb, tables: &[TableId], round: u64, deleted: bool)
         for i in kept.clone().chain(sampled.clone()) {
             let gone = deleted && i % KEEP_ONE_IN != 0;
             let expected = (!gone).then(|| table_value(t, i, round));
-            assert_eq!(db.get_in(t, &key(i)).unwrap(), expected, "{t}, key {i}");
+            assert_eq!(
+                db.in_table(t).get(&key(i)).unwrap(),
+                expected,
+                "{t}, key {i}"
+            );
         }
     }
     r

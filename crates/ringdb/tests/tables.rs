@@ -66,15 +66,15 @@ fn tables_keep_their_own_keys_across_close_and_reopen() {
         let listed = vec![("users".to_string(), users), ("orders".to_string(), orders)];
         assert_eq!(db.tables(), listed);
         db.insert(b"k", b"default").unwrap();
-        assert!(!db.insert_in(users, b"k", b"user").unwrap());
-        assert!(!db.insert_in(orders, b"k", b"order").unwrap());
-        assert!(db.insert_in(orders, b"k", b"order2").unwrap());
-        assert!(db.remove_in(users, b"k").unwrap());
-        assert!(!db.remove_in(users, b"k").unwrap());
+        assert!(!db.in_table(users).insert(b"k", b"user").unwrap());
+        assert!(!db.in_table(orders).insert(b"k", b"order").unwrap());
+        assert!(db.in_table(orders).insert(b"k", b"order2").unwrap());
+        assert!(db.in_table(users).remove(b"k").unwrap());
+        assert!(!db.in_table(users).remove(b"k").unwrap());
         assert_eq!(db.get(b"k").unwrap().as_deref(), Some(&b"default"[..]));
-        assert_eq!(db.get_in(users, b"k").unwrap(), None);
+        assert_eq!(db.in_table(users).get(b"k").unwrap(), None);
         assert_eq!(
-            db.get_in(orders, b"k").unwrap().as_deref(),
+            db.in_table(orders).get(b"k").unwrap().as_deref(),
             Some(&b"order2"[..])
         );
         assert_eq!(db.stats().tables, 3);
@@ -86,10 +86,10 @@ fn tables_keep_their_own_keys_across_close_and_reopen() {
         let mut db = LocalDb::open(&d, reopen_opts(64, mode)).unwrap();
         assert_eq!(db.tables(), listed, "{mode}: the catalog survives");
         assert_eq!(
-            db.get_in(orders, b"k").unwrap().as_deref(),
+            db.in_table(orders).get(b"k").unwrap().as_deref(),
             Some(&b"order2"[..])
         );
-        assert_eq!(db.get_in(users, b"k").unwrap(), None);
+        assert_eq!(db.in_table(users).get(b"k").unwrap(), None);
         assert_eq!(db.get(b"k").unwrap().as_deref(), Some(&b"default"[..]));
         let third = db.create_table("third").unwrap();
         assert!(third.get() > orders.get(), "ids are never reused");
@@ -107,15 +107,15 @@ fn unknown_tables_and_bad_names_are_typed_errors() {
         let t = db.create_table("t").unwrap();
         let ghost = TableId::from_raw(t.get() + 7);
         assert!(matches!(
-            db.get_in(ghost, b"k"),
+            db.in_table(ghost).get(b"k"),
             Err(ReadError::NoSuchTable { table, .. }) if table == ghost
         ));
         assert!(matches!(
-            db.insert_in(ghost, b"k", b"v"),
+            db.in_table(ghost).insert(b"k", b"v"),
             Err(WriteError::NoSuchTable { table, .. }) if table == ghost
         ));
         assert!(matches!(
-            db.remove_in(ghost, b"k"),
+            db.in_table(ghost).remove(b"k"),
             Err(WriteError::NoSuchTable { .. })
         ));
         // A batch naming an unknown table changes nothing, not even its other ops.
@@ -125,7 +125,11 @@ fn unknown_tables_and_bad_names_are_typed_errors() {
             db.write(&batch),
             Err(WriteError::NoSuchTable { .. })
         ));
-        assert_eq!(db.get_in(t, b"a").unwrap(), None, "{mode}: half a batch");
+        assert_eq!(
+            db.in_table(t).get(b"a").unwrap(),
+            None,
+            "{mode}: half a batch"
+        );
         let long = "n".repeat(ringdb::MAX_NAME_BYTES + 1);
         for name in ["", long.as_str()] {
             assert!(matches!(
@@ -151,7 +155,9 @@ fn the_catalog_holds_what_one_page_holds_and_refuses_more() {
     assert_eq!(max, 45);
     for i in 0..max {
         let t = db.create_table(&format!("table-{i}")).unwrap();
-        db.insert_in(t, b"key", format!("{i}").as_bytes()).unwrap();
+        db.in_table(t)
+            .insert(b"key", format!("{i}").as_bytes())
+            .unwrap();
     }
     assert!(matches!(
         db.create_table("one-more"),
@@ -174,7 +180,10 @@ fn the_catalog_holds_what_one_page_holds_and_refuses_more() {
     assert_eq!(db.tables().len(), max);
     for (name, t) in db.tables() {
         let i = name.strip_prefix("table-").unwrap();
-        assert_eq!(db.get_in(t, b"key").unwrap(), Some(i.as_bytes().to_vec()));
+        assert_eq!(
+            db.in_table(t).get(b"key").unwrap(),
+            Some(i.as_bytes().to_vec())
+        );
     }
     assert!(db.verify().unwrap().is_ok());
     db.close().unwrap();
@@ -194,16 +203,21 @@ fn recovery_replays_table_creation_and_ops_after_a_crash() {
     let value = |t: u32, i: u32| format!("{t}-{i}-{}", "v".repeat((i % 40) as usize));
     for i in 0..3000u32 {
         let key = format!("k{i:05}");
-        db.insert_in(a, key.as_bytes(), value(1, i).as_bytes())
+        db.in_table(a)
+            .insert(key.as_bytes(), value(1, i).as_bytes())
             .unwrap();
-        db.insert_in(b, key.as_bytes(), value(2, i).as_bytes())
+        db.in_table(b)
+            .insert(key.as_bytes(), value(2, i).as_bytes())
             .unwrap();
         if i % 3 == 0 {
             db.insert(key.as_bytes(), value(0, i).as_bytes()).unwrap();
         }
     }
     for i in (0..3000u32).step_by(4) {
-        assert!(db.remove_in(a, format!("k{i:05}").as_bytes()).unwrap());
+        assert!(db
+            .in_table(a)
+            .remove(format!("k{i:05}").as_bytes())
+            .unwrap());
     }
     assert!(db.stats().checkpoints.unwrap().checkpoints > 1);
     assert!(db.stats().height > 0);
@@ -215,9 +229,17 @@ fn recovery_replays_table_creation_and_ops_after_a_crash() {
     for i in 0..3000u32 {
         let key = format!("k{i:05}");
         let want_a = (i % 4 != 0).then(|| value(1, i).into_bytes());
-        assert_eq!(db.get_in(a, key.as_bytes()).unwrap(), want_a, "a/{key}");
+        assert_eq!(
+            db.in_table(a).get(key.as_bytes()).unwrap(),
+            want_a,
+            "a/{key}"
+        );
         let want_b = Some(value(2, i).into_bytes());
-        assert_eq!(db.get_in(b, key.as_bytes()).unwrap(), want_b, "b/{key}");
+        assert_eq!(
+            db.in_table(b).get(key.as_bytes()).unwrap(),
+            want_b,
+            "b/{key}"
+        );
         let want_default = (i % 3 == 0).then(|| value(0, i).into_bytes());
         assert_eq!(db.get(key.as_bytes()).unwrap(), want_default, "{key}");
     }
@@ -235,8 +257,14 @@ fn recovery_replays_table_creation_and_ops_after_a_crash() {
 
     let mut db = LocalDb::open(&d, reopen_opts(48, mode)).unwrap();
     assert_eq!(db.table_id("c"), Some(c));
-    assert_eq!(db.get_in(c, b"x").unwrap().as_deref(), Some(&b"1"[..]));
-    assert_eq!(db.get_in(a, b"x").unwrap().as_deref(), Some(&b"2"[..]));
+    assert_eq!(
+        db.in_table(c).get(b"x").unwrap().as_deref(),
+        Some(&b"1"[..])
+    );
+    assert_eq!(
+        db.in_table(a).get(b"x").unwrap().as_deref(),
+        Some(&b"2"[..])
+    );
     assert_eq!(db.get(b"x").unwrap().as_deref(), Some(&b"3"[..]));
     assert!(db.verify().unwrap().is_ok());
     db.close().unwrap();
@@ -251,7 +279,7 @@ fn a_log_naming_an_unknown_table_is_corruption() {
     let mode = Durability::Fdatasync;
     let mut db = LocalDb::open(&d, opts(64, mode)).unwrap();
     let t = db.create_table("t").unwrap();
-    db.insert_in(t, b"a", b"1").unwrap();
+    db.in_table(t).insert(b"a", b"1").unwrap();
     crash(db);
     let log_path = d.join(WAL_FILE);
     let mut log = std::fs::read(&log_path).unwrap();
@@ -325,12 +353,15 @@ fn a_database_of_the_previous_format_opens_as_its_default_table() {
     }
     assert!(db.verify().unwrap().is_ok());
     let t = db.create_table("new").unwrap();
-    db.insert_in(t, b"k", b"v").unwrap();
+    db.in_table(t).insert(b"k", b"v").unwrap();
     db.close().unwrap();
     let file = std::fs::read(&data).unwrap();
     assert_eq!(&file[body..body + 8], b"RINGDBM3");
     let mut db = LocalDb::open(&d, reopen_opts(64, Durability::Off)).unwrap();
-    assert_eq!(db.get_in(t, b"k").unwrap().as_deref(), Some(&b"v"[..]));
+    assert_eq!(
+        db.in_table(t).get(b"k").unwrap().as_deref(),
+        Some(&b"v"[..])
+    );
     assert!(db.verify().unwrap().is_ok());
     db.close().unwrap();
     let _ = std::fs::remove_dir_all(&d);
@@ -434,20 +465,20 @@ fn apply_step(
         }
         Step::Put(t, k, v) => match model.id(&db, *t) {
             Some(id) => {
-                let existed = db.insert_in(id, &key(*k), &value(*v)).unwrap();
+                let existed = db.in_table(id).insert(&key(*k), &value(*v)).unwrap();
                 let map = model.tables.get_mut(t).unwrap();
                 prop_assert_eq!(existed, map.insert(key(*k), value(*v)).is_some());
             }
             None => {
                 let ghost = TableId::from_raw(1000 + u32::from(*t));
-                let refused = db.insert_in(ghost, &key(*k), &value(*v));
+                let refused = db.in_table(ghost).insert(&key(*k), &value(*v));
                 let typed = matches!(refused, Err(WriteError::NoSuchTable { .. }));
                 prop_assert!(typed, "an unknown table: {:?}", refused);
             }
         },
         Step::Delete(t, k) => {
             if let Some(id) = model.id(&db, *t) {
-                let existed = db.remove_in(id, &key(*k)).unwrap();
+                let existed = db.in_table(id).remove(&key(*k)).unwrap();
                 let map = model.tables.get_mut(t).unwrap();
                 prop_assert_eq!(existed, map.remove(&key(*k)).is_some());
             }
@@ -492,7 +523,7 @@ fn check_model(db: &mut LocalDb, model: &Model) -> Result<(), TestCaseError> {
     for (&t, map) in &model.tables {
         let id = model.id(db, t).unwrap();
         for k in 0..KEYS {
-            let got = db.get_in(id, &key(k)).unwrap();
+            let got = db.in_table(id).get(&key(k)).unwrap();
             prop_assert_eq!(got.as_ref(), map.get(&key(k)), "table {} key {}", t, k);
         }
     }

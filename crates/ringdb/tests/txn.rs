@@ -106,7 +106,8 @@ fn bank(name: &str, isolation: Isolation) -> (i64, LocalDb) {
     let mut db = LocalDb::open(&dir(name), opts(24, Durability::Off)).unwrap();
     let table = db.create_table("accounts").unwrap();
     for i in 0..ACCOUNTS {
-        db.insert_in(table, &account_key(i), &account_value(INITIAL_BALANCE))
+        db.in_table(table)
+            .insert(&account_key(i), &account_value(INITIAL_BALANCE))
             .unwrap();
     }
     let h = db.handle();
@@ -118,14 +119,14 @@ fn bank(name: &str, isolation: Isolation) -> (i64, LocalDb) {
     let all = db
         .runtime()
         .block_on(async move {
-            h.scan_in(
-                table,
-                Bound::Unbounded,
-                Bound::Unbounded,
-                Direction::Forward,
-                usize::MAX,
-            )
-            .await
+            h.in_table(table)
+                .scan(
+                    Bound::Unbounded,
+                    Bound::Unbounded,
+                    Direction::Forward,
+                    usize::MAX,
+                )
+                .await
         })
         .unwrap()
         .unwrap();
@@ -246,7 +247,7 @@ fn a_younger_transaction_dies_and_an_older_one_waits() {
         (1, 1, 3, 1)
     );
     assert_eq!(
-        db.get_in(table, &key(2)).unwrap().as_deref(),
+        db.in_table(table).get(&key(2)).unwrap().as_deref(),
         Some(&b"old"[..])
     );
     assert_eq!(stats.locks_held, 0);
@@ -455,13 +456,8 @@ fn a_transaction_sees_its_own_writes_in_gets_and_scans() {
             }
             t.commit().await.unwrap();
             let all = h
-                .scan_in(
-                    table,
-                    Bound::Unbounded,
-                    Bound::Unbounded,
-                    Direction::Forward,
-                    100,
-                )
+                .in_table(table)
+                .scan(Bound::Unbounded, Bound::Unbounded, Direction::Forward, 100)
                 .await
                 .unwrap();
             assert_eq!(all, model.into_iter().collect::<Vec<_>>());
@@ -505,11 +501,11 @@ fn abort_and_drop_discard_writes_and_release_locks() {
                 }
                 later.commit().await.unwrap();
                 assert_eq!(
-                    h.get_in(table, &key(1)).await.unwrap().as_deref(),
+                    h.in_table(table).get(&key(1)).await.unwrap().as_deref(),
                     Some(&b"v1"[..])
                 );
                 assert_eq!(
-                    h.get_in(table, &key(2)).await.unwrap().as_deref(),
+                    h.in_table(table).get(&key(2)).await.unwrap().as_deref(),
                     Some(&b"v2"[..])
                 );
             }
@@ -552,7 +548,7 @@ fn with_a_log_a_commit_is_one_record_and_survives_a_crash() {
     let mut db = LocalDb::open(&d, reopen).unwrap();
     for i in 0..20 {
         assert_eq!(
-            db.get_in(table, &key(i)).unwrap().as_deref(),
+            db.in_table(table).get(&key(i)).unwrap().as_deref(),
             Some(&b"committed"[..])
         );
     }
@@ -560,7 +556,7 @@ fn with_a_log_a_commit_is_one_record_and_survives_a_crash() {
         db.get(b"other-table").unwrap().as_deref(),
         Some(&b"too"[..])
     );
-    assert_eq!(db.get_in(table, &key(100)).unwrap(), None);
+    assert_eq!(db.in_table(table).get(&key(100)).unwrap(), None);
     assert!(db.verify().unwrap().is_ok());
     db.close().unwrap();
 }

@@ -30,7 +30,8 @@ fn loaded(name: &str) -> (LocalDb, TableId) {
     let mut db = LocalDb::open(&dir(name), options).unwrap();
     let table = db.create_table("t").unwrap();
     for i in 0..KEYS {
-        db.insert_in(table, &key(i), &vec![b'v'; VALUE_BYTES])
+        db.in_table(table)
+            .insert(&key(i), &vec![b'v'; VALUE_BYTES])
             .unwrap();
     }
     (db, table)

@@ -78,7 +78,7 @@ fn a_younger_insert_into_a_range_a_scan_waits_for_gives_way() {
         ["holder commits", "scan granted", "late insert refused"]
     );
     assert_eq!(
-        db.get_in(table, &key(7)).unwrap().as_deref(),
+        db.in_table(table).get(&key(7)).unwrap().as_deref(),
         Some(&b"v7"[..])
     );
     assert_eq!(h.txn_stats().locks_held, 0);

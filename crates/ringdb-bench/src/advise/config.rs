@@ -1,10 +1,10 @@
-//! The recommendation as a configuration file ([`ringdb::ConfigFile`]): what `Db::open`,
+//! The recommendation as a configuration file ([`ConfigFile`](crate::config::ConfigFile)): what `Db::open`,
 //! `ringdb ycsb --config`, `ringdb io --config` and `ringdb ladder --config` take, so advice
 //! becomes settings in one step. Comment lines at its head say what wrote it, for which
 //! target and workload, and why.
 
 use super::{Advice, AdviseOpts, Preset, Workload};
-use ringdb::{ConfigFile, DbSettings, WorkloadSettings};
+use crate::config::{ConfigFile, DbSettings, WorkloadSettings};
 
 /// The recommended configuration, or `None` when nothing can run here.
 pub fn config_of(advice: &Advice, opts: &AdviseOpts) -> Option<ConfigFile> {

@@ -286,7 +286,8 @@ async fn district_totals(
 /// A row that must exist, decoded.
 async fn read_row<R: Row>(h: &DbHandle, table: TableId, key: &[u8]) -> Result<R> {
     let bytes = h
-        .get_in(table, key)
+        .in_table(table)
+        .get(key)
         .await?
         .ok_or(BenchError::TpccMissingRow {
             table: R::TABLE,
@@ -312,7 +313,8 @@ async fn for_each_in_prefix(
             .as_deref()
             .map_or(Bound::Included(prefix), Bound::Excluded);
         let chunk = h
-            .scan_in(table, start, end_bound(), Direction::Forward, SCAN_CHUNK)
+            .in_table(table)
+            .scan(start, end_bound(), Direction::Forward, SCAN_CHUNK)
             .await?;
         for (key, value) in &chunk {
             f(key, value)?;

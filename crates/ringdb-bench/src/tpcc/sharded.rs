@@ -107,7 +107,8 @@ async fn load_shard(
     let encoded = meta.encode();
     shard
         .local()
-        .insert_in(meta_table, tables::META_KEY, &encoded)
+        .in_table(meta_table)
+        .insert(tables::META_KEY, &encoded)
         .await?;
     let total = *rows.borrow();
     Ok(total)

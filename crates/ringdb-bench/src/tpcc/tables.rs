@@ -153,7 +153,7 @@ impl Row for LoadedMeta {
 
 /// The meta row of `db`, if it was loaded.
 pub(crate) fn read_meta(db: &mut LocalDb, tables: &TpccTables) -> Result<Option<LoadedMeta>> {
-    let Some(bytes) = db.get_in(tables.meta, META_KEY)? else {
+    let Some(bytes) = db.in_table(tables.meta).get(META_KEY)? else {
         return Ok(None);
     };
     let meta = LoadedMeta::decode(&bytes).map_err(|source| BenchError::TpccRow { source })?;
@@ -162,7 +162,7 @@ pub(crate) fn read_meta(db: &mut LocalDb, tables: &TpccTables) -> Result<Option<
 
 /// The meta row through `h` (a shard's own database), if it was loaded.
 pub(crate) async fn read_meta_in(h: &DbHandle, tables: &TpccTables) -> Result<Option<LoadedMeta>> {
-    let Some(bytes) = h.get_in(tables.meta, META_KEY).await? else {
+    let Some(bytes) = h.in_table(tables.meta).get(META_KEY).await? else {
         return Ok(None);
     };
     let meta = LoadedMeta::decode(&bytes).map_err(|source| BenchError::TpccRow { source })?;
@@ -171,6 +171,6 @@ pub(crate) async fn read_meta_in(h: &DbHandle, tables: &TpccTables) -> Result<Op
 
 /// Records that `db` holds a complete population of `meta.scale`.
 pub(crate) fn write_meta(db: &mut LocalDb, tables: &TpccTables, meta: &LoadedMeta) -> Result<()> {
-    db.insert_in(tables.meta, META_KEY, &meta.encode())?;
+    db.in_table(tables.meta).insert(META_KEY, &meta.encode())?;
     Ok(())
 }

@@ -102,7 +102,7 @@ pub struct PoolStats {
     /// Of those, the times a task found no free frame (and no round to run) and waited.
     pub frame_waits: u64,
     /// Page reads whose verification (checksum and header) was timed, while
-    /// [`BufferManager::time_verification`](super::BufferManager::time_verification) was on.
+    /// the buffer manager's `time_verification` was on.
     pub verifications_timed: u64,
     /// TSC cycles those verifications took.
     pub verification_cycles: u64,

@@ -57,7 +57,9 @@ mod steal;
 mod view;
 mod wait;
 
-pub use config::{PoolConfig, PoolStats, MIN_FRAMES};
+#[cfg(any(test, feature = "__internal"))]
+pub use config::MIN_FRAMES;
+pub use config::{PoolConfig, PoolStats};
 pub use dirty::{DirtyPage, PoolCut};
 pub use free_list::FreeListCut;
 pub use guard::{PageGuard, Reservation};

@@ -201,6 +201,7 @@ impl Catalog {
         self.state.borrow().tables.len()
     }
 
+    #[cfg(any(test, feature = "__internal"))]
     /// Whether only the default table exists.
     pub fn is_empty(&self) -> bool {
         self.len() == 0

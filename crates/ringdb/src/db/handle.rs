@@ -324,7 +324,7 @@ impl DbHandle {
     /// Up to `limit` pairs with keys within (`start`, `end`), in key order
     /// ([`Direction::Forward`](crate::Direction::Forward)) or descending key order
     /// ([`Direction::Reverse`](crate::Direction::Reverse)). A caller resumes after the last key
-    /// it got with `Bound::Excluded(last)` on the side it walks from (see [`BTree::scan`]).
+    /// it got with `Bound::Excluded(last)` on the side it walks from (see the tree's `scan`).
     pub async fn scan(
         &self,
         start: Bound<&[u8]>,
@@ -402,14 +402,16 @@ impl DbHandle {
 
     /// Whether a checkpoint is running now (the simulated-disk tests cut the power between
     /// checkpoints, among eviction writes): not part of the API.
-    #[doc(hidden)]
-    pub fn checkpoint_running(&self) -> bool {
+    #[cfg(any(test, feature = "__internal"))]
+    #[cfg_attr(feature = "__internal", visibility::make(pub))]
+    pub(crate) fn checkpoint_running(&self) -> bool {
         self.durable.as_ref().is_some_and(|d| d.ckpt.running())
     }
 
     /// The pool and the trees' roots as readers on other threads see them (`Send + Sync`;
     /// see `tree/optimistic.rs`).
-    pub fn read_view(&self) -> (crate::buffer::PoolView, Arc<crate::tree::PublishedRoots>) {
+    #[cfg_attr(feature = "__internal", visibility::make(pub))]
+    pub(crate) fn read_view(&self) -> (crate::buffer::PoolView, Arc<crate::tree::PublishedRoots>) {
         (self.tree.buffer().view(), self.tables.published_roots())
     }
 

@@ -11,6 +11,7 @@
 //! - `options.rs`: [`Options`] and [`DbStats`];
 //! - `batch.rs`: [`WriteBatch`];
 //! - `tables.rs`: named tables on a [`DbHandle`]: creating one, reads and writes in one;
+//!   `table_view.rs`: [`LocalTable`] and [`LocalDbTable`], the API's way into one;
 //! - `open.rs`: [`Db::open`]: what the path is (directory, file, block device, NVMe char
 //!   device), which options it allows, and opening its files;
 //! - `runtime.rs`: [`Db::open_on`] and the wiring shared by every way of opening: the
@@ -27,14 +28,18 @@ mod options;
 mod recovery;
 mod runtime;
 mod scan_in;
+mod table_view;
 mod tables;
 mod write_ahead;
 
 pub use batch::WriteBatch;
 pub use handle::DbHandle;
-pub use layout::{DeviceLayout, FileSet, DATA_FILE, DW_FILE, WAL_FILE};
+pub use layout::DATA_FILE;
+#[cfg(feature = "__internal")]
+pub use layout::{DeviceLayout, FileSet, DW_FILE, WAL_FILE};
 pub use options::{DbStats, Options, Steal};
 pub use runtime::Storage;
+pub use table_view::{LocalDbTable, LocalTable};
 
 use crate::catalog::TableId;
 use crate::error::{ReadError, StorageError, WriteError};
@@ -138,29 +143,6 @@ impl Db {
     /// The named tables and their ids (the default table is not listed).
     pub fn tables(&self) -> Vec<(String, TableId)> {
         self.handle.tables()
-    }
-
-    /// The value of `key` in `table`, if present.
-    pub fn get_in(&mut self, table: TableId, key: &[u8]) -> Result<Option<Vec<u8>>, ReadError> {
-        let h = self.handle.clone();
-        self.block_on(async move { h.get_in(table, key).await })
-    }
-
-    /// Inserts or replaces in `table`; returns whether the key existed.
-    pub fn insert_in(
-        &mut self,
-        table: TableId,
-        key: &[u8],
-        value: &[u8],
-    ) -> Result<bool, WriteError> {
-        let h = self.handle.clone();
-        self.block_on(async move { h.insert_in(table, key, value).await })
-    }
-
-    /// Removes from `table`; returns whether the key existed.
-    pub fn remove_in(&mut self, table: TableId, key: &[u8]) -> Result<bool, WriteError> {
-        let h = self.handle.clone();
-        self.block_on(async move { h.remove_in(table, key).await })
     }
 
     /// Up to `limit` pairs in `[start, end)` order by key.

@@ -51,6 +51,15 @@ impl Steal {
             Steal::Never => false,
         }
     }
+
+    /// The name its parser ([`FromStr`](std::str::FromStr)) reads: `auto`, `on` or `off`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Steal::Auto => "auto",
+            Steal::Always => "on",
+            Steal::Never => "off",
+        }
+    }
 }
 
 impl std::str::FromStr for Steal {

@@ -1,5 +1,6 @@
-//! [`DbHandle::scan_in`]: a chunk of a range scan in any table, in either direction: what the
-//! sharded database's streaming iterators ask each shard for.
+//! `DbHandle::scan_in` (the API's [`LocalTable::scan`](super::LocalTable::scan)): a chunk of a
+//! range scan in any table, in either direction: what the sharded database's streaming
+//! iterators ask each shard for.
 
 use super::DbHandle;
 use crate::catalog::TableId;
@@ -11,7 +12,7 @@ impl DbHandle {
     /// Up to `limit` pairs of `table` with keys within (`start`, `end`), ascending (`Forward`)
     /// or descending (`Reverse`). To resume, pass the last key returned as an excluded bound
     /// on the side the scan walks from.
-    pub async fn scan_in(
+    pub(crate) async fn scan_in(
         &self,
         table: TableId,
         start: Bound<&[u8]>,

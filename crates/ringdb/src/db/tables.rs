@@ -95,7 +95,11 @@ impl DbHandle {
     }
 
     /// The value of `key` in `table`, if present.
-    pub async fn get_in(&self, table: TableId, key: &[u8]) -> Result<Option<Vec<u8>>, ReadError> {
+    pub(crate) async fn get_in(
+        &self,
+        table: TableId,
+        key: &[u8],
+    ) -> Result<Option<Vec<u8>>, ReadError> {
         if let Some(first) = self.first_failure() {
             return Err(ReadError::Failed { first });
         }
@@ -107,7 +111,7 @@ impl DbHandle {
 
     /// Copies the value of `key` in `table` into `out` (cleared first); returns whether it was
     /// present. One buffer for many reads: no allocation per read.
-    pub async fn get_into_in(
+    pub(crate) async fn get_into_in(
         &self,
         table: TableId,
         key: &[u8],
@@ -122,9 +126,9 @@ impl DbHandle {
         Ok(self.tree_of(table)?.get_into(key, out).await?)
     }
 
-    /// [`get_into_in`](Self::get_into_in) without waiting: `None` where a page on the way is
+    /// `get_into_in` without waiting: `None` where a page on the way is
     /// not in the pool (nothing was read).
-    pub fn get_resident_into_in(
+    pub(crate) fn get_resident_into_in(
         &self,
         table: TableId,
         key: &[u8],
@@ -141,7 +145,7 @@ impl DbHandle {
 
     /// Inserts or replaces in `table`; returns whether the key existed. With a log, a commit
     /// of its own.
-    pub async fn insert_in(
+    pub(crate) async fn insert_in(
         &self,
         table: TableId,
         key: &[u8],
@@ -156,7 +160,7 @@ impl DbHandle {
 
     /// Removes from `table`; returns whether the key existed. With a log, a commit of its
     /// own.
-    pub async fn remove_in(&self, table: TableId, key: &[u8]) -> Result<bool, WriteError> {
+    pub(crate) async fn remove_in(&self, table: TableId, key: &[u8]) -> Result<bool, WriteError> {
         if self.durable.is_none() {
             return self.tree_for_write(table)?.remove(key).await;
         }

@@ -20,14 +20,12 @@
 //! variants to its own hints. The `io_cause` methods find the I/O layer's error behind any of
 //! them without knowing the nesting.
 
-mod config;
 mod open;
 mod shard;
 mod storage;
 mod txn;
 mod write;
 
-pub use config::ConfigError;
 pub use open::{LayoutError, OpenError, TargetKind};
 pub use shard::{ShardError, ShardSetupError};
 pub use storage::{
@@ -63,9 +61,6 @@ pub enum DbError {
     /// A request could not reach its shard.
     #[error(transparent)]
     Shard(#[from] ShardError),
-    /// A configuration file could not become settings.
-    #[error(transparent)]
-    Config(#[from] ConfigError),
     /// A transaction failed (a wait-die conflict included).
     #[error(transparent)]
     Txn(#[from] TxnError),
@@ -81,7 +76,7 @@ impl DbError {
             DbError::Read(e) => e.io_cause(),
             DbError::Storage(e) => e.io_cause(),
             DbError::Txn(e) => e.io_cause(),
-            DbError::Shard(_) | DbError::Config(_) => None,
+            DbError::Shard(_) => None,
         }
     }
 }

@@ -379,7 +379,7 @@ impl std::fmt::Display for TargetKind {
 }
 
 /// Why a raw device cannot hold a database with a log (see
-/// [`DeviceLayout::plan`](crate::db::DeviceLayout)).
+/// `DeviceLayout::plan` in `db/layout.rs`).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum LayoutError {

@@ -47,7 +47,12 @@ impl Db {
     /// sharing the sync with concurrent committers. Blocks the calling thread for that sync
     /// (on a shard's thread, its other tasks wait: the log is a plain file). Call it with
     /// every part's locks held; on an error nothing is committed.
-    pub fn log_across(&self, parts: &[(usize, WriteBatch)]) -> Result<AcrossCommit, WriteError> {
+    #[cfg(any(test, feature = "__internal"))]
+    #[cfg_attr(feature = "__internal", visibility::make(pub))]
+    pub(crate) fn log_across(
+        &self,
+        parts: &[(usize, WriteBatch)],
+    ) -> Result<AcrossCommit, WriteError> {
         self.assert_part_shards(parts);
         let (id, marker) = self.log_batch(self.shared.coordinator(), parts)?;
         Ok(AcrossCommit { id, marker })
@@ -56,7 +61,8 @@ impl Db {
     /// [`log_across`](Self::log_across) for a task on a shard: the sync runs on the batch
     /// log's sync thread (shared with concurrent committers) while the shard's other tasks
     /// go on.
-    pub async fn log_across_async(
+    #[cfg_attr(feature = "__internal", visibility::make(pub))]
+    pub(crate) async fn log_across_async(
         &self,
         parts: &[(usize, WriteBatch)],
     ) -> Result<AcrossCommit, WriteError> {
@@ -95,7 +101,8 @@ impl Db {
 
     /// Every part of `commit` has committed (`all_committed`), or some failed: a failed
     /// part keeps its record in the log, so that a reopen applies it.
-    pub fn across_done(&self, commit: AcrossCommit, all_committed: bool) {
+    #[cfg_attr(feature = "__internal", visibility::make(pub))]
+    pub(crate) fn across_done(&self, commit: AcrossCommit, all_committed: bool) {
         if all_committed {
             self.shared.coordinator().lock().in_flight -= 1;
         } else {

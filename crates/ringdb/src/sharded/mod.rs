@@ -57,13 +57,16 @@ mod transaction;
 mod transaction_parts;
 
 pub use across::AcrossCommit;
+#[cfg(feature = "__internal")]
 pub use batch_log::BATCH_LOG_FILE;
 pub use builder::DbBuilder;
 pub use caller::set_caller_thread_batch;
 pub(crate) use cross::SYSTEM_TABLE;
 pub use here::{caller_reads, CallerReads};
 pub use iter::{prefix_end, Range};
-pub use manifest::{MANIFEST_FILE, SHARDS_MAX, SHARD_HASH};
+pub use manifest::SHARDS_MAX;
+#[cfg(feature = "__internal")]
+pub use manifest::{MANIFEST_FILE, SHARD_HASH};
 pub use shard_handle::Shard;
 pub use stats::ShardedStats;
 pub use tables::{Table, SYSTEM_PREFIX};

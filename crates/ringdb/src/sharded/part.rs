@@ -8,10 +8,11 @@
 //! [`Transaction`] holds the shard's single-thread state (its lock table, its tree handles),
 //! so it never leaves that thread; the caller holds only the part's id.
 
+use super::AcrossCommit;
 use crate::db::{DbHandle, WriteBatch};
 use crate::error::TxnError;
 use crate::txn::{Isolation, Transaction, TxnTimestamp};
-use crate::{AcrossCommit, Direction, TableId};
+use crate::{Direction, TableId};
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
 use std::ops::Bound;

@@ -3,9 +3,10 @@
 
 use super::part::{self, PartOp, PartReply, Write};
 use super::transaction::{DbTransaction, Ended, Pairs};
+use super::AcrossCommit;
 use crate::db::WriteBatch;
 use crate::error::{ShardError, TxnError};
-use crate::{AcrossCommit, Direction, TableId};
+use crate::{Direction, TableId};
 use futures_util::future::join_all;
 use std::collections::BTreeMap;
 use std::ops::{Bound, RangeBounds};

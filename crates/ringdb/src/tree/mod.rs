@@ -72,9 +72,13 @@ mod scan_leaf;
 mod scan_walk;
 mod trace;
 
-pub use optimistic::{Optimistic, PublishedRoots, OPTIMISTIC_TRIES};
+pub use optimistic::PublishedRoots;
+#[cfg(any(test, feature = "__internal"))]
+pub use optimistic::{Optimistic, OPTIMISTIC_TRIES};
 pub use scan::{Direction, READ_AHEAD_PAGES};
-pub use trace::{timestamp, PointTrace};
+pub use trace::timestamp;
+#[cfg(any(test, feature = "__internal"))]
+pub use trace::PointTrace;
 
 /// What the tree counts.
 #[derive(Clone, Copy, Debug, Default, Serialize)]

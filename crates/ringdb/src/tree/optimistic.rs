@@ -112,6 +112,7 @@ pub fn get_into(
     Optimistic::Fallback
 }
 
+#[cfg(any(test, feature = "__internal"))]
 /// The cycles of one read's steps on the caller's thread: a measurement hook for
 /// `ringdb micro point-cost` (time-stamp reads between the steps of [`get_into`]).
 #[derive(Clone, Copy, Debug, Default)]
@@ -129,6 +130,7 @@ pub struct OptimisticTrace {
     pub found: bool,
 }
 
+#[cfg(any(test, feature = "__internal"))]
 impl OptimisticTrace {
     /// The steps added up.
     pub fn total_cycles(&self) -> u64 {
@@ -136,6 +138,7 @@ impl OptimisticTrace {
     }
 }
 
+#[cfg(any(test, feature = "__internal"))]
 /// [`get_into`] once, timed step by step; `None` when the attempt did not end with a
 /// validated answer (the caller measures resident, quiet pages).
 pub fn trace_get(

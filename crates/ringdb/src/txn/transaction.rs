@@ -98,7 +98,8 @@ impl Transaction {
     /// [`Db`](crate::Db), all carrying one timestamp) still holds their locks, an older
     /// transaction may wait for those, and the wait could close a cycle. Such a
     /// transaction's parts all report at once; it aborts every part, then retries.
-    pub fn report_conflicts_at_once(&mut self) {
+    #[cfg_attr(feature = "__internal", visibility::make(pub))]
+    pub(crate) fn report_conflicts_at_once(&mut self) {
         self.wait_after_conflict = false;
     }
 
@@ -107,7 +108,8 @@ impl Transaction {
     /// for the lock in its way to change, so that the retry does not meet the same holder at
     /// once. Call it once every other part of the transaction has aborted. For any other
     /// transaction it is an abort.
-    pub async fn wait_out_conflict(mut self) {
+    #[cfg_attr(feature = "__internal", visibility::make(pub))]
+    pub(crate) async fn wait_out_conflict(mut self) {
         if let Some((table, blocker)) = self.pending_wait.take() {
             self.shared.wait_for_change(table, blocker, self.age).await;
         }
@@ -281,17 +283,18 @@ impl Transaction {
     }
 
     /// A copy of the writes the commit would make, as a batch: what a transaction with parts
-    /// on several shards logs for this part ([`Db::log_across`](crate::Db::log_across)).
-    pub fn pending_writes(&self) -> WriteBatch {
+    /// on several shards logs for this part (in the cross-shard batch log).
+    #[cfg_attr(feature = "__internal", visibility::make(pub))]
+    pub(crate) fn pending_writes(&self) -> WriteBatch {
         WriteBatch::from_ops(self.writes.to_ops())
     }
 
-    /// [`pending_writes`](Self::pending_writes), once this database's log is durable up to
-    /// its end. With early lock release this part may have read writes whose records are
+    /// `pending_writes`, once this database's log is durable up to its end. With early lock release this part may have read writes whose records are
     /// not durable yet; its commit point is in another log (the cross-shard batch log),
     /// which must not become durable before them, or a crash would keep this transaction
     /// and lose what it read.
-    pub async fn prepare(&self) -> Result<WriteBatch, TxnError> {
+    #[cfg_attr(feature = "__internal", visibility::make(pub))]
+    pub(crate) async fn prepare(&self) -> Result<WriteBatch, TxnError> {
         self.check_alive()?;
         self.handle.wait_log_durable().await?;
         Ok(self.pending_writes())
@@ -301,7 +304,11 @@ impl Transaction {
     /// by [`Db::log_across`](crate::Db::log_across): as [`commit`](Self::commit), with the
     /// log's marker in the same batch, so that a reopen after a crash applies this part from
     /// that log only if it is not here.
-    pub async fn commit_across(self, commit: &crate::AcrossCommit) -> Result<(), TxnError> {
+    #[cfg_attr(feature = "__internal", visibility::make(pub))]
+    pub(crate) async fn commit_across(
+        self,
+        commit: &crate::sharded::AcrossCommit,
+    ) -> Result<(), TxnError> {
         self.commit_marked(commit.marker()).await
     }
 

@@ -30,12 +30,9 @@ pub fn small_db(name: &str, keys: u32) -> (LocalDb, TableId) {
     let mut db = LocalDb::open(&dir(name), opts(64, Durability::Off)).unwrap();
     let table = db.create_table("t").unwrap();
     for i in 0..keys {
-        db.insert_in(
-            table,
-            format!("k{i:03}").as_bytes(),
-            format!("v{i}").as_bytes(),
-        )
-        .unwrap();
+        db.in_table(table)
+            .insert(format!("k{i:03}").as_bytes(), format!("v{i}").as_bytes())
+            .unwrap();
     }
     (db, table)
 }

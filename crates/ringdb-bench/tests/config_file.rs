@@ -2,8 +2,8 @@
 //! line, and a database opened with a file's settings.
 
 use proptest::prelude::*;
-use ringdb::{ConfigError, ConfigFile, DbSettings, Durability, LocalDb, Options, Steal};
-use ringdb::{WorkloadSettings, SHARDS_MAX};
+use ringdb::{Durability, LocalDb, Options, Steal, SHARDS_MAX};
+use ringdb_bench::config::{ConfigError, ConfigFile, DbSettings, WorkloadSettings};
 use ringdb_io::{Batching, EngineKind, IoConfig, IoError, SetupMode, SqPoll};
 use std::path::PathBuf;
 
@@ -207,7 +207,7 @@ fn a_database_opens_with_the_files_settings() {
         "[io]\nengine = \"posix\"\n[db]\npool = \"2M\"\ndurability = \"none\"\ndirect = false\n",
     )
     .unwrap();
-    let mut options = Options::from_config_file(&path).unwrap();
+    let mut options = ConfigFile::options_from_path(&path).unwrap();
     assert_eq!(options.pool_pages, 512);
     options.fresh = true;
     let mut db = LocalDb::open(&dir.join("db"), options).unwrap();

@@ -1,4 +1,4 @@
-//! [`ConfigError`]: why a configuration file (see [`ConfigFile`](crate::ConfigFile)) could not
+//! [`ConfigError`]: why a configuration file (see [`ConfigFile`](super::ConfigFile)) could not
 //! become settings.
 //!
 //! A config file is written by one tool (`ringdb advise`) and read by others, often much later;

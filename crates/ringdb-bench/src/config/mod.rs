@@ -9,9 +9,10 @@
 //! with a [`ConfigError`] naming the file, the key and the line, because a misspelt switch that
 //! were silently off would measure something other than what was advised.
 
-use crate::error::ConfigError;
-use crate::{DbBuilder, Durability, Options, Steal, SHARDS_MAX};
-use ringdb_io::IoConfig;
+mod error;
+
+pub use error::ConfigError;
+use ringdb::{DbBuilder, Durability, IoConfig, Options, Steal, SHARDS_MAX};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 use toml::Spanned;
@@ -199,6 +200,14 @@ impl ConfigFile {
         }
     }
 
+    /// The default [`Options`] with the configuration file at `path` applied
+    /// ([`ConfigFile::apply_to`]).
+    pub fn options_from_path(path: &Path) -> Result<Options, ConfigError> {
+        let mut options = Options::default();
+        ConfigFile::from_path(path)?.apply_to(&mut options);
+        Ok(options)
+    }
+
     /// `builder` with the file applied: its options (see [`ConfigFile::apply_to`]) and the
     /// number of shards when the file gives one.
     pub fn configure(&self, builder: DbBuilder) -> DbBuilder {
@@ -209,16 +218,6 @@ impl ConfigFile {
             Some(shards) => builder.shards(shards),
             None => builder,
         }
-    }
-}
-
-impl Options {
-    /// The default options with the configuration file at `path` applied
-    /// ([`ConfigFile::apply_to`]).
-    pub fn from_config_file(path: &Path) -> Result<Options, ConfigError> {
-        let mut options = Options::default();
-        ConfigFile::from_path(path)?.apply_to(&mut options);
-        Ok(options)
     }
 }
 
@@ -505,19 +504,10 @@ impl From<&DbSettings> for OutDb {
             page_size: db.page_size_bytes.map(size_text),
             shards: db.shards,
             durability: db.durability.map(Durability::name),
-            steal: db.steal.map(steal_name),
+            steal: db.steal.map(Steal::name),
             evict_batch: db.evict_batch,
             group_commit: db.group_commit,
             direct: db.direct,
         }
-    }
-}
-
-/// The name [`Steal`]'s parser reads.
-fn steal_name(steal: Steal) -> &'static str {
-    match steal {
-        Steal::Auto => "auto",
-        Steal::Always => "on",
-        Steal::Never => "off",
     }
 }
