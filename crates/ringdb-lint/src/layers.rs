@@ -69,9 +69,9 @@ pub fn top_level_modules(src: &Path) -> Result<Vec<String>, LintError> {
         let Some(stem) = path.file_stem().and_then(|s| s.to_str()) else {
             continue;
         };
-        if path.is_dir() && path.join("mod.rs").is_file() {
-            modules.push(stem.to_string());
-        } else if path.extension().is_some_and(|e| e == "rs") && stem != "lib" {
+        let folder = path.is_dir() && path.join("mod.rs").is_file();
+        let file = path.extension().is_some_and(|e| e == "rs") && stem != "lib";
+        if folder || file {
             modules.push(stem.to_string());
         }
     }

@@ -48,7 +48,10 @@ fn the_ratchet_catches_upward_unplaced_and_stale_entries() {
     let has = |needle: &str| problems.iter().any(|p| p.contains(needle));
     assert!(has("module `new` has no place"), "{problems:?}");
     assert!(has("`low` uses `mid`"), "{problems:?}");
-    assert!(has("`low -> high` is allowed but no longer occurs"), "{problems:?}");
+    assert!(
+        has("`low -> high` is allowed but no longer occurs"),
+        "{problems:?}"
+    );
     assert_eq!(problems.len(), 3, "{problems:?}");
     let none = BTreeSet::new();
     assert!(layering_violations(&[], &layers, &[edge("high", "mid")], &none).is_empty());

@@ -42,8 +42,8 @@
 //! of range" includes the pages the meta page names as in use: the default table's root and
 //! the named tables' catalog page ([`Meta::may_be_free`]), which are never free.
 
-use crate::buffer::PageId;
 use crate::error::{Corruption, StorageError};
+use crate::ids::PageId;
 use crate::meta::Meta;
 use crate::page::{self, PageType};
 use ringdb_io::{AlignedBuf, FileId, Io};

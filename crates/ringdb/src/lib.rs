@@ -88,7 +88,9 @@ pub struct ReadmeDoctests;
 
 mod chunked;
 mod db;
+mod durability;
 mod error;
+mod ids;
 mod key_order;
 mod keylock;
 mod memory;

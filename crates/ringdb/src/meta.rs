@@ -28,10 +28,19 @@
 //! is the ids in the page; the next flush or checkpoint writes it as `RINGDBM3`. `RINGDBM1`
 //! (no log) is refused as [`Corruption::OlderFormat`].
 
-use crate::buffer::PageId;
 use crate::error::{Corruption, OpenError, StorageError};
+use crate::ids::PageId;
 use crate::page;
-use crate::tree::TreeRoot;
+
+/// Where a tree starts: kept in the meta page (the default tree's) and the catalog (each
+/// table's).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TreeRoot {
+    /// The root node's page.
+    pub root: PageId,
+    /// 1 when the root is a leaf.
+    pub height: u32,
+}
 
 /// The magic of this format.
 const MAGIC: u64 = u64::from_le_bytes(*b"RINGDBM3");

@@ -146,6 +146,41 @@ fn a_younger_transaction_dies_on_an_older_ones_lock_and_the_retry_wins() {
     let _ = std::fs::remove_dir_all(&d);
 }
 
+/// A range walked backwards across three shards, with the transaction's own inserts and
+/// deletes merged in: the last `limit` pairs, descending, the same as the forward walk's
+/// reversed.
+#[test]
+fn a_range_walked_backwards_merges_every_shard_and_the_own_writes() {
+    let d = dir("range-rev");
+    let db = open(&d, 3, Durability::None);
+    let key = |i: u32| format!("k{i:02}").into_bytes();
+    for i in 0..30 {
+        db.insert(&key(i), &i.to_be_bytes()).unwrap();
+    }
+    let mut txn = db.begin();
+    txn.remove(&key(29)).unwrap();
+    txn.remove(&key(27)).unwrap();
+    txn.insert(b"k275", b"mine").unwrap();
+    let last = txn.range_rev(key(10)..key(30), 5).unwrap();
+    let names: Vec<&[u8]> = last.iter().map(|(k, _)| k.as_slice()).collect();
+    let want: [&[u8]; 5] = [b"k28", b"k275", b"k26", b"k25", b"k24"];
+    assert_eq!(names, want);
+    assert_eq!(last[1].1, b"mine");
+    let mut forward = txn.range(key(10)..key(30), usize::MAX).unwrap();
+    forward.reverse();
+    let backward = txn.range_rev(key(10)..key(30), usize::MAX).unwrap();
+    assert_eq!(forward, backward);
+    assert_eq!(backward.len(), 20 - 2 + 1);
+    let first = txn.prefix(b"k0", 3).unwrap();
+    assert_eq!(
+        first.iter().map(|(k, _)| k.clone()).collect::<Vec<_>>(),
+        [key(0), key(1), key(2)]
+    );
+    txn.commit().unwrap();
+    db.close().unwrap();
+    let _ = std::fs::remove_dir_all(&d);
+}
+
 #[test]
 fn a_scanned_range_has_no_phantoms_until_the_scan_ends() {
     let d = dir("phantom");
@@ -190,6 +225,11 @@ fn a_task_runs_a_transaction_with_the_async_form() {
                 .transaction_async(async |txn: &mut DbTransaction| {
                     txn.insert_async(&task_keys[0], b"0").await?;
                     txn.insert_async(&task_keys[1], b"1").await?;
+                    // Scans in a task see the writes too, both ways.
+                    let all = txn.prefix_async(b"", usize::MAX).await?;
+                    let mut backward = txn.range_rev_async::<&[u8], _>(.., usize::MAX).await?;
+                    backward.reverse();
+                    assert_eq!((all.len(), &all), (2, &backward));
                     txn.get_async(&task_keys[1]).await
                 })
                 .await

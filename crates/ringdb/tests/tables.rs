@@ -190,6 +190,55 @@ fn the_catalog_holds_what_one_page_holds_and_refuses_more() {
     let _ = std::fs::remove_dir_all(&d);
 }
 
+/// The value of key `i` in table `t` (0: the default table) of the crash test below.
+fn crash_value(t: u32, i: u32) -> String {
+    format!("{t}-{i}-{}", "v".repeat((i % 40) as usize))
+}
+
+/// Writes 3,000 keys into `a` and `b` (every third into the default table too), then removes
+/// every fourth key of `a`.
+fn fill_for_the_crash(db: &mut LocalDb, a: TableId, b: TableId) {
+    for i in 0..3000u32 {
+        let key = format!("k{i:05}");
+        let (in_a, in_b) = (crash_value(1, i), crash_value(2, i));
+        db.in_table(a)
+            .insert(key.as_bytes(), in_a.as_bytes())
+            .unwrap();
+        db.in_table(b)
+            .insert(key.as_bytes(), in_b.as_bytes())
+            .unwrap();
+        if i % 3 == 0 {
+            let in_default = crash_value(0, i);
+            db.insert(key.as_bytes(), in_default.as_bytes()).unwrap();
+        }
+    }
+    for i in (0..3000u32).step_by(4) {
+        let key = format!("k{i:05}");
+        assert!(db.in_table(a).remove(key.as_bytes()).unwrap());
+    }
+}
+
+/// What [`fill_for_the_crash`] left, every key checked.
+fn check_after_the_crash(db: &mut LocalDb, a: TableId, b: TableId) {
+    for i in 0..3000u32 {
+        let key = format!("k{i:05}");
+        let want_a = (i % 4 != 0).then(|| crash_value(1, i).into_bytes());
+        assert_eq!(
+            db.in_table(a).get(key.as_bytes()).unwrap(),
+            want_a,
+            "a/{key}"
+        );
+        let want_b = Some(crash_value(2, i).into_bytes());
+        assert_eq!(
+            db.in_table(b).get(key.as_bytes()).unwrap(),
+            want_b,
+            "b/{key}"
+        );
+        let want_default = (i % 3 == 0).then(|| crash_value(0, i).into_bytes());
+        assert_eq!(db.get(key.as_bytes()).unwrap(), want_default, "{key}");
+    }
+}
+
 /// Many keys per table (so roots split several times and the small pool evicts and
 /// checkpoints), a crash, recovery; then a table created after the last checkpoint, so that
 /// only the log knows it, and another crash.
@@ -200,25 +249,7 @@ fn recovery_replays_table_creation_and_ops_after_a_crash() {
     let mut db = LocalDb::open(&d, opts(48, mode)).unwrap();
     let a = db.create_table("a").unwrap();
     let b = db.create_table("b").unwrap();
-    let value = |t: u32, i: u32| format!("{t}-{i}-{}", "v".repeat((i % 40) as usize));
-    for i in 0..3000u32 {
-        let key = format!("k{i:05}");
-        db.in_table(a)
-            .insert(key.as_bytes(), value(1, i).as_bytes())
-            .unwrap();
-        db.in_table(b)
-            .insert(key.as_bytes(), value(2, i).as_bytes())
-            .unwrap();
-        if i % 3 == 0 {
-            db.insert(key.as_bytes(), value(0, i).as_bytes()).unwrap();
-        }
-    }
-    for i in (0..3000u32).step_by(4) {
-        assert!(db
-            .in_table(a)
-            .remove(format!("k{i:05}").as_bytes())
-            .unwrap());
-    }
+    fill_for_the_crash(&mut db, a, b);
     assert!(db.stats().checkpoints.unwrap().checkpoints > 1);
     assert!(db.stats().height > 0);
     crash(db);
@@ -226,23 +257,7 @@ fn recovery_replays_table_creation_and_ops_after_a_crash() {
     let mut db = LocalDb::open(&d, reopen_opts(48, mode)).unwrap();
     assert_eq!(db.table_id("a"), Some(a));
     assert_eq!(db.table_id("b"), Some(b));
-    for i in 0..3000u32 {
-        let key = format!("k{i:05}");
-        let want_a = (i % 4 != 0).then(|| value(1, i).into_bytes());
-        assert_eq!(
-            db.in_table(a).get(key.as_bytes()).unwrap(),
-            want_a,
-            "a/{key}"
-        );
-        let want_b = Some(value(2, i).into_bytes());
-        assert_eq!(
-            db.in_table(b).get(key.as_bytes()).unwrap(),
-            want_b,
-            "b/{key}"
-        );
-        let want_default = (i % 3 == 0).then(|| value(0, i).into_bytes());
-        assert_eq!(db.get(key.as_bytes()).unwrap(), want_default, "{key}");
-    }
+    check_after_the_crash(&mut db, a, b);
     let report = db.verify().unwrap();
     assert!(report.is_ok(), "{report}");
     // Only the log will know this table and its batch.
@@ -257,14 +272,10 @@ fn recovery_replays_table_creation_and_ops_after_a_crash() {
 
     let mut db = LocalDb::open(&d, reopen_opts(48, mode)).unwrap();
     assert_eq!(db.table_id("c"), Some(c));
-    assert_eq!(
-        db.in_table(c).get(b"x").unwrap().as_deref(),
-        Some(&b"1"[..])
-    );
-    assert_eq!(
-        db.in_table(a).get(b"x").unwrap().as_deref(),
-        Some(&b"2"[..])
-    );
+    let got_c = db.in_table(c).get(b"x").unwrap();
+    assert_eq!(got_c.as_deref(), Some(&b"1"[..]));
+    let got_a = db.in_table(a).get(b"x").unwrap();
+    assert_eq!(got_a.as_deref(), Some(&b"2"[..]));
     assert_eq!(db.get(b"x").unwrap().as_deref(), Some(&b"3"[..]));
     assert!(db.verify().unwrap().is_ok());
     db.close().unwrap();

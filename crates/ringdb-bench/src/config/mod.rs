@@ -42,9 +42,10 @@ use toml::Spanned;
 /// # Example
 ///
 /// ```
-/// use ringdb::{ConfigFile, LocalDb, Options};
+/// use ringdb::{LocalDb, Options};
+/// use ringdb_bench::config::ConfigFile;
 ///
-/// # fn main() -> Result<(), ringdb::DbError> {
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// let dir = std::env::temp_dir().join(format!("ringdb-config-doc-{}", std::process::id()));
 /// std::fs::create_dir_all(&dir).unwrap();
 /// let file = dir.join("advice.toml");

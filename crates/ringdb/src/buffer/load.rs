@@ -133,10 +133,10 @@ impl BufferManager {
         let (res, buf) = inner.io.read(inner.file, inner.offset(pid), buf).await;
         cancel.armed = false;
         inner.bump(|s| s.reads += 1);
-        let timed = inner.time_verification.get().then(crate::tree::timestamp);
+        let timed = inner.time_verification.get().then(crate::ids::timestamp);
         let checked = check_read(res, &buf, pid, inner.cfg.page_size);
         if let Some(start) = timed {
-            let cycles = crate::tree::timestamp().saturating_sub(start);
+            let cycles = crate::ids::timestamp().saturating_sub(start);
             inner.bump(|s| {
                 s.verifications_timed += 1;
                 s.verification_cycles += cycles;

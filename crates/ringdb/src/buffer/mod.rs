@@ -66,15 +66,13 @@ pub use guard::{PageGuard, Reservation};
 pub use view::{Open, OptimisticPage, PoolView};
 
 use crate::error::{OpenError, StorageError, WriteError};
+pub use crate::ids::PageId;
 use frame::{Inner, Slot};
 use ringdb_io::FileId;
 use ringdb_io::Io;
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
-
-/// A page's number in the data file: it lives at byte `pid * page_size`.
-pub type PageId = u64;
 
 /// Runs a checkpoint (or waits for the one running) when a no-steal pool has no clean page
 /// left to evict.

@@ -23,6 +23,7 @@
 
 use crate::buffer::{PageGuard, PageId};
 use crate::error::{Corruption, StorageError, WaitFor, WriteError};
+pub use crate::ids::TableId;
 use crate::meta::NO_CATALOG;
 use crate::node::NodeMut;
 use crate::page::{self, PageType, HEADER_SIZE};
@@ -39,39 +40,13 @@ pub use record::{capacity, CatalogRecord, Entry};
 
 /// The longest table name in bytes (UTF-8).
 pub const MAX_NAME_BYTES: usize = 64;
+/// Table names the engine keeps for itself start with this.
+pub const SYSTEM_PREFIX: &str = "ringdb.system.";
+/// The name of each shard's system table (a table the engine keeps for itself), where the markers of applied parts live.
+pub const SYSTEM_TABLE: &str = "ringdb.system.batches";
 /// Loads of the catalog page a flush makes before it gives up: the page stays resident from
 /// its load until the flush's next synchronous attempt, so the second attempt finds it.
 const LOAD_ROUNDS_MAX: u64 = 1 << 10;
-
-/// A table of a database: an id the catalog hands out, never reused. Table 0 is the default
-/// table (the one [`Db::get`](crate::Db::get), [`Db::insert`](crate::Db::insert), ... use).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
-pub struct TableId(u32);
-
-impl TableId {
-    /// The default table: every database has it; its name is not listed.
-    pub const DEFAULT: TableId = TableId(0);
-
-    /// The table of id `raw` (as [`get`](Self::get) returns it): whether a database holds
-    /// it is checked where it is used.
-    pub const fn from_raw(raw: u32) -> TableId {
-        TableId(raw)
-    }
-
-    /// The id as a number (0: the default table).
-    pub const fn get(self) -> u32 {
-        self.0
-    }
-}
-
-impl std::fmt::Display for TableId {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self.0 {
-            0 => f.write_str("the default table"),
-            n => write!(f, "table {n}"),
-        }
-    }
-}
 
 /// Refuses a name the catalog cannot store: empty, or longer than [`MAX_NAME_BYTES`].
 pub fn check_name(name: &str) -> Result<(), WriteError> {

@@ -31,6 +31,7 @@ pub use shard::{ShardError, ShardSetupError};
 pub use storage::{
     CatalogFault, CheckpointFailure, CheckpointPart, Corruption, LogFailure, StorageError, WaitFor,
 };
+pub use txn::ConflictWith;
 pub use txn::TxnError;
 pub use write::{ReadError, WriteError};
 

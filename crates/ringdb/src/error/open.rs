@@ -7,8 +7,8 @@
 //! the value and what would be accepted, so that a front end can phrase its own hint.
 
 use super::{ShardError, ShardSetupError, StorageError, WriteError};
+use crate::durability::Durability;
 use crate::page::PageError;
-use crate::wal::Durability;
 use ringdb_io::{EngineKind, IoError};
 use std::ops::RangeInclusive;
 use std::path::{Path, PathBuf};

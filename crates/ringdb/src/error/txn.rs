@@ -7,8 +7,7 @@
 //! transaction that started since and eventually wins.
 
 use super::{ReadError, ShardError, WriteError};
-use crate::catalog::TableId;
-use crate::txn::{ConflictWith, TxnTimestamp};
+use crate::ids::{TableId, TxnTimestamp};
 use ringdb_io::IoError;
 
 /// Why a transaction's operation or commit failed.
@@ -100,5 +99,30 @@ impl TxnError {
             | TxnError::PartLost { .. }
             | TxnError::TooManyOpen { .. } => None,
         }
+    }
+}
+
+/// What the older transaction that made a younger one die holds, or waits for.
+#[non_exhaustive]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConflictWith {
+    /// A shared lock on the key (it read the key).
+    SharedKey,
+    /// An exclusive lock on the key (it wrote the key, or read it for update).
+    ExclusiveKey,
+    /// A shared range lock that holds the key (it scanned over it).
+    Range,
+    /// It waits for the key already, and came first by age.
+    Queued,
+}
+
+impl std::fmt::Display for ConflictWith {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            ConflictWith::SharedKey => "a shared key lock",
+            ConflictWith::ExclusiveKey => "an exclusive key lock",
+            ConflictWith::Range => "a shared range lock of a scan",
+            ConflictWith::Queued => "it waits for the key first",
+        })
     }
 }

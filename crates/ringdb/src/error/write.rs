@@ -6,7 +6,7 @@
 //! that is the one cause reads have of their own beyond a [`StorageError`].
 
 use super::{ShardError, StorageError};
-use crate::catalog::TableId;
+use crate::ids::TableId;
 use ringdb_io::IoError;
 use std::path::PathBuf;
 use std::sync::Arc;

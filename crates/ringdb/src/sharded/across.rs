@@ -18,28 +18,8 @@ use super::cross::Record;
 use super::Db;
 use crate::db::WriteBatch;
 use crate::error::WriteError;
+use crate::txn::AcrossCommit;
 use std::io::ErrorKind;
-
-/// A commit across shards whose writes are logged (see the module doc): pass it to each
-/// part's [`Transaction::commit_across`](crate::Transaction::commit_across), then to
-/// [`Db::across_done`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct AcrossCommit {
-    id: u64,
-    marker: Option<u64>,
-}
-
-impl AcrossCommit {
-    /// The marker each part's batch carries (`None` without a log).
-    pub(crate) fn marker(&self) -> Option<u64> {
-        self.marker
-    }
-
-    /// The commit's number in the batch log.
-    pub fn id(&self) -> u64 {
-        self.id
-    }
-}
 
 impl Db {
     /// The commit point of a transaction whose parts write on several shards: logs `parts`
@@ -55,7 +35,7 @@ impl Db {
     ) -> Result<AcrossCommit, WriteError> {
         self.assert_part_shards(parts);
         let (id, marker) = self.log_batch(self.shared.coordinator(), parts)?;
-        Ok(AcrossCommit { id, marker })
+        Ok(AcrossCommit::new(id, marker))
     }
 
     /// [`log_across`](Self::log_across) for a task on a shard: the sync runs on the batch
@@ -69,7 +49,7 @@ impl Db {
         self.assert_part_shards(parts);
         let coordinator = self.shared.coordinator();
         let written = match self.write_batch_record(coordinator, parts)? {
-            Record::Unlogged(id) => return Ok(AcrossCommit { id, marker: None }),
+            Record::Unlogged(id) => return Ok(AcrossCommit::new(id, None)),
             Record::Written(written) => written,
         };
         if let Some(file) = &written.file {
@@ -86,10 +66,7 @@ impl Db {
             }
         }
         let id = written.id;
-        Ok(AcrossCommit {
-            id,
-            marker: Some(id),
-        })
+        Ok(AcrossCommit::new(id, Some(id)))
     }
 
     /// Every part names one of this database's shards.
@@ -108,7 +85,7 @@ impl Db {
         } else {
             tracing::error!(
                 "cross-shard commit {}: a part failed after the commit point",
-                commit.id
+                commit.id()
             );
         }
     }

@@ -21,8 +21,8 @@ use crate::wal::Op;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
-/// The name of each shard's system table, where the markers of applied parts live.
-pub const SYSTEM_TABLE: &str = "ringdb.system.batches";
+pub(crate) use crate::catalog::SYSTEM_TABLE;
+
 /// The batch log is emptied once it holds this many bytes and no batch is in flight.
 const BATCH_LOG_RESET_BYTES: u64 = 16 << 20;
 

@@ -56,12 +56,11 @@ mod tables;
 mod transaction;
 mod transaction_parts;
 
-pub use across::AcrossCommit;
+pub use crate::txn::AcrossCommit;
 #[cfg(feature = "__internal")]
 pub use batch_log::BATCH_LOG_FILE;
 pub use builder::DbBuilder;
 pub use caller::set_caller_thread_batch;
-pub(crate) use cross::SYSTEM_TABLE;
 pub use here::{caller_reads, CallerReads};
 pub use iter::{prefix_end, Range};
 pub use manifest::SHARDS_MAX;

@@ -13,8 +13,7 @@ use crate::error::{OpenError, ReadError, WriteError};
 use std::ops::RangeBounds;
 use std::sync::Arc;
 
-/// Table names the engine keeps for itself start with this.
-pub const SYSTEM_PREFIX: &str = "ringdb.system.";
+pub use crate::catalog::SYSTEM_PREFIX;
 
 /// A table of a [`Db`]: a cheap handle (`Clone + Send + Sync`) with the same operations as
 /// the database's default table.

@@ -38,7 +38,7 @@ use super::part::PartStart;
 use super::{Db, Table};
 use crate::error::TxnError;
 use crate::txn::{Isolation, TxnTimestamp};
-use crate::TableId;
+use crate::{Direction, TableId};
 use std::collections::BTreeMap;
 use std::ops::{Bound, RangeBounds};
 use std::sync::atomic::Ordering;
@@ -239,14 +239,24 @@ impl DbTransaction {
         self.in_default().prefix(prefix, limit)
     }
 
+    /// The last `limit` pairs with keys in `range`, in descending key order, locked as
+    /// [`range`](Self::range) locks.
+    pub fn range_rev<K: AsRef<[u8]>, R: RangeBounds<K>>(
+        &mut self,
+        range: R,
+        limit: usize,
+    ) -> Result<Pairs, TxnError> {
+        self.in_default().range_rev(range, limit)
+    }
+
     /// [`get`](Self::get) for a task.
     pub async fn get_async(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>, TxnError> {
-        self.get_at(TableId::DEFAULT, key, false).await
+        self.in_default().get_async(key).await
     }
 
     /// [`get_for_update`](Self::get_for_update) for a task.
     pub async fn get_for_update_async(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>, TxnError> {
-        self.get_at(TableId::DEFAULT, key, true).await
+        self.in_default().get_for_update_async(key).await
     }
 
     /// [`get_many`](Self::get_many) for a task.
@@ -254,7 +264,7 @@ impl DbTransaction {
         &mut self,
         keys: &[&[u8]],
     ) -> Result<Vec<Option<Vec<u8>>>, TxnError> {
-        self.get_many_at(TableId::DEFAULT, keys, false).await
+        self.in_default().get_many_async(keys).await
     }
 
     /// [`get_many_for_update`](Self::get_many_for_update) for a task.
@@ -262,17 +272,22 @@ impl DbTransaction {
         &mut self,
         keys: &[&[u8]],
     ) -> Result<Vec<Option<Vec<u8>>>, TxnError> {
-        self.get_many_at(TableId::DEFAULT, keys, true).await
+        self.in_default().get_many_for_update_async(keys).await
     }
 
     /// [`insert`](Self::insert) for a task.
     pub async fn insert_async(&mut self, key: &[u8], value: &[u8]) -> Result<(), TxnError> {
-        self.put_at(TableId::DEFAULT, key, Some(value)).await
+        self.in_default().insert_async(key, value).await
     }
 
     /// [`remove`](Self::remove) for a task.
     pub async fn remove_async(&mut self, key: &[u8]) -> Result<(), TxnError> {
-        self.put_at(TableId::DEFAULT, key, None).await
+        self.in_default().remove_async(key).await
+    }
+
+    /// [`prefix`](Self::prefix) for a task.
+    pub async fn prefix_async(&mut self, prefix: &[u8], limit: usize) -> Result<Pairs, TxnError> {
+        self.in_default().prefix_async(prefix, limit).await
     }
 
     /// [`range`](Self::range) for a task.
@@ -281,8 +296,16 @@ impl DbTransaction {
         range: R,
         limit: usize,
     ) -> Result<Pairs, TxnError> {
-        let bounds = owned_bounds(&range);
-        self.scan_at(TableId::DEFAULT, bounds, limit).await
+        self.in_default().range_async(range, limit).await
+    }
+
+    /// [`range_rev`](Self::range_rev) for a task.
+    pub async fn range_rev_async<K: AsRef<[u8]>, R: RangeBounds<K>>(
+        &mut self,
+        range: R,
+        limit: usize,
+    ) -> Result<Pairs, TxnError> {
+        self.in_default().range_rev_async(range, limit).await
     }
 
     /// Commits (see the module documentation): durable per the database's mode on return.
@@ -379,13 +402,31 @@ impl InTable<'_> {
         limit: usize,
     ) -> Result<Pairs, TxnError> {
         self.txn.db.check_blocking_allowed()?;
-        block_on(self.txn.scan_at(self.table, owned_bounds(&range), limit))
+        let bounds = owned_bounds(&range);
+        block_on(
+            self.txn
+                .scan_at(self.table, bounds, Direction::Forward, limit),
+        )
+    }
+
+    /// See [`DbTransaction::range_rev`].
+    pub fn range_rev<K: AsRef<[u8]>, R: RangeBounds<K>>(
+        &mut self,
+        range: R,
+        limit: usize,
+    ) -> Result<Pairs, TxnError> {
+        self.txn.db.check_blocking_allowed()?;
+        let bounds = owned_bounds(&range);
+        block_on(
+            self.txn
+                .scan_at(self.table, bounds, Direction::Reverse, limit),
+        )
     }
 
     /// See [`DbTransaction::prefix`].
     pub fn prefix(&mut self, prefix: &[u8], limit: usize) -> Result<Pairs, TxnError> {
         self.txn.db.check_blocking_allowed()?;
-        block_on(self.txn.scan_at(self.table, prefix_bounds(prefix), limit))
+        block_on(self.prefix_async(prefix, limit))
     }
 
     /// [`get`](Self::get) for a task.
@@ -431,7 +472,29 @@ impl InTable<'_> {
         limit: usize,
     ) -> Result<Pairs, TxnError> {
         let bounds = owned_bounds(&range);
-        self.txn.scan_at(self.table, bounds, limit).await
+        (self.txn)
+            .scan_at(self.table, bounds, Direction::Forward, limit)
+            .await
+    }
+
+    /// [`range_rev`](Self::range_rev) for a task.
+    pub async fn range_rev_async<K: AsRef<[u8]>, R: RangeBounds<K>>(
+        &mut self,
+        range: R,
+        limit: usize,
+    ) -> Result<Pairs, TxnError> {
+        let bounds = owned_bounds(&range);
+        (self.txn)
+            .scan_at(self.table, bounds, Direction::Reverse, limit)
+            .await
+    }
+
+    /// [`prefix`](Self::prefix) for a task.
+    pub async fn prefix_async(&mut self, prefix: &[u8], limit: usize) -> Result<Pairs, TxnError> {
+        let bounds = prefix_bounds(prefix);
+        (self.txn)
+            .scan_at(self.table, bounds, Direction::Forward, limit)
+            .await
     }
 }
 

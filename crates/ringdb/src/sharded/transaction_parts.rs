@@ -82,12 +82,14 @@ impl DbTransaction {
         Ok(())
     }
 
-    /// Up to `limit` pairs of `table` within `bounds`, in key order: the range locked and read
-    /// on every shard at once (keys are spread by hash), the parts merged.
+    /// Up to `limit` pairs of `table` within `bounds`, in key order walked in `direction`: the
+    /// range locked and read on every shard at once (keys are spread by hash), the parts
+    /// merged.
     pub(super) async fn scan_at(
         &mut self,
         table: TableId,
         bounds: (Bound<Vec<u8>>, Bound<Vec<u8>>),
+        direction: Direction,
         limit: usize,
     ) -> Result<Pairs, TxnError> {
         if limit == 0 {
@@ -101,7 +103,7 @@ impl DbTransaction {
             table,
             start: bounds.0.clone(),
             end: bounds.1.clone(),
-            direction: Direction::Forward,
+            direction,
             limit: limit.saturating_add(deleted),
         };
         let mut pairs = BTreeMap::new();
@@ -113,14 +115,17 @@ impl DbTransaction {
         }
         // The transaction's own writes over what the shards hold: each shard returned its
         // first `limit` plus as many as this transaction deletes in the range, so the first
-        // `limit` of the merge are here.
+        // `limit` of the merge (in `direction`) are here.
         for (key, value) in self.writes_within(table, &bounds) {
             match value {
                 Some(value) => pairs.insert(key.clone(), value.clone()),
                 None => pairs.remove(key),
             };
         }
-        Ok(pairs.into_iter().take(limit).collect())
+        Ok(match direction {
+            Direction::Forward => pairs.into_iter().take(limit).collect(),
+            Direction::Reverse => pairs.into_iter().rev().take(limit).collect(),
+        })
     }
 
     /// This transaction's writes to `table` within `bounds`, in key order.

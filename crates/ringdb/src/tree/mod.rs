@@ -72,10 +72,12 @@ mod scan_leaf;
 mod scan_walk;
 mod trace;
 
+pub use crate::meta::TreeRoot;
 pub use optimistic::PublishedRoots;
 #[cfg(any(test, feature = "__internal"))]
 pub use optimistic::{Optimistic, OPTIMISTIC_TRIES};
 pub use scan::{Direction, READ_AHEAD_PAGES};
+#[cfg(any(test, feature = "__internal"))]
 pub use trace::timestamp;
 #[cfg(any(test, feature = "__internal"))]
 pub use trace::PointTrace;
@@ -100,15 +102,6 @@ pub struct TreeStats {
     pub read_ahead_batches: u64,
     /// Pages those batches read (pages already resident are not read again).
     pub read_ahead_pages: u64,
-}
-
-/// Where the tree starts (kept in the meta page).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct TreeRoot {
-    /// The root node's page.
-    pub root: PageId,
-    /// 1 when the root is a leaf.
-    pub height: u32,
 }
 
 /// A B+tree over one buffer manager's pages (see the module documentation).

@@ -16,6 +16,7 @@
 
 use super::BTree;
 use crate::error::{StorageError, WriteError};
+pub use crate::ids::timestamp;
 use crate::node::{NodeMut, NodeRef};
 
 /// Cycles (time-stamp counter ticks) one traced point operation spent in each step.
@@ -37,24 +38,6 @@ impl PointTrace {
     /// The three steps together.
     pub fn total_cycles(&self) -> u64 {
         self.descent_cycles + self.search_cycles + self.copy_cycles
-    }
-}
-
-/// The time-stamp counter (`rdtsc`) on x86_64, the same counter the benchmarks read;
-/// nanoseconds of a monotonic clock elsewhere.
-pub fn timestamp() -> u64 {
-    #[cfg(target_arch = "x86_64")]
-    {
-        // SAFETY: rdtsc has no preconditions on x86_64; it only reads the counter.
-        unsafe { core::arch::x86_64::_rdtsc() }
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
-        START
-            .get_or_init(std::time::Instant::now)
-            .elapsed()
-            .as_nanos() as u64
     }
 }
 

@@ -28,6 +28,7 @@
 //! narrowing), `queued_scan.rs` (scans waiting for their range, which younger inserts into
 //! it give way to); `stats.rs` ([`TxnStats`], and the state the transactions share).
 
+mod across;
 mod lock_entry;
 mod locks;
 mod prefetch;
@@ -39,6 +40,9 @@ mod transaction;
 mod wait;
 mod write_set;
 
+pub use crate::error::ConflictWith;
+pub use crate::ids::TxnTimestamp;
+pub use across::AcrossCommit;
 pub use stats::TxnStats;
 pub use transaction::Transaction;
 
@@ -60,59 +64,6 @@ pub enum Isolation {
     ReadCommitted,
     /// No locks at all: lost updates and phantoms happen (for demonstrations and baselines).
     Off,
-}
-
-/// A transaction's age for wait-die: smaller is older. A retry passes its first timestamp
-/// again (see [`DbHandle::begin_with`]) so it grows older.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct TxnTimestamp(u64);
-
-impl TxnTimestamp {
-    /// A timestamp drawn outside the database: for one transaction made of parts on several
-    /// databases (the shards of a [`Db`](crate::Db)), whose parts must all carry the same age.
-    /// Draw them from one counter that every part's database shares, counting up from 1, so
-    /// that wait-die compares ages across the databases alike and no wait cycle can form
-    /// through them; a database's own [`DbHandle::begin`] counts per database instead, so do
-    /// not mix the two on one database.
-    pub const fn from_counter(value: u64) -> TxnTimestamp {
-        TxnTimestamp(value)
-    }
-
-    /// The timestamp as a number (they count up from 1 per database as transactions begin).
-    pub const fn get(self) -> u64 {
-        self.0
-    }
-}
-
-impl std::fmt::Display for TxnTimestamp {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "t{}", self.0)
-    }
-}
-
-/// What the older transaction that made a younger one die holds, or waits for.
-#[non_exhaustive]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ConflictWith {
-    /// A shared lock on the key (it read the key).
-    SharedKey,
-    /// An exclusive lock on the key (it wrote the key, or read it for update).
-    ExclusiveKey,
-    /// A shared range lock that holds the key (it scanned over it).
-    Range,
-    /// It waits for the key already, and came first by age.
-    Queued,
-}
-
-impl std::fmt::Display for ConflictWith {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            ConflictWith::SharedKey => "a shared key lock",
-            ConflictWith::ExclusiveKey => "an exclusive key lock",
-            ConflictWith::Range => "a shared range lock of a scan",
-            ConflictWith::Queued => "it waits for the key first",
-        })
-    }
 }
 
 /// Who a transaction is to the lock table: its timestamp (age for wait-die) and a number

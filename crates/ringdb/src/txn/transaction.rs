@@ -305,10 +305,7 @@ impl Transaction {
     /// log's marker in the same batch, so that a reopen after a crash applies this part from
     /// that log only if it is not here.
     #[cfg_attr(feature = "__internal", visibility::make(pub))]
-    pub(crate) async fn commit_across(
-        self,
-        commit: &crate::sharded::AcrossCommit,
-    ) -> Result<(), TxnError> {
+    pub(crate) async fn commit_across(self, commit: &super::AcrossCommit) -> Result<(), TxnError> {
         self.commit_marked(commit.marker()).await
     }
 
@@ -322,7 +319,7 @@ impl Transaction {
         if let Some(id) = marker {
             let system = self
                 .handle
-                .create_table(crate::sharded::SYSTEM_TABLE)
+                .create_table(crate::catalog::SYSTEM_TABLE)
                 .await?;
             writes.set(system, &id.to_be_bytes(), Some(b""));
         }
