@@ -27,7 +27,7 @@ use clap::Parser;
 use peers::{Pair, Peer};
 use ringdb_bench::units::parse_size;
 use ringdb_bench::ycsb::{key_bytes, scattered, value_for, Workload};
-use run::{Measurement, Mix};
+use run::{Measurement, Mix, TxnKind};
 use serde::Serialize;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -48,8 +48,9 @@ struct Args {
     /// Thread counts (comma-separated; default: the CPUs, and twice that).
     #[arg(long, value_delimiter = ',')]
     threads: Vec<usize>,
-    /// YCSB workloads among a, b, c, and `swap` (two keys' values exchanged in one
-    /// serializable transaction; stores without transactions sit it out) (comma-separated).
+    /// YCSB workloads among a, b, c, `swap` (two keys' values exchanged in one serializable
+    /// transaction) and `pair` (two keys read in one read-only transaction); stores without
+    /// transactions sit the last two out (comma-separated).
     #[arg(long, value_delimiter = ',', default_value = "c,b,a")]
     workloads: Vec<String>,
     /// Key distributions among uniform, zipfian (comma-separated).
@@ -115,10 +116,10 @@ fn run_all(args: &Args) -> Result<(), String> {
     let mut as_loaded = true;
     for workload in &args.workloads {
         for distribution in &args.distributions {
-            let (workload_kind, swaps) = parse_workload(workload)?;
+            let (workload_kind, transaction) = parse_workload(workload)?;
             let mix = Mix {
                 workload: workload_kind,
-                swaps,
+                transaction,
                 as_loaded,
                 distribution: distribution.parse().map_err(|e| format!("{e}"))?,
                 records: args.records,
@@ -132,7 +133,7 @@ fn run_all(args: &Args) -> Result<(), String> {
                         .map(|(peer, rounds)| row(workload, distribution, t, peer, rounds)),
                 );
             }
-            as_loaded &= mix.workload == Workload::C && !mix.swaps;
+            as_loaded &= mix.workload == Workload::C && mix.transaction != Some(TxnKind::Swap);
         }
     }
     if let Some(path) = &args.json {
@@ -142,15 +143,18 @@ fn run_all(args: &Args) -> Result<(), String> {
     Ok(())
 }
 
-/// A workload by name, and whether it is the swap workload (`swap`: two keys' values
-/// exchanged in one transaction, the keys drawn as YCSB-C's reads).
-fn parse_workload(name: &str) -> Result<(Workload, bool), String> {
+/// A workload by name, and its transaction on two keys (`swap`: their values exchanged;
+/// `pair`: both read), the keys drawn as YCSB-C's reads.
+fn parse_workload(name: &str) -> Result<(Workload, Option<TxnKind>), String> {
     match name.to_ascii_lowercase().as_str() {
-        "a" => Ok((Workload::A, false)),
-        "b" => Ok((Workload::B, false)),
-        "c" => Ok((Workload::C, false)),
-        "swap" => Ok((Workload::C, true)),
-        other => Err(format!("workload {other:?}: compared are a, b, c and swap")),
+        "a" => Ok((Workload::A, None)),
+        "b" => Ok((Workload::B, None)),
+        "c" => Ok((Workload::C, None)),
+        "swap" => Ok((Workload::C, Some(TxnKind::Swap))),
+        "pair" => Ok((Workload::C, Some(TxnKind::ReadPair))),
+        other => Err(format!(
+            "workload {other:?}: compared are a, b, c, swap and pair"
+        )),
     }
 }
 
@@ -192,12 +196,17 @@ fn run_cell(
     threads: usize,
 ) -> Result<Vec<(&'static str, Vec<Measurement>)>, String> {
     let duration = Duration::from_secs_f64(args.seconds);
-    // The swap workload runs on the stores with transactions (a first swap tells).
+    // The transactions run on the stores that have them (a first one tells).
     let (first, second) = (key_bytes(0), key_bytes(1));
+    let has_transactions = |s: &&dyn Peer| match mix.transaction {
+        None => true,
+        Some(TxnKind::Swap) => s.swap(&first, &second).is_some(),
+        Some(TxnKind::ReadPair) => s.read_pair(&first, &second).is_some(),
+    };
     let stores: Vec<&dyn Peer> = stores
         .iter()
         .map(|s| s.as_ref())
-        .filter(|s| !mix.swaps || s.swap(&first, &second).is_some())
+        .filter(has_transactions)
         .collect();
     let mut cell: Vec<(&'static str, Vec<Measurement>)> =
         stores.iter().map(|s| (s.name(), Vec::new())).collect();

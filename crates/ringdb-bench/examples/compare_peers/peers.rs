@@ -3,10 +3,11 @@
 //! folder with the same memory budget and the same durability: writes acknowledged without a
 //! sync of their own (ringdb `none`, LMDB `NO_SYNC`, redb `Durability::None`, fjall's journal
 //! left to its background persistence), the setting each documents for a cache-like load.
-//! The swap workload (two keys' values exchanged in one serializable transaction) runs on the
-//! stores with transactions on their handle: ringdb's `Db::transaction`, LMDB's and redb's
-//! write transactions (fjall's plain keyspaces have none: its transactional database is
-//! another type, not compared).
+//! The swap workload (two keys' values exchanged in one serializable transaction) and the pair
+//! workload (two keys read in one read-only transaction) run on the stores with transactions
+//! on their handle: ringdb's `Db::transaction` (locks on each key's shard), LMDB's and redb's
+//! write and read transactions (a read one is a snapshot: no locks); fjall's plain keyspaces
+//! have none (its transactional database is another type, not compared).
 
 use heed::types::Bytes;
 use heed::{CommitOrAbort, EnvFlags, EnvOpenOptions};
@@ -30,6 +31,20 @@ pub trait Peer: Sync {
     fn swap(&self, a: &[u8], b: &[u8]) -> Option<Result<(), String>> {
         let _ = (a, b);
         None
+    }
+    /// Reads `a` and `b` (both must be present) in one read-only transaction; `None` for a
+    /// store compared without transactions.
+    fn read_pair(&self, a: &[u8], b: &[u8]) -> Option<Result<(), String>> {
+        let _ = (a, b);
+        None
+    }
+}
+
+/// Both values of a pair were found.
+fn both_present(name: &str, found: [bool; 2]) -> Result<(), String> {
+    match found {
+        [true, true] => Ok(()),
+        _ => Err(format!("{name}: a key of the pair is missing")),
     }
 }
 
@@ -117,6 +132,15 @@ impl Peer for Ringdb {
         });
         Some(swapped.map_err(|e: ringdb::TxnError| err("ringdb swap")(&e)))
     }
+
+    fn read_pair(&self, a: &[u8], b: &[u8]) -> Option<Result<(), String>> {
+        let read = self.db.transaction(|txn| {
+            let both = txn.get_many(&[a, b])?;
+            Ok::<_, ringdb::TxnError>([both[0].is_some(), both[1].is_some()])
+        });
+        let read = read.map_err(|e| err("ringdb pair")(&e));
+        Some(read.and_then(|found| both_present("ringdb", found)))
+    }
 }
 
 /// LMDB through heed: a read transaction per get, a write transaction per put.
@@ -191,6 +215,17 @@ impl Peer for Lmdb {
             txn.commit()
         };
         Some(swap().map_err(|e| err("lmdb swap")(&e)))
+    }
+
+    fn read_pair(&self, a: &[u8], b: &[u8]) -> Option<Result<(), String>> {
+        let read = || -> heed::Result<[bool; 2]> {
+            let txn = self.env.read_txn()?;
+            let found_a = self.database.get(&txn, a)?.is_some();
+            let found_b = self.database.get(&txn, b)?.is_some();
+            Ok([found_a, found_b])
+        };
+        let read = read().map_err(|e| err("lmdb pair")(&e));
+        Some(read.and_then(|found| both_present("lmdb", found)))
     }
 }
 
@@ -274,6 +309,17 @@ impl Peer for Redb {
             Ok(())
         };
         Some(swap().map_err(|e| err("redb swap")(&e)))
+    }
+
+    fn read_pair(&self, a: &[u8], b: &[u8]) -> Option<Result<(), String>> {
+        let read = || -> Result<[bool; 2], redb::Error> {
+            use redb::ReadableDatabase;
+            let txn = self.db.begin_read()?;
+            let table = txn.open_table(REDB_TABLE)?;
+            Ok([table.get(a)?.is_some(), table.get(b)?.is_some()])
+        };
+        let read = read().map_err(|e| err("redb pair")(&e));
+        Some(read.and_then(|found| both_present("redb", found)))
     }
 }
 

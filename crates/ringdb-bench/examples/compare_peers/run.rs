@@ -20,13 +20,22 @@ const OPS_PER_LOOK: u64 = 32;
 #[derive(Clone, Copy, Debug)]
 pub struct Mix {
     pub workload: Workload,
-    /// Each operation swaps two keys' values in one transaction (the keys drawn as reads).
-    pub swaps: bool,
+    /// Each operation is a transaction on two keys (drawn as reads) instead.
+    pub transaction: Option<TxnKind>,
     /// Every value is still the loaded one (no workload that writes ran before).
     pub as_loaded: bool,
     pub distribution: Distribution,
     pub records: u64,
     pub value_size: usize,
+}
+
+/// A transaction on two keys.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TxnKind {
+    /// The two values exchanged (a serializable read-write transaction).
+    Swap,
+    /// Both values read (a read-only transaction).
+    ReadPair,
 }
 
 /// One round of one store.
@@ -93,7 +102,10 @@ fn worker(peer: &dyn Peer, mix: Mix, seed: u64, stop: &AtomicBool) -> Result<(u6
     while !stop.load(Ordering::Relaxed) {
         for _ in 0..OPS_PER_LOOK {
             match ops.next_op() {
-                Op::Read(key) if mix.swaps => swap(peer, &mut ops, key)?,
+                Op::Read(key) if mix.transaction.is_some() => {
+                    let kind = mix.transaction.expect("checked");
+                    two_key_transaction(peer, &mut ops, key, kind)?
+                }
                 Op::Read(key) => {
                     if !peer.get(&key_bytes(key), &mut value)? {
                         return Err(format!("{}: key {key} is missing", peer.name()));
@@ -115,15 +127,23 @@ fn worker(peer: &dyn Peer, mix: Mix, seed: u64, stop: &AtomicBool) -> Result<(u6
     Ok((done, checked))
 }
 
-/// Swaps `key`'s value with another key's, drawn from `ops` too.
-fn swap(peer: &dyn Peer, ops: &mut OpGenerator, key: u64) -> Result<(), String> {
+/// A `kind` transaction on `key` and another key, drawn from `ops` too.
+fn two_key_transaction(
+    peer: &dyn Peer,
+    ops: &mut OpGenerator,
+    key: u64,
+    kind: TxnKind,
+) -> Result<(), String> {
     let other = match ops.next_op() {
         Op::Read(other) | Op::Update(other) => other,
         op => return Err(format!("operation {op:?} is not compared")),
     };
     let (a, b) = (key_bytes(key), key_bytes(other));
-    peer.swap(&a, &b)
-        .unwrap_or_else(|| Err(format!("{} has no transactions", peer.name())))
+    let done = match kind {
+        TxnKind::Swap => peer.swap(&a, &b),
+        TxnKind::ReadPair => peer.read_pair(&a, &b),
+    };
+    done.unwrap_or_else(|| Err(format!("{} has no transactions", peer.name())))
 }
 
 /// The value read for `key` is the loaded one (read-only mixes while nothing was written) or
