@@ -1,6 +1,6 @@
 //! [`Durability`]: how a commit is made durable, a leaf every layer may name (the options
 //! choose it, the log carries it out, the errors explain what a target refuses), so it lives
-//! below the log (`wal.rs`) that implements the modes.
+//! below the log (`wal/`) that implements the modes.
 
 /// How a commit is made durable (the paper's Fig. 9 methods).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]

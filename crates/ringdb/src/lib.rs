@@ -93,6 +93,7 @@ mod error;
 mod ids;
 mod key_order;
 mod keylock;
+mod lock_manager;
 mod memory;
 mod sharded;
 mod txn;
@@ -115,6 +116,11 @@ mod catalog;
 pub mod checkpoint;
 #[cfg(not(feature = "__internal"))]
 mod checkpoint;
+#[cfg(feature = "__internal")]
+#[doc(hidden)]
+pub mod double_write;
+#[cfg(not(feature = "__internal"))]
+mod double_write;
 #[cfg(feature = "__internal")]
 #[doc(hidden)]
 pub mod freelist;

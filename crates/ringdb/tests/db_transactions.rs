@@ -118,6 +118,33 @@ fn abort_and_drop_discard_the_writes_and_release_the_locks() {
     let _ = std::fs::remove_dir_all(&d);
 }
 
+/// A transaction that only reads, on every shard: its shared locks keep a younger writer
+/// out until it commits (its parts end in one round, all at once), then nothing is left held.
+#[test]
+fn a_read_only_transaction_across_shards_holds_its_locks_until_it_commits() {
+    let d = dir("read-only");
+    let db = open(&d, 3, Durability::Fdatasync);
+    let keys = keys_on_every_shard(&db);
+    for key in &keys {
+        db.insert(key, b"v").unwrap();
+    }
+    let mut reader = db.begin();
+    let refs: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
+    let read = reader.get_many(&refs).unwrap();
+    assert!(read.iter().all(|v| v.as_deref() == Some(&b"v"[..])));
+    let mut writer = db.begin();
+    let died = writer.get_for_update(&keys[2]).unwrap_err();
+    assert!(died.is_conflict(), "{died}");
+    writer.abort();
+    reader.commit().unwrap();
+    for key in &keys {
+        db.transaction(|txn| txn.insert(key, b"w")).unwrap();
+    }
+    assert_eq!(db.get(&keys[2]).unwrap().as_deref(), Some(&b"w"[..]));
+    db.close().unwrap();
+    let _ = std::fs::remove_dir_all(&d);
+}
+
 #[test]
 fn a_younger_transaction_dies_on_an_older_ones_lock_and_the_retry_wins() {
     let d = dir("conflict");

@@ -18,7 +18,8 @@ use fuzz_harness::{extreme, fuzz, mutate, mutations, noise, note, note_label, Fi
 use proptest::prelude::*;
 use proptest::sample::Index;
 use proptest::test_runner::TestCaseError;
-use ringdb::checkpoint::{self, DoubleWrite};
+use ringdb::checkpoint;
+use ringdb::double_write::{self, DoubleWrite};
 use ringdb::meta::{Meta, META_PID};
 use ringdb::node::{self, NodeMut, NodeRef};
 use ringdb::page::{self, PageError, PageType};
@@ -543,7 +544,7 @@ fn wal_torn_and_misplaced_records() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The double-write file: `checkpoint::decode_dw` (what `read_dw` runs on the file's bytes).
+// The double-write file: `double_write::decode_dw` (what `read_dw` runs on the file's bytes).
 
 /// Bytes of the fixed header before the page ids (see `checkpoint.rs`).
 const DW_FIXED: usize = 40;
@@ -577,7 +578,7 @@ fn fix_dw_crc(file: &mut [u8]) {
 
 /// What `decode_dw` promises of a file it accepts.
 fn decode_dw(bytes: &[u8], page_size: usize) -> Result<Option<DoubleWrite>, TestCaseError> {
-    let dw = checkpoint::decode_dw(bytes, page_size);
+    let dw = double_write::decode_dw(bytes, page_size);
     note_label(if dw.is_some() { "Some" } else { "None" });
     if let Some(dw) = &dw {
         prop_assert!(!dw.pages.is_empty());
@@ -651,7 +652,7 @@ fn regression_dw_count_that_overflows() {
         file[36..40].copy_from_slice(&1u32.to_le_bytes());
         fix_dw_crc(&mut file);
         assert!(
-            checkpoint::decode_dw(&file, 4096).is_none(),
+            double_write::decode_dw(&file, 4096).is_none(),
             "count {count}"
         );
     }

@@ -6,6 +6,7 @@
 //! as a crash.
 
 use ringdb::checkpoint;
+use ringdb::double_write;
 use ringdb::meta::{Meta, META_PID};
 use ringdb::node::{self, NodeMut, NodeRef};
 use ringdb::page::{self, PageType};
@@ -168,7 +169,7 @@ pub fn dw_header(data: &[u8]) {
             file[..4].copy_from_slice(&crc.to_le_bytes());
         }
     }
-    if let Some(dw) = checkpoint::decode_dw(&file, page_size) {
+    if let Some(dw) = double_write::decode_dw(&file, page_size) {
         assert!(!dw.pages.is_empty() && (dw.pages.len() + 1) * page_size <= file.len());
     }
 }

@@ -51,7 +51,7 @@ pub struct DbHandle {
     pub(super) durable: Option<Rc<Durable>>,
     /// The transactions' lock table, clock and counters: one per database, shared by every
     /// clone of the handle.
-    pub(crate) txn: Rc<crate::txn::TxnShared>,
+    pub(crate) txn: Rc<crate::lock_manager::TxnShared>,
 }
 
 /// Applies one operation to its table; returns whether its key existed.

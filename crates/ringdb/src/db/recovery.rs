@@ -28,7 +28,8 @@ use super::write_ahead::{self, LogWriteAhead};
 use super::Options;
 use crate::buffer::{BufferManager, PageId, PoolConfig};
 use crate::catalog::{Catalog, TableId};
-use crate::checkpoint::{self, CheckpointFiles, Checkpointer, Reason};
+use crate::checkpoint::{CheckpointFiles, Checkpointer, Reason};
+use crate::double_write;
 use crate::error::{Corruption, OpenError, StorageError, WriteError};
 use crate::freelist::{self, FreeList};
 use crate::keylock::KeyLocks;
@@ -154,7 +155,7 @@ impl Recovery<'_> {
         let ps = self.page_size;
         let page0 = crate::chunked::read(&self.io, FILE_IDS.data, 0, ps).await?;
         Ok(page0.iter().all(|&b| b == 0)
-            && checkpoint::read_dw(&self.io, FILE_IDS.double_write, len_bytes.double_write, ps)
+            && double_write::read_dw(&self.io, FILE_IDS.double_write, len_bytes.double_write, ps)
                 .await?
                 .is_none())
     }
@@ -195,12 +196,13 @@ impl Recovery<'_> {
     async fn restore_double_write(&self, len_bytes: FileSet<u64>) -> Result<Restored, OpenError> {
         let (io, ps) = (&self.io, self.page_size);
         let mut meta = read_meta(io, ps, len_bytes.data).await?;
-        let dw = checkpoint::read_dw(io, FILE_IDS.double_write, len_bytes.double_write, ps).await?;
+        let dw =
+            double_write::read_dw(io, FILE_IDS.double_write, len_bytes.double_write, ps).await?;
         let mut applied = false;
         let mut double_write_end = 0;
         if let Some(dw) = dw {
             if meta.as_ref().is_none_or(|m| dw.epoch >= m.epoch) {
-                checkpoint::apply_dw(io, FILE_IDS.data, ps, &dw).await?;
+                double_write::apply_dw(io, FILE_IDS.data, ps, &dw).await?;
                 double_write_end = dw.pages.iter().map(|(p, _)| p + 1).max().unwrap_or(0);
                 applied = true;
                 meta = read_meta(io, ps, len_bytes.data.max(ps as u64)).await?;

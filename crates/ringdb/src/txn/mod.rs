@@ -23,32 +23,24 @@
 //! Where to look: `transaction.rs` ([`Transaction`], its reads, writes and commit);
 //! `scan.rs` (scans merged with the transaction's own writes); `prefetch.rs` (pages of keys
 //! about to be read, faulted in together before any lock); `write_set.rs` (the buffered
-//! writes); `locks.rs` (the lock table: key and range locks, wait-die), `lock_entry.rs` (one
-//! key's holders and waiters), `wait.rs` (parking on a lock), `release.rs` (releasing and
-//! narrowing), `queued_scan.rs` (scans waiting for their range, which younger inserts into
-//! it give way to); `stats.rs` ([`TxnStats`], and the state the transactions share).
+//! writes); `across.rs` (the token of a commit logged across shards). The lock table, its
+//! waits and the state a database's transactions share are the lock manager's
+//! (`lock_manager/`), a layer below the local database, whose handle holds it.
 
 mod across;
-mod lock_entry;
-mod locks;
 mod prefetch;
-mod queued_scan;
-mod release;
 mod scan;
-mod stats;
 mod transaction;
-mod wait;
 mod write_set;
 
 pub use crate::error::ConflictWith;
 pub use crate::ids::TxnTimestamp;
+pub use crate::lock_manager::TxnStats;
 pub use across::AcrossCommit;
-pub use stats::TxnStats;
 pub use transaction::Transaction;
 
-pub(crate) use stats::TxnShared;
-
 use crate::db::DbHandle;
+use crate::lock_manager::Age;
 
 /// How a transaction isolates itself. `Off` takes no locks (its writes are still buffered and
 /// committed as one batch): only for showing what goes wrong without concurrency control.
@@ -66,15 +58,6 @@ pub enum Isolation {
     Off,
 }
 
-/// Who a transaction is to the lock table: its timestamp (age for wait-die) and a number
-/// unique per database (so two transactions given the same timestamp never share locks).
-/// Ordered by timestamp, then number.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub(crate) struct Age {
-    timestamp: TxnTimestamp,
-    id: u64,
-}
-
 impl DbHandle {
     /// Begins a serializable transaction with a fresh timestamp.
     pub fn begin(&self) -> Transaction {
@@ -86,10 +69,7 @@ impl DbHandle {
     pub fn begin_with(&self, isolation: Isolation, timestamp: Option<TxnTimestamp>) -> Transaction {
         let shared = self.txn.clone();
         let id = shared.next_id();
-        let age = Age {
-            timestamp: timestamp.unwrap_or(TxnTimestamp(id)),
-            id,
-        };
+        let age = Age::new(timestamp.unwrap_or(TxnTimestamp(id)), id);
         Transaction::new(self.clone(), shared, isolation, age)
     }
 

@@ -16,13 +16,12 @@
 //! released after the sync), for comparison. Abort, and dropping a transaction, discard the
 //! writes and release the locks.
 
-use super::locks::{Blocker, Grant};
-use super::wait::Refusal;
 use super::write_set::WriteSet;
-use super::{Age, ConflictWith, Isolation, TxnShared, TxnTimestamp};
+use super::{ConflictWith, Isolation, TxnTimestamp};
 use crate::catalog::TableId;
 use crate::db::{DbHandle, WriteBatch};
 use crate::error::{ReadError, TxnError, WriteError};
+use crate::lock_manager::{Age, Blocker, Grant, Refusal, TxnShared};
 use std::rc::Rc;
 
 /// A transaction on one database (see the module doc of `txn`): reads see its own writes,
@@ -118,7 +117,7 @@ impl Transaction {
     /// The transaction's timestamp: pass it to [`DbHandle::begin_with`] to retry after a
     /// [`TxnError::Conflict`].
     pub fn timestamp(&self) -> TxnTimestamp {
-        self.age.timestamp
+        self.age.timestamp()
     }
 
     /// Locks `key` of `table` (unless isolation is off), recording a new lock to release.
@@ -155,7 +154,7 @@ impl Transaction {
         match &self.doomed {
             None => Ok(()),
             Some(d) => Err(TxnError::Conflict {
-                timestamp: self.age.timestamp,
+                timestamp: self.age.timestamp(),
                 holder: d.holder,
                 table: d.table,
                 key: d.key.clone(),

@@ -5,8 +5,8 @@
 //! them before the batch is in the tree. Kept in key order per table, because a scan merges
 //! its table's writes inside its range with what the tree returned.
 
-use super::lock_entry::is_empty_range;
 use crate::catalog::TableId;
+use crate::lock_manager::is_empty_range;
 use crate::tree::Direction;
 use crate::wal::Op;
 use std::cmp::Ordering;

@@ -5,7 +5,7 @@
 
 use super::locks::{entry_bytes, LockTable};
 use super::Age;
-use crate::catalog::TableId;
+use crate::ids::TableId;
 use std::ops::Bound;
 use std::rc::Rc;
 use std::task::Waker;
@@ -13,7 +13,7 @@ use std::task::Waker;
 impl LockTable {
     /// Releases the key locks `keys` and the range locks `ranges` that `age` holds, and wakes
     /// every transaction parked on them.
-    pub(super) fn release(
+    pub(crate) fn release(
         &self,
         age: Age,
         keys: &[(TableId, Rc<[u8]>)],
@@ -60,7 +60,7 @@ impl LockTable {
 
     /// Narrows the range lock `id` of `table` to (`start`, `end`) (a scan whose limit cut it
     /// observed only that part), and wakes the transactions parked on it.
-    pub(super) fn narrow(&self, table: TableId, id: u64, start: Bound<&[u8]>, end: Bound<&[u8]>) {
+    pub(crate) fn narrow(&self, table: TableId, id: u64, start: Bound<&[u8]>, end: Bound<&[u8]>) {
         let mut tables = self.tables.borrow_mut();
         let locks = tables
             .get_mut(&table)

@@ -11,8 +11,9 @@
 
 use super::lock_entry::{self, KeyCheck, KeyEntry, RangeLock, Waiter};
 use super::queued_scan::{queued_scan_before, QueuedScan};
-use super::{Age, ConflictWith};
-use crate::catalog::TableId;
+use super::Age;
+use crate::error::ConflictWith;
+use crate::ids::TableId;
 use crate::memory::{Meter, PartBytes};
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, HashMap};
@@ -25,17 +26,17 @@ const KEY_ENTRY_BYTES: usize = std::mem::size_of::<(Rc<[u8]>, KeyEntry)>();
 
 /// One table's locks.
 #[derive(Default)]
-pub(super) struct TableLocks {
+pub(crate) struct TableLocks {
     /// Locked keys, in key order (a scan asks for those inside its range).
-    pub(super) keys: BTreeMap<Rc<[u8]>, KeyEntry>,
+    pub(crate) keys: BTreeMap<Rc<[u8]>, KeyEntry>,
     /// Range locks held now (few: one per scan in progress).
-    pub(super) ranges: Vec<RangeLock>,
+    pub(crate) ranges: Vec<RangeLock>,
     /// Scans parked until their range can be locked (see `queued_scan.rs`).
-    pub(super) queued_scans: Vec<QueuedScan>,
+    pub(crate) queued_scans: Vec<QueuedScan>,
 }
 
 /// The answer to a lock request.
-pub(super) enum Attempt {
+pub(crate) enum Attempt {
     /// Granted (see [`Grant`]).
     Granted(Grant),
     /// The requester is younger than `holder`, which holds or waits first: it dies.
@@ -53,7 +54,7 @@ pub(super) enum Attempt {
 }
 
 /// What a granted request gave the transaction.
-pub(super) enum Grant {
+pub(crate) enum Grant {
     /// Nothing new: it held the key in a mode that covers the request, or it upgraded its own
     /// shared lock (the key is on its list already).
     AlreadyHeld,
@@ -65,7 +66,7 @@ pub(super) enum Grant {
 
 /// The lock a waiting request parks on.
 #[derive(Clone)]
-pub(super) enum Blocker {
+pub(crate) enum Blocker {
     Key(Rc<[u8]>),
     Range(u64),
     /// A scan waiting for its range (see `queued_scan.rs`): changes when it leaves the queue.
@@ -74,42 +75,42 @@ pub(super) enum Blocker {
 
 /// The lock table (see the module doc).
 #[derive(Default)]
-pub(super) struct LockTable {
-    pub(super) tables: RefCell<HashMap<TableId, TableLocks>>,
+pub(crate) struct LockTable {
+    pub(crate) tables: RefCell<HashMap<TableId, TableLocks>>,
     /// The last range-lock number or waiter ticket handed out.
     last_ticket: Cell<u64>,
     /// Bytes of the entries, range locks and their heap parts.
     bytes: Cell<usize>,
     /// Key and range locks held now (a key held by two transactions counts twice).
-    pub(super) held: Cell<u64>,
+    pub(crate) held: Cell<u64>,
     meter: Meter,
 }
 
 /// Bytes of one key entry with a key of `key_len` bytes.
-pub(super) fn entry_bytes(key_len: usize, entry: &KeyEntry) -> usize {
+pub(crate) fn entry_bytes(key_len: usize, entry: &KeyEntry) -> usize {
     KEY_ENTRY_BYTES + lock_entry::rc_bytes(key_len) + entry.heap_bytes()
 }
 
 impl LockTable {
     /// The bytes the table holds now and at most.
-    pub(super) fn memory(&self) -> PartBytes {
+    pub(crate) fn memory(&self) -> PartBytes {
         self.meter.read()
     }
 
     /// Key and range locks held now.
-    pub(super) fn locks_held(&self) -> u64 {
+    pub(crate) fn locks_held(&self) -> u64 {
         self.held.get()
     }
 
     /// A number no range lock or waiter of this table had.
-    pub(super) fn next_ticket(&self) -> u64 {
+    pub(crate) fn next_ticket(&self) -> u64 {
         let ticket = self.last_ticket.get() + 1;
         self.last_ticket.set(ticket);
         ticket
     }
 
     /// Counts `after` bytes where there were `before`, and measures the table again.
-    pub(super) fn account(
+    pub(crate) fn account(
         &self,
         tables: &HashMap<TableId, TableLocks>,
         before: usize,
@@ -123,7 +124,7 @@ impl LockTable {
     }
 
     /// Asks for `key` of `table` for `age`, `exclusive` or shared.
-    pub(super) fn try_key(&self, table: TableId, key: &[u8], age: Age, exclusive: bool) -> Attempt {
+    pub(crate) fn try_key(&self, table: TableId, key: &[u8], age: Age, exclusive: bool) -> Attempt {
         let mut tables = self.tables.borrow_mut();
         let locks = tables.entry(table).or_default();
         let mut blocker = None;
@@ -175,7 +176,7 @@ impl LockTable {
     }
 
     /// Asks for a shared lock on (`start`, `end`) of `table` for `age` (a scan).
-    pub(super) fn try_range(
+    pub(crate) fn try_range(
         &self,
         table: TableId,
         start: Bound<&[u8]>,

@@ -9,9 +9,11 @@
 use super::lock_entry::Waiter;
 use super::locks::{entry_bytes, Attempt, Blocker, Grant, LockTable};
 use super::queued_scan::ScanInQueue;
-use super::{Age, ConflictWith, TxnShared, TxnTimestamp};
-use crate::catalog::TableId;
+use super::{Age, TxnShared};
+use crate::error::ConflictWith;
 use crate::error::TxnError;
+use crate::ids::TableId;
+use crate::ids::TxnTimestamp;
 use std::future::Future;
 use std::ops::Bound;
 use std::pin::Pin;
@@ -24,9 +26,9 @@ use std::task::{Context, Poll};
 pub(crate) const LOCK_WAIT_ROUNDS_MAX: u64 = 1 << 20;
 
 /// A refused lock request: the error, and for a conflict the lock in the way.
-pub(super) struct Refusal {
-    pub(super) error: TxnError,
-    pub(super) blocker: Option<(TableId, Blocker)>,
+pub(crate) struct Refusal {
+    pub(crate) error: TxnError,
+    pub(crate) blocker: Option<(TableId, Blocker)>,
 }
 
 /// Who parks, as its waiter record will say.
@@ -43,7 +45,7 @@ impl TxnShared {
     /// transactions hold it; refuses with a conflict when an older one does, unless
     /// `waits_for_older`: the caller holds no lock (nobody can be waiting for it, so its wait
     /// closes no cycle) and chose to park instead.
-    pub(super) async fn lock_key(
+    pub(crate) async fn lock_key(
         &self,
         table: TableId,
         key: &[u8],
@@ -81,7 +83,7 @@ impl TxnShared {
 
     /// Locks (`start`, `end`) of `table` shared for `age` (a scan); returns the range lock's
     /// number. `waits_for_older` as for [`TxnShared::lock_key`].
-    pub(super) async fn lock_range(
+    pub(crate) async fn lock_range(
         &self,
         table: TableId,
         start: Bound<&[u8]>,
@@ -127,7 +129,7 @@ impl TxnShared {
 
     /// Parks `age` (a transaction that died and released its locks) until the lock `blocker`
     /// of `table` changes, once: then its retry does not meet the same holder at once.
-    pub(super) async fn wait_for_change(&self, table: TableId, blocker: Blocker, age: Age) {
+    pub(crate) async fn wait_for_change(&self, table: TableId, blocker: Blocker, age: Age) {
         let waiter = WaiterFields {
             age,
             exclusive: false,
@@ -246,12 +248,12 @@ impl Drop for WaitTurn<'_> {
 impl LockTable {
     /// Parks `waiter` on `blocker`; returns false when that lock is gone already (nothing to
     /// wait for: ask again).
-    pub(super) fn register(&self, table: TableId, blocker: &Blocker, waiter: Waiter) -> bool {
+    pub(crate) fn register(&self, table: TableId, blocker: &Blocker, waiter: Waiter) -> bool {
         self.update_waiters(table, blocker, |waiters| waiters.push(waiter))
     }
 
     /// Takes the waiter of `ticket` off `blocker`'s list, if it is still there.
-    pub(super) fn forget(&self, table: TableId, blocker: &Blocker, ticket: u64) {
+    pub(crate) fn forget(&self, table: TableId, blocker: &Blocker, ticket: u64) {
         self.update_waiters(table, blocker, |waiters| {
             waiters.retain(|w| w.ticket != ticket);
         });

@@ -1,29 +1,30 @@
 //! One key's lock (its holders and the transactions parked on it) and one scan's range lock:
 //! the records of the lock table, and the wait-die decision for a request against each.
 
-use super::{Age, ConflictWith};
+use super::Age;
+use crate::error::ConflictWith;
 use std::ops::Bound;
 use std::rc::Rc;
 use std::task::Waker;
 
 /// A transaction parked on a lock, until the lock changes.
-pub(super) struct Waiter {
+pub(crate) struct Waiter {
     /// Who waits.
-    pub(super) age: Age,
+    pub(crate) age: Age,
     /// Whether it wants the key exclusively (a scan waiting on a key wants it shared).
-    pub(super) exclusive: bool,
+    pub(crate) exclusive: bool,
     /// The key it wants, when it waits on a range lock (exclusive key requests only).
-    pub(super) key: Option<Rc<[u8]>>,
+    pub(crate) key: Option<Rc<[u8]>>,
     /// Whether it waits for the lock (false: a transaction that died waits only for the lock
     /// to change before it retries; nobody gives way to it).
-    pub(super) queued: bool,
+    pub(crate) queued: bool,
     /// Its registration, to take it off the list when its wait ends without a wake-up.
-    pub(super) ticket: u64,
-    pub(super) waker: Waker,
+    pub(crate) ticket: u64,
+    pub(crate) waker: Waker,
 }
 
 /// What a request against a key's lock may do.
-pub(super) enum KeyCheck {
+pub(crate) enum KeyCheck {
     /// The requester holds the lock in a mode that covers the request.
     Held,
     /// An older transaction holds (or waits first for) the key: the requester dies.
@@ -36,7 +37,7 @@ pub(super) enum KeyCheck {
 }
 
 /// The holders of one locked key (at least one, always) and its waiters.
-pub(super) struct KeyEntry {
+pub(crate) struct KeyEntry {
     /// Whether the key is held exclusively (then by `holder` alone).
     exclusive: bool,
     /// The first holder.
@@ -44,12 +45,12 @@ pub(super) struct KeyEntry {
     /// Further shared holders (empty, and unallocated, while one transaction holds the key).
     more: Vec<Age>,
     /// Who waits for the key to change.
-    pub(super) waiters: Vec<Waiter>,
+    pub(crate) waiters: Vec<Waiter>,
 }
 
 impl KeyEntry {
     /// A key locked by `age` alone.
-    pub(super) fn new(age: Age, exclusive: bool) -> KeyEntry {
+    pub(crate) fn new(age: Age, exclusive: bool) -> KeyEntry {
         KeyEntry {
             exclusive,
             holder: age,
@@ -59,17 +60,17 @@ impl KeyEntry {
     }
 
     /// Whether `age` holds the key: `Some(exclusive)`, or `None`.
-    pub(super) fn holds(&self, age: Age) -> Option<bool> {
+    pub(crate) fn holds(&self, age: Age) -> Option<bool> {
         (self.holder == age || self.more.contains(&age)).then_some(self.exclusive)
     }
 
     /// Whether the key is held exclusively by a transaction other than `age`: by whom.
-    pub(super) fn exclusive_holder_besides(&self, age: Age) -> Option<Age> {
+    pub(crate) fn exclusive_holder_besides(&self, age: Age) -> Option<Age> {
         (self.exclusive && self.holder != age).then_some(self.holder)
     }
 
     /// The wait-die decision for `age` asking for the key (`exclusive` or shared).
-    pub(super) fn check(&self, age: Age, exclusive: bool) -> KeyCheck {
+    pub(crate) fn check(&self, age: Age, exclusive: bool) -> KeyCheck {
         let mine = self.holds(age);
         if mine == Some(true) || (mine.is_some() && !exclusive) {
             return KeyCheck::Held;
@@ -109,7 +110,7 @@ impl KeyEntry {
     /// The oldest transaction, older than `age`, that waits for the key in a mode a request
     /// in this mode conflicts with: it came first by age, so a new request gives way (without
     /// this, younger readers could starve an older writer forever).
-    pub(super) fn queued_before(&self, age: Age, exclusive: bool) -> Option<Age> {
+    pub(crate) fn queued_before(&self, age: Age, exclusive: bool) -> Option<Age> {
         self.waiters
             .iter()
             .filter(|w| w.queued && w.age < age && (w.exclusive || exclusive))
@@ -118,14 +119,14 @@ impl KeyEntry {
     }
 
     /// Adds `age` as a shared holder.
-    pub(super) fn add_shared(&mut self, age: Age) {
+    pub(crate) fn add_shared(&mut self, age: Age) {
         assert!(!self.exclusive, "a shared lock granted on an exclusive key");
         assert!(self.holds(age).is_none(), "a shared lock granted twice");
         self.more.push(age);
     }
 
     /// Makes the shared lock of `age`, the key's only holder, exclusive.
-    pub(super) fn upgrade(&mut self, age: Age) {
+    pub(crate) fn upgrade(&mut self, age: Age) {
         assert!(
             self.holder == age && self.more.is_empty(),
             "an upgrade granted beside other holders"
@@ -134,7 +135,7 @@ impl KeyEntry {
     }
 
     /// Drops the lock of `age`; returns whether nobody holds the key now.
-    pub(super) fn release(&mut self, age: Age) -> bool {
+    pub(crate) fn release(&mut self, age: Age) -> bool {
         if self.holder == age {
             match self.more.pop() {
                 Some(next) => self.holder = next,
@@ -149,13 +150,13 @@ impl KeyEntry {
     }
 
     /// Heap bytes of the holder and waiter lists (their capacities, and waiters' keys).
-    pub(super) fn heap_bytes(&self) -> usize {
+    pub(crate) fn heap_bytes(&self) -> usize {
         self.more.capacity() * std::mem::size_of::<Age>() + waiters_bytes(&self.waiters)
     }
 }
 
 /// Heap bytes of a waiter list: its capacity, and the keys its waiters allocated.
-pub(super) fn waiters_bytes(waiters: &Vec<Waiter>) -> usize {
+pub(crate) fn waiters_bytes(waiters: &Vec<Waiter>) -> usize {
     let keys: usize = waiters
         .iter()
         .filter_map(|w| w.key.as_ref())
@@ -165,29 +166,29 @@ pub(super) fn waiters_bytes(waiters: &Vec<Waiter>) -> usize {
 }
 
 /// Heap bytes of an `Rc<[u8]>` of `len` bytes (two counters, then the bytes).
-pub(super) fn rc_bytes(len: usize) -> usize {
+pub(crate) fn rc_bytes(len: usize) -> usize {
     2 * std::mem::size_of::<usize>() + len
 }
 
 /// A scan's shared lock on a range of one table's keys.
-pub(super) struct RangeLock {
+pub(crate) struct RangeLock {
     /// Its number in the lock table (the scan's handle on it).
-    pub(super) id: u64,
-    pub(super) owner: Age,
-    pub(super) start: Bound<Vec<u8>>,
-    pub(super) end: Bound<Vec<u8>>,
+    pub(crate) id: u64,
+    pub(crate) owner: Age,
+    pub(crate) start: Bound<Vec<u8>>,
+    pub(crate) end: Bound<Vec<u8>>,
     /// Exclusive key requests parked on it (each with its key).
-    pub(super) waiters: Vec<Waiter>,
+    pub(crate) waiters: Vec<Waiter>,
 }
 
 impl RangeLock {
     /// Whether the range holds `key`.
-    pub(super) fn contains(&self, key: &[u8]) -> bool {
+    pub(crate) fn contains(&self, key: &[u8]) -> bool {
         contains(as_ref(&self.start), as_ref(&self.end), key)
     }
 
     /// Heap bytes of the lock: itself (in the table's list), its bounds and its waiters.
-    pub(super) fn bytes(&self) -> usize {
+    pub(crate) fn bytes(&self) -> usize {
         std::mem::size_of::<RangeLock>()
             + bound_bytes(&self.start)
             + bound_bytes(&self.end)
@@ -196,7 +197,7 @@ impl RangeLock {
 }
 
 /// Heap bytes of an owned bound's key.
-pub(super) fn bound_bytes(bound: &Bound<Vec<u8>>) -> usize {
+pub(crate) fn bound_bytes(bound: &Bound<Vec<u8>>) -> usize {
     match bound {
         Bound::Included(k) | Bound::Excluded(k) => k.capacity(),
         Bound::Unbounded => 0,
@@ -204,7 +205,7 @@ pub(super) fn bound_bytes(bound: &Bound<Vec<u8>>) -> usize {
 }
 
 /// A borrowed view of an owned bound.
-pub(super) fn as_ref(bound: &Bound<Vec<u8>>) -> Bound<&[u8]> {
+pub(crate) fn as_ref(bound: &Bound<Vec<u8>>) -> Bound<&[u8]> {
     match bound {
         Bound::Included(k) => Bound::Included(k.as_slice()),
         Bound::Excluded(k) => Bound::Excluded(k.as_slice()),
@@ -213,7 +214,7 @@ pub(super) fn as_ref(bound: &Bound<Vec<u8>>) -> Bound<&[u8]> {
 }
 
 /// Whether (`start`, `end`) holds `key`.
-pub(super) fn contains(start: Bound<&[u8]>, end: Bound<&[u8]>, key: &[u8]) -> bool {
+pub(crate) fn contains(start: Bound<&[u8]>, end: Bound<&[u8]>, key: &[u8]) -> bool {
     let after_start = match start {
         Bound::Included(s) => key >= s,
         Bound::Excluded(s) => key > s,
@@ -229,7 +230,7 @@ pub(super) fn contains(start: Bound<&[u8]>, end: Bound<&[u8]>, key: &[u8]) -> bo
 
 /// Whether (`start`, `end`) holds no key at all (start past end, or one key excluded): an
 /// ordered map's `range` refuses such bounds, so they are answered before it is asked.
-pub(super) fn is_empty_range(start: Bound<&[u8]>, end: Bound<&[u8]>) -> bool {
+pub(crate) fn is_empty_range(start: Bound<&[u8]>, end: Bound<&[u8]>) -> bool {
     match (start, end) {
         (Bound::Included(s), Bound::Included(e)) => s > e,
         (Bound::Included(s), Bound::Excluded(e))

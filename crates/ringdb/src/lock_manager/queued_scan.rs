@@ -11,23 +11,23 @@
 use super::lock_entry::{as_ref, bound_bytes, contains, waiters_bytes, Waiter};
 use super::locks::{LockTable, TableLocks};
 use super::Age;
-use crate::catalog::TableId;
+use crate::ids::TableId;
 use std::ops::Bound;
 
 /// A scan parked until its range can be locked.
-pub(super) struct QueuedScan {
-    pub(super) age: Age,
+pub(crate) struct QueuedScan {
+    pub(crate) age: Age,
     start: Bound<Vec<u8>>,
     end: Bound<Vec<u8>>,
     /// Requests that gave way to it, parked until it leaves the queue (granted, refused or
     /// dropped): woken earlier, a retry could die against it again and again before the scan
     /// itself ran once (seen: a transaction refused 10,000 times in a row).
-    pub(super) waiters: Vec<Waiter>,
+    pub(crate) waiters: Vec<Waiter>,
 }
 
 impl QueuedScan {
     /// Bytes it holds, in the table's list and on the heap.
-    pub(super) fn bytes(&self) -> usize {
+    pub(crate) fn bytes(&self) -> usize {
         std::mem::size_of::<QueuedScan>()
             + bound_bytes(&self.start)
             + bound_bytes(&self.end)
@@ -36,7 +36,7 @@ impl QueuedScan {
 }
 
 /// The oldest scan of `locks` queued for a range holding `key`, if it is older than `age`.
-pub(super) fn queued_scan_before<'a>(
+pub(crate) fn queued_scan_before<'a>(
     locks: &'a TableLocks,
     key: &[u8],
     age: Age,
@@ -50,7 +50,7 @@ pub(super) fn queued_scan_before<'a>(
 
 /// A scan's place in its table's queue while it waits for its range; dropping it (the
 /// request granted, refused, or its future dropped) takes the place away.
-pub(super) struct ScanInQueue<'a> {
+pub(crate) struct ScanInQueue<'a> {
     locks: &'a LockTable,
     table: TableId,
     age: Age,
@@ -59,7 +59,7 @@ pub(super) struct ScanInQueue<'a> {
 impl<'a> ScanInQueue<'a> {
     /// Queues the scan of `age` over (`start`, `end`), unless it is queued already (it
     /// parks again).
-    pub(super) fn enter(
+    pub(crate) fn enter(
         queue: &mut Option<ScanInQueue<'a>>,
         locks: &'a LockTable,
         (table, start, end): (TableId, Bound<&[u8]>, Bound<&[u8]>),

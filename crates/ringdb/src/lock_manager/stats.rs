@@ -28,7 +28,7 @@ pub struct TxnStats {
 /// The state a database's transactions share (see the module doc).
 #[derive(Default)]
 pub(crate) struct TxnShared {
-    pub(super) locks: LockTable,
+    pub(crate) locks: LockTable,
     /// The last timestamp (and transaction number) handed out; 0: none yet.
     last_id: Cell<u64>,
     commits: Cell<u64>,
@@ -44,30 +44,30 @@ fn bump(counter: &Cell<u64>) {
 
 impl TxnShared {
     /// A number no transaction of this database had: also a fresh timestamp.
-    pub(super) fn next_id(&self) -> u64 {
+    pub(crate) fn next_id(&self) -> u64 {
         let id = self.last_id.get() + 1;
         self.last_id.set(id);
         id
     }
 
-    pub(super) fn count_commit(&self) {
+    pub(crate) fn count_commit(&self) {
         bump(&self.commits);
     }
 
-    pub(super) fn count_conflict(&self) {
+    pub(crate) fn count_conflict(&self) {
         bump(&self.conflicts);
     }
 
-    pub(super) fn count_wait(&self) {
+    pub(crate) fn count_wait(&self) {
         bump(&self.waits);
     }
 
-    pub(super) fn count_abort(&self) {
+    pub(crate) fn count_abort(&self) {
         bump(&self.aborts);
     }
 
     /// The counters and the lock table's memory now.
-    pub(super) fn stats(&self) -> TxnStats {
+    pub(crate) fn stats(&self) -> TxnStats {
         TxnStats {
             commits: self.commits.get(),
             conflicts: self.conflicts.get(),
