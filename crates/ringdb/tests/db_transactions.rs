@@ -145,6 +145,66 @@ fn a_read_only_transaction_across_shards_holds_its_locks_until_it_commits() {
     let _ = std::fs::remove_dir_all(&d);
 }
 
+/// A part lost to a failure (here its shard panicked): the transaction refuses every later
+/// read and its commit (the lost part's locks are gone), and aborting it releases the other
+/// shards' locks.
+#[test]
+fn a_transaction_whose_part_is_lost_refuses_to_go_on_or_commit() {
+    let d = dir("part-lost");
+    let db = open(&d, 3, Durability::None);
+    let keys = keys_on_every_shard(&db);
+    let (on_0, on_1) = (db.shard_of(&keys[0]), db.shard_of(&keys[1]));
+    let mut txn = db.begin();
+    txn.get_for_update(&keys[0]).unwrap();
+    txn.insert(&keys[0], b"t").unwrap();
+    let down = db.run_on(on_1, |_| async { panic!("a bug in a task") });
+    assert!(down.is_err());
+    let failed = txn.get(&keys[1]).unwrap_err();
+    assert!(matches!(failed, TxnError::Shard(_)), "{failed}");
+    let refused = txn.get(&keys[2]).unwrap_err();
+    assert!(
+        matches!(refused, TxnError::PartLost { shard, .. } if shard == on_1),
+        "{refused}"
+    );
+    let refused = txn.commit().unwrap_err();
+    assert!(matches!(refused, TxnError::PartLost { .. }), "{refused}");
+    // Nothing committed, and the lock on the first key is gone with the abort.
+    assert_eq!(db.get(&keys[0]).unwrap(), None);
+    db.transaction(|t| t.insert(&keys[0], b"after")).unwrap();
+    assert_eq!(db.shard_of(&keys[0]), on_0);
+    drop(db);
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+/// Transactions a program leaves open are bounded per shard: past 65,536 a new one is
+/// refused with a typed error instead of the shard's table growing; once they end, new ones
+/// run again.
+#[test]
+fn a_shard_refuses_a_part_past_its_bound_of_open_transactions() {
+    const OPEN_MAX: usize = 1 << 16;
+    let d = dir("too-many");
+    let db = open(&d, 1, Durability::Off);
+    let mut open: Vec<DbTransaction> = Vec::with_capacity(OPEN_MAX);
+    for i in 0..OPEN_MAX {
+        let mut txn = db.begin();
+        txn.get(format!("k{i}").as_bytes()).unwrap();
+        open.push(txn);
+    }
+    let mut refused = db.begin();
+    match refused.get(b"one more").unwrap_err() {
+        TxnError::TooManyOpen {
+            shard, open_max, ..
+        } => assert_eq!((shard, open_max), (0, OPEN_MAX)),
+        other => panic!("{other}"),
+    }
+    refused.abort();
+    drop(open);
+    db.transaction(|t| t.insert(b"k0", b"v")).unwrap();
+    assert_eq!(db.get(b"k0").unwrap().as_deref(), Some(&b"v"[..]));
+    db.close().unwrap();
+    let _ = std::fs::remove_dir_all(&d);
+}
+
 #[test]
 fn a_younger_transaction_dies_on_an_older_ones_lock_and_the_retry_wins() {
     let d = dir("conflict");

@@ -61,9 +61,11 @@ pub enum TxnError {
     /// A transaction of a [`Db`](crate::Db) could not reach one of its shards.
     #[error(transparent)]
     Shard(#[from] ShardError),
-    /// The part of a transaction of a [`Db`](crate::Db) on `shard` was gone when its commit
-    /// came (the transaction was ended already): nothing of the transaction is committed.
-    #[error("the transaction's part on shard {shard} is gone; nothing was committed")]
+    /// The part of a transaction of a [`Db`](crate::Db) on `shard` is gone: an operation
+    /// there failed (the error it returned said why) and ended it, with its locks, or the
+    /// transaction was ended already. The transaction can only abort: later reads and the
+    /// commit are refused, and nothing of it is committed.
+    #[error("the transaction's part on shard {shard} is gone (an operation there failed); nothing was committed")]
     #[non_exhaustive]
     PartLost {
         /// The shard.

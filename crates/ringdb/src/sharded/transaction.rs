@@ -65,6 +65,9 @@ pub struct DbTransaction {
     pub(super) writes: BTreeMap<(TableId, Vec<u8>), Option<Vec<u8>>>,
     /// The shard whose part died in a conflict (reported at once, see the module doc).
     pub(super) died: Option<usize>,
+    /// The shard whose part ended in a failure other than a conflict (its locks went with
+    /// it): the transaction can only abort now, every later read or commit is refused.
+    pub(super) lost: Option<usize>,
     /// Requests to parts are under way: when the transaction is dropped meanwhile (its
     /// future cancelled), the shards drop those parts when the requests end instead of
     /// keeping them open.
@@ -171,6 +174,7 @@ impl DbTransaction {
             parts: Vec::new(),
             writes: BTreeMap::new(),
             died: None,
+            lost: None,
             in_flight: false,
             ended: false,
         }

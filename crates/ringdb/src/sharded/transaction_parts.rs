@@ -35,6 +35,7 @@ impl DbTransaction {
         keys: &[&[u8]],
         update: bool,
     ) -> Result<Vec<Option<Vec<u8>>>, TxnError> {
+        self.check_parts()?;
         let mut values = vec![None; keys.len()];
         let mut positions: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
         for (position, key) in keys.iter().enumerate() {
@@ -92,6 +93,7 @@ impl DbTransaction {
         direction: Direction,
         limit: usize,
     ) -> Result<Pairs, TxnError> {
+        self.check_parts()?;
         if limit == 0 {
             return Ok(Vec::new());
         }
@@ -188,19 +190,34 @@ impl DbTransaction {
         assert!(self.parts.len() <= self.db.shard_count());
     }
 
-    /// `reply` from the part on `shard`, noting a conflict it died in.
+    /// `reply` from the part on `shard`, noting a conflict it died in, or its loss (any
+    /// other failure ends the part there).
     fn noted(&mut self, shard: usize, reply: Reply) -> Result<PartReply, TxnError> {
         let reply = reply.map_err(TxnError::from).and_then(|r| r);
-        if matches!(&reply, Err(e) if e.is_conflict()) {
-            self.died.get_or_insert(shard);
+        match &reply {
+            Err(e) if e.is_conflict() => _ = self.died.get_or_insert(shard),
+            Err(_) => _ = self.lost.get_or_insert(shard),
+            Ok(_) => {}
         }
         reply
+    }
+
+    /// Refuses to go on once a part was lost: its reads' locks are gone, so nothing read
+    /// since could be serializable with what it read.
+    fn check_parts(&self) -> Result<(), TxnError> {
+        match self.lost {
+            Some(shard) => Err(TxnError::PartLost { shard }),
+            None => Ok(()),
+        }
     }
 
     /// Commits every part (see the module doc of `transaction.rs`).
     /// With `wait_out`, a part that died in a conflict waits for the lock in its way to
     /// change before this returns (for a retry that follows at once).
     pub(super) async fn finish_commit(mut self, wait_out: bool) -> Ended {
+        if let Err(lost) = self.check_parts() {
+            return self.failed(lost, wait_out).await;
+        }
         let mut writes = self.writes_by_shard();
         writes.keys().for_each(|&shard| self.note_part(shard));
         let parts = self.parts.clone();
