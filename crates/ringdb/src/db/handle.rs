@@ -179,6 +179,16 @@ impl DbHandle {
             .map(|_| ())
     }
 
+    /// Whether everything logged so far is durable now (always, without a log): then
+    /// whatever a read has seen is, and [`wait_log_durable`](Self::wait_log_durable) would
+    /// not wait.
+    pub(crate) fn log_is_durable(&self) -> bool {
+        match self.durable.as_ref() {
+            None => true,
+            Some(d) => self.first_failure().is_none() && d.wal.durable() >= d.wal.end(),
+        }
+    }
+
     /// Waits until everything logged so far is durable (nothing to wait for without a log):
     /// what a transaction that wrote nothing waits for after early lock release, so that it
     /// never reports what a crash could still take back.

@@ -193,6 +193,11 @@ impl Db {
         self.shared.inboxes.len()
     }
 
+    /// Whether the calling thread is shard `shard`'s own (a task there).
+    pub(super) fn is_local(&self, shard: usize) -> bool {
+        context::local_handle(self.shared.id, shard).is_some()
+    }
+
     /// The shard that owns `key`.
     pub fn shard_of(&self, key: &[u8]) -> usize {
         manifest::shard_of(key, self.shard_count())

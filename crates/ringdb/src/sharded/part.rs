@@ -77,8 +77,17 @@ pub(super) enum PartOp {
 /// What an operation on a part returns.
 #[derive(Debug)]
 pub(super) enum PartReply {
-    Values(Vec<Option<Vec<u8>>>),
-    Rows(Vec<(Vec<u8>, Vec<u8>)>),
+    /// Values read, and whether everything read so far is durable (see
+    /// `DbTransaction::unsynced`).
+    Values {
+        values: Vec<Option<Vec<u8>>>,
+        durable: bool,
+    },
+    /// Pairs scanned, and the same.
+    Rows {
+        rows: Vec<(Vec<u8>, Vec<u8>)>,
+        durable: bool,
+    },
     Done,
     Writes(WriteBatch),
 }
@@ -158,7 +167,8 @@ async fn read(txn: &mut Transaction, op: PartOp) -> Result<PartReply, TxnError> 
                     false => txn.get(table, key).await?,
                 });
             }
-            Ok(PartReply::Values(values))
+            let durable = txn.reads_are_durable();
+            Ok(PartReply::Values { values, durable })
         }
         PartOp::Scan {
             table,
@@ -169,7 +179,10 @@ async fn read(txn: &mut Transaction, op: PartOp) -> Result<PartReply, TxnError> 
         } => txn
             .scan(table, as_ref(&start), as_ref(&end), direction, limit)
             .await
-            .map(PartReply::Rows),
+            .map(|rows| PartReply::Rows {
+                rows,
+                durable: txn.reads_are_durable(),
+            }),
         PartOp::Finish { .. } | PartOp::Commit(_) | PartOp::Abort { .. } | PartOp::WaitOut => {
             unreachable!("finishes and ends are served by `serve`")
         }

@@ -39,7 +39,7 @@ use super::{Db, Table};
 use crate::error::TxnError;
 use crate::txn::{Isolation, TxnTimestamp};
 use crate::{Direction, TableId};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::ops::{Bound, RangeBounds};
 use std::sync::atomic::Ordering;
 
@@ -68,6 +68,10 @@ pub struct DbTransaction {
     /// The shard whose part ended in a failure other than a conflict (its locks went with
     /// it): the transaction can only abort now, every later read or commit is refused.
     pub(super) lost: Option<usize>,
+    /// Shards whose part's last read saw data whose log was not durable yet: its commit must
+    /// wait for that log even if it wrote nothing. A transaction that only read, and on no
+    /// such shard, commits without waiting for its parts (see `transaction_parts.rs`).
+    pub(super) unsynced: BTreeSet<usize>,
     /// Requests to parts are under way: when the transaction is dropped meanwhile (its
     /// future cancelled), the shards drop those parts when the requests end instead of
     /// keeping them open.
@@ -175,6 +179,7 @@ impl DbTransaction {
             writes: BTreeMap::new(),
             died: None,
             lost: None,
+            unsynced: BTreeSet::new(),
             in_flight: false,
             ended: false,
         }

@@ -58,7 +58,11 @@ impl DbTransaction {
         };
         for (shard, reply) in self.send_each(&shards, get).await {
             match reply? {
-                PartReply::Values(found) => {
+                PartReply::Values {
+                    values: found,
+                    durable,
+                } => {
+                    self.note_durable(shard, durable);
                     assert_eq!(found.len(), positions[&shard].len());
                     for (&position, value) in positions[&shard].iter().zip(found) {
                         values[position] = value;
@@ -109,9 +113,12 @@ impl DbTransaction {
             limit: limit.saturating_add(deleted),
         };
         let mut pairs = BTreeMap::new();
-        for (_, reply) in self.send_each(&shards, scan).await {
+        for (shard, reply) in self.send_each(&shards, scan).await {
             match reply? {
-                PartReply::Rows(rows) => pairs.extend(rows),
+                PartReply::Rows { rows, durable } => {
+                    self.note_durable(shard, durable);
+                    pairs.extend(rows)
+                }
                 other => unreachable!("a scan is answered with rows, not {other:?}"),
             }
         }
@@ -202,6 +209,15 @@ impl DbTransaction {
         reply
     }
 
+    /// Notes whether everything the part on `shard` has read is durable (its last read says
+    /// so for all before it: the log only grows durable).
+    fn note_durable(&mut self, shard: usize, durable: bool) {
+        match durable {
+            true => self.unsynced.remove(&shard),
+            false => self.unsynced.insert(shard),
+        };
+    }
+
     /// Refuses to go on once a part was lost: its reads' locks are gone, so nothing read
     /// since could be serializable with what it read.
     fn check_parts(&self) -> Result<(), TxnError> {
@@ -217,6 +233,9 @@ impl DbTransaction {
     pub(super) async fn finish_commit(mut self, wait_out: bool) -> Ended {
         if let Err(lost) = self.check_parts() {
             return self.failed(lost, wait_out).await;
+        }
+        if self.writes.is_empty() && self.died.is_none() && self.unsynced.is_empty() {
+            return self.commit_released().await;
         }
         let mut writes = self.writes_by_shard();
         writes.keys().for_each(|&shard| self.note_part(shard));
@@ -243,6 +262,31 @@ impl DbTransaction {
             _ if writes.is_empty() => self.commit_read_only(parts, wait_out).await,
             _ => self.commit_spanning(parts, writes, wait_out).await,
         }
+    }
+
+    /// Commits a transaction that only read, and only data already durable, without waiting
+    /// for its parts: each has taken every lock it needs and has nothing to write or wait
+    /// for, so its commit only releases locks. That goes to the other shards as requests
+    /// not waited for (each shard serves its requests in order, so this thread's next
+    /// request there finds them released); a part on this thread's own shard ends here.
+    async fn commit_released(mut self) -> Ended {
+        assert!(self.writes.is_empty() && self.unsynced.is_empty());
+        let parts = std::mem::take(&mut self.parts);
+        let (here, elsewhere): (Vec<usize>, Vec<usize>) = parts
+            .into_iter()
+            .partition(|&shard| self.db.is_local(shard));
+        self.ended = true;
+        let start = self.start;
+        for shard in elsewhere {
+            let commit = move |handle| part::serve(handle, shard, start, PartOp::Commit(None));
+            // A shard that is down took the part's locks with it; what it read was durable.
+            drop(self.db.submit(shard, commit));
+        }
+        for shard in here {
+            let commit = move |handle| part::serve(handle, shard, start, PartOp::Commit(None));
+            let _ = self.db.call_async(shard, commit).await;
+        }
+        Ended::Committed
     }
 
     /// Commits parts on several shards that wrote nothing: every lock the transaction needs

@@ -288,6 +288,12 @@ impl Transaction {
         WriteBatch::from_ops(self.writes.to_ops())
     }
 
+    /// Whether what this transaction has read is durable already (the log is, up to its
+    /// end): its commit, when it wrote nothing, would not wait.
+    pub(crate) fn reads_are_durable(&self) -> bool {
+        self.handle.log_is_durable()
+    }
+
     /// `pending_writes`, once this database's log is durable up to its end. With early lock release this part may have read writes whose records are
     /// not durable yet; its commit point is in another log (the cross-shard batch log),
     /// which must not become durable before them, or a crash would keep this transaction
