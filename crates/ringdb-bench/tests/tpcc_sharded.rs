@@ -1,5 +1,6 @@
 //! TPC-C with its warehouses partitioned across the shards of a `ringdb::Db`: transactions
-//! whose remote warehouse lives on another shard run a part there (`tpcc/span.rs`). A run of
+//! whose remote warehouse lives on another shard have a part there (a `ringdb::DbTransaction`
+//! placed by warehouse, `tpcc/txn.rs`). A run of
 //! many tasks on both shards, over a pool smaller than the data, keeps conditions 1-4 and
 //! the payments condition across shards; a half-committed cross-shard payment fails that
 //! condition (so it can fail); with a log, commits that span shards go through the batch log;

@@ -5,7 +5,7 @@
 //! committed transfer is present, also after a reopen.
 
 use proptest::prelude::*;
-use ringdb::{Db, DbTransaction, Durability, Options, TxnError};
+use ringdb::{Db, DbTransaction, Durability, Options, TableId, TxnError};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -334,6 +334,73 @@ fn a_task_runs_a_transaction_with_the_async_form() {
         )
         .unwrap();
     assert!(matches!(refused, Err(TxnError::Shard(_))), "{refused:?}");
+    db.close().unwrap();
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+/// What shard `shard` itself holds under `key` (read there, not by the key's hash).
+fn held_by(db: &Db, shard: usize, key: &[u8]) -> Option<Vec<u8>> {
+    let key = key.to_vec();
+    let read = db.run_on(shard, move |s| async move { s.local().get(&key).await });
+    read.unwrap().unwrap()
+}
+
+#[test]
+fn keys_a_program_places_on_a_shard_are_read_written_and_scanned_there() {
+    let d = dir("placed");
+    let db = open(&d, 2, Durability::Fdatasync);
+    let keys = keys_on_every_shard(&db);
+    let (hashed_to_0, hashed_to_1) = (&keys[0], &keys[1]);
+    assert_eq!((db.shard_of(hashed_to_0), db.shard_of(hashed_to_1)), (0, 1));
+    let table = TableId::DEFAULT;
+    // Each key written to the other shard than its hash's, in one transaction.
+    let mut txn = db.begin();
+    txn.on_shard(table, 1).insert(hashed_to_0, b"on 1").unwrap();
+    txn.on_shard(table, 0).insert(hashed_to_1, b"on 0").unwrap();
+    let own = txn.on_shard(table, 1).get(hashed_to_0).unwrap();
+    assert_eq!(own.as_deref(), Some(&b"on 1"[..]), "reads its own write");
+    txn.commit().unwrap();
+    assert_eq!(held_by(&db, 1, hashed_to_0).as_deref(), Some(&b"on 1"[..]));
+    assert_eq!(
+        held_by(&db, 0, hashed_to_0),
+        None,
+        "not on its hash's shard"
+    );
+    assert_eq!(
+        db.get(hashed_to_0).unwrap(),
+        None,
+        "the hash's routing misses it"
+    );
+    // Reads and scans go to the shard named, and only there.
+    let mut reader = db.begin();
+    let on_1 = reader.on_shard(table, 1).get(hashed_to_0).unwrap();
+    assert_eq!(on_1.as_deref(), Some(&b"on 1"[..]));
+    let scanned = reader.on_shard(table, 0).prefix(b"", usize::MAX).unwrap();
+    assert_eq!(scanned, vec![(hashed_to_1.clone(), b"on 0".to_vec())]);
+    reader.commit().unwrap();
+    // A task prefetches placed keys, and its transaction's writes on both shards commit
+    // together (through the cross-shard batch log).
+    let db_in_task = db.clone();
+    let (k0, k1) = (hashed_to_0.clone(), hashed_to_1.clone());
+    db.run_on(0, move |_| async move {
+        let mut txn = db_in_task.begin();
+        txn.prefetch_on_async(1, &[(table, &k0)]).await.unwrap();
+        txn.on_shard(table, 1).remove_async(&k0).await.unwrap();
+        txn.on_shard(table, 0)
+            .insert_async(&k1, b"again")
+            .await
+            .unwrap();
+        txn.commit_async().await.unwrap();
+    })
+    .unwrap();
+    assert_eq!(held_by(&db, 1, hashed_to_0), None);
+    assert_eq!(held_by(&db, 0, hashed_to_1).as_deref(), Some(&b"again"[..]));
+    // A shard that does not exist is a program's error, as `Db::run_on` treats it.
+    let out_of_range = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let mut txn = db.begin();
+        let _ = txn.on_shard(table, 2);
+    }));
+    assert!(out_of_range.is_err(), "shard 2 of 2 is refused");
     db.close().unwrap();
     let _ = std::fs::remove_dir_all(&d);
 }

@@ -7,8 +7,8 @@ use super::error::TpccError;
 use super::input::CustomerChoice;
 use super::keys;
 use super::rows::Customer;
-use super::span::TpccTxn;
 use super::tables::TpccTables;
+use super::txn::TpccTxn;
 use ringdb::{Direction, TableId};
 use std::ops::Bound;
 
@@ -26,7 +26,7 @@ pub enum Intent {
 
 /// The row of `key` in `table`, which must exist.
 pub async fn read<R: Row>(
-    txn: &mut TpccTxn,
+    txn: &mut TpccTxn<'_>,
     table: TableId,
     key: &[u8],
     intent: Intent,
@@ -44,7 +44,7 @@ pub async fn read<R: Row>(
 
 /// Writes `row` under `key` in `table`.
 pub async fn write<R: Row>(
-    txn: &mut TpccTxn,
+    txn: &mut TpccTxn<'_>,
     table: TableId,
     key: &[u8],
     row: &R,
@@ -54,7 +54,7 @@ pub async fn write<R: Row>(
 
 /// Every pair of `table` whose key starts with `prefix`, at most `limit`, in `direction`.
 pub async fn scan_prefix(
-    txn: &mut TpccTxn,
+    txn: &mut TpccTxn<'_>,
     table: TableId,
     prefix: &[u8],
     direction: Direction,
@@ -69,7 +69,7 @@ pub async fn scan_prefix(
 /// The customer of district (w, d) that `choice` names: by id, or the middle one (n/2
 /// rounded up) of those with the last name, sorted by first name (clause 2.5.2.2).
 pub async fn find_customer(
-    txn: &mut TpccTxn,
+    txn: &mut TpccTxn<'_>,
     tables: &TpccTables,
     (w, d): (u32, u32),
     choice: &CustomerChoice,

@@ -14,14 +14,14 @@ use super::input::DeliveryInput;
 use super::keys;
 use super::population::now_micros;
 use super::rows::{Customer, Order, OrderLine};
-use super::span::TpccTxn;
 use super::tables::TpccTables;
+use super::txn::TpccTxn;
 use super::TxOutcome;
 use ringdb::Direction;
 
 /// Runs Delivery's reads and writes in `txn` (the caller commits).
 pub async fn delivery(
-    txn: &mut TpccTxn,
+    txn: &mut TpccTxn<'_>,
     tables: &TpccTables,
     input: &DeliveryInput,
 ) -> Result<TxOutcome, TpccError> {
@@ -35,7 +35,7 @@ pub async fn delivery(
 /// Runs district `d`'s part of Delivery in `txn`, a transaction of its own (the caller
 /// commits).
 pub async fn delivery_district(
-    txn: &mut TpccTxn,
+    txn: &mut TpccTxn<'_>,
     tables: &TpccTables,
     input: &DeliveryInput,
     d: u32,
@@ -46,7 +46,7 @@ pub async fn delivery_district(
 
 /// Delivers district `d`'s oldest undelivered order, if it has one.
 async fn deliver_district(
-    txn: &mut TpccTxn,
+    txn: &mut TpccTxn<'_>,
     tables: &TpccTables,
     input: &DeliveryInput,
     d: u32,

@@ -3,7 +3,7 @@
 //! NewOrder rollback is no error at all but an outcome (`TxOutcome::RolledBack`).
 
 use super::codec::RowError;
-use ringdb::{ShardError, TxnError, TxnTimestamp};
+use ringdb::{TxnError, TxnTimestamp};
 
 /// Why a TPC-C transaction did not commit.
 #[non_exhaustive]
@@ -43,36 +43,8 @@ pub enum TpccError {
     #[error(transparent)]
     Row(#[from] RowError),
 
-    /// A request to another shard (a part of a transaction that spans shards) did not
-    /// reach it or its reply was lost: the shard stopped.
-    #[error("a part of the transaction on another shard failed: {0}")]
-    Shard(#[source] ShardError),
-
-    /// A commit reached a shard that holds no part of the transaction: the part was lost.
-    #[error("shard {shard} holds no part of the transaction that asked it to commit")]
-    PartMissing {
-        /// The shard.
-        shard: usize,
-    },
-
-    /// A part on another shard answered with a reply of the wrong kind.
-    #[error(
-        "a part of the transaction on another shard returned {got} where {wanted} was expected"
-    )]
-    PartReply {
-        /// What the operation returns.
-        wanted: &'static str,
-        /// What came back.
-        got: &'static str,
-    },
-
-    /// The home shard committed but a part on another shard did not. With a log the part
-    /// is applied from the cross-shard batch log on reopen; without one nothing can redo it.
-    #[error("the transaction committed on its home shard, but its part on shard {shard} failed to commit: {cause}")]
-    HalfCommitted {
-        /// The shard whose part failed.
-        shard: usize,
-        /// Why.
-        cause: String,
-    },
+    /// The NewOrder rollback of clause 2.4.2.3 inside a transaction body: it aborts the
+    /// transaction; the runner counts it as the outcome `TxOutcome::RolledBack`.
+    #[error("the transaction rolled back on purpose (clause 2.4.2.3)")]
+    RolledBack,
 }

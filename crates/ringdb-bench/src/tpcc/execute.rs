@@ -8,10 +8,10 @@ use super::input::{TxChoice, TxInput};
 use super::new_order::new_order;
 use super::order_status::order_status;
 use super::payment::payment;
-use super::span::TpccTxn;
 use super::stock_level::stock_level;
 use super::tables::TpccTables;
-use ringdb::DbHandle;
+use super::txn::{PlacedContext, TpccTxn};
+use ringdb::{Db, DbHandle, DbTransaction, Transaction};
 use ringdb::{Isolation, TxnTimestamp};
 
 /// How a transaction ended when it did not fail.
@@ -82,7 +82,7 @@ pub async fn execute_with(
     district: Option<u32>,
 ) -> Result<TxOutcome, TpccError> {
     input.validate()?;
-    let txn = TpccTxn::local(h.begin_with(options.isolation, timestamp));
+    let txn = h.begin_with(options.isolation, timestamp);
     // A retry finds the rows its first attempt faulted in: prefetch only the first.
     let first_attempt = timestamp.is_none();
     execute_in(txn, tables, input, options, first_attempt, district).await
@@ -91,7 +91,7 @@ pub async fn execute_with(
 /// Runs `input` in `txn` (begun with `options.isolation`) and commits it, or aborts it on a
 /// rollback or an error; a conflict comes back with the timestamp to retry with.
 pub(crate) async fn execute_in(
-    mut txn: TpccTxn,
+    mut txn: Transaction,
     tables: &TpccTables,
     input: &TxInput,
     options: TxOptions,
@@ -102,32 +102,95 @@ pub(crate) async fn execute_in(
     if options.release == LockRelease::AfterSync {
         txn.hold_locks_until_durable();
     }
-    let prefetch = options.prefetch && first_attempt;
     let timestamp = txn.timestamp();
-    let done = match (input.choice(), district) {
-        (TxChoice::Delivery(i), Some(d)) => delivery_district(&mut txn, tables, i, d).await,
-        (choice, _) => run_choice(&mut txn, tables, choice, prefetch).await,
+    let mut tpcc = TpccTxn::Local(txn);
+    let done = run_body(&mut tpcc, tables, input, options, first_attempt, district).await;
+    let TpccTxn::Local(txn) = tpcc else {
+        unreachable!("a local transaction stays local")
     };
     match done {
         Ok(TxOutcome::Committed) => {
-            txn.commit().await.map_err(|e| conflict_or(e, timestamp))?;
+            let committed = txn.commit().await.map_err(TpccError::from);
+            committed.map_err(|e| conflict_or(e, timestamp))?;
             Ok(TxOutcome::Committed)
         }
         Ok(TxOutcome::RolledBack) => {
-            txn.abort().await;
+            txn.abort();
             Ok(TxOutcome::RolledBack)
         }
         Err(e) => {
-            txn.abort().await;
+            txn.abort();
             Err(conflict_or(e, timestamp))
         }
+    }
+}
+
+/// Runs `input` (only `district`'s part of a Delivery, when given) as one transaction of
+/// `db` across its shards, placed as `context` says, with `Db::transaction_async`: the
+/// engine retries a conflict (with the first attempt's timestamp) and commits. Returns the
+/// outcome and the attempts that were retried.
+pub(crate) async fn execute_placed(
+    db: &Db,
+    context: &PlacedContext,
+    input: &TxInput,
+    options: TxOptions,
+    district: Option<u32>,
+) -> Result<(TxOutcome, u64), TpccError> {
+    input.validate()?;
+    let mut attempts = 0u64;
+    let mut spanned = false;
+    let tables = &context.tables;
+    let committed = db
+        .transaction_with_async(options.isolation, async |txn: &mut DbTransaction| {
+            attempts += 1;
+            if options.release == LockRelease::AfterSync {
+                txn.hold_locks_until_durable();
+            }
+            let mut tpcc = TpccTxn::placed(txn, context);
+            let done = run_body(&mut tpcc, tables, input, options, attempts == 1, district).await;
+            spanned = tpcc.reached_elsewhere();
+            match done? {
+                TxOutcome::Committed => Ok(()),
+                // An error out of the body aborts the transaction (and is no conflict).
+                TxOutcome::RolledBack => Err(TpccError::RolledBack),
+            }
+        })
+        .await;
+    let outcome = match committed {
+        Ok(()) => TxOutcome::Committed,
+        Err(TpccError::RolledBack) => TxOutcome::RolledBack,
+        Err(e) => return Err(e),
+    };
+    if spanned && outcome == TxOutcome::Committed {
+        let commits = context.spanning_commits.get() + 1;
+        context.spanning_commits.set(commits);
+    }
+    assert!(attempts >= 1, "the body ran");
+    Ok((outcome, attempts - 1))
+}
+
+/// The reads and writes of `input` in `txn` (the caller commits or aborts): a Delivery's
+/// `district` alone when given, after prefetching the rows when `options` and
+/// `first_attempt` say so.
+async fn run_body(
+    txn: &mut TpccTxn<'_>,
+    tables: &TpccTables,
+    input: &TxInput,
+    options: TxOptions,
+    first_attempt: bool,
+    district: Option<u32>,
+) -> Result<TxOutcome, TpccError> {
+    let prefetch = options.prefetch && first_attempt;
+    match (input.choice(), district) {
+        (TxChoice::Delivery(i), Some(d)) => delivery_district(txn, tables, i, d).await,
+        (choice, _) => run_choice(txn, tables, choice, prefetch).await,
     }
 }
 
 /// Runs the reads and writes of `choice` in `txn` (the caller commits), after prefetching
 /// its rows when `prefetch` says so.
 async fn run_choice(
-    txn: &mut TpccTxn,
+    txn: &mut TpccTxn<'_>,
     tables: &TpccTables,
     choice: &TxChoice,
     prefetch: bool,

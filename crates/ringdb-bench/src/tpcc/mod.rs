@@ -31,7 +31,6 @@ mod load;
 mod mix;
 mod new_order;
 mod order_status;
-mod participant;
 mod payment;
 mod placement;
 mod population;
@@ -44,9 +43,9 @@ mod rows_tests;
 mod run;
 mod scale;
 mod sharded;
-mod span;
 mod stock_level;
 mod tables;
+mod txn;
 
 pub use check::{check, CheckReport, ConditionResult, PaymentSums};
 pub use codec::RowError;

@@ -10,8 +10,8 @@ use super::input::{NewOrderInput, NewOrderLine};
 use super::keys;
 use super::population::now_micros;
 use super::rows::{Customer, District, Item, Order, OrderLine, Stock, Warehouse};
-use super::span::TpccTxn;
 use super::tables::TpccTables;
+use super::txn::TpccTxn;
 use super::TxOutcome;
 
 /// Runs NewOrder's reads and writes in `txn` (the caller commits or aborts).
@@ -22,7 +22,7 @@ use super::TxOutcome;
 /// locked across it. Then the order of a lone database: warehouse, district, customer, and
 /// the other lines, whose pages the prefetch has read in.
 pub async fn new_order(
-    txn: &mut TpccTxn,
+    txn: &mut TpccTxn<'_>,
     tables: &TpccTables,
     input: &NewOrderInput,
 ) -> Result<TxOutcome, TpccError> {
@@ -88,7 +88,7 @@ pub async fn new_order(
 /// Returns the ORDER-LINE row to write, or `None` for an item that does not exist (the
 /// transaction rolls back).
 async fn take_stock(
-    txn: &mut TpccTxn,
+    txn: &mut TpccTxn<'_>,
     tables: &TpccTables,
     (w, d): (u32, u32),
     line: &NewOrderLine,

@@ -7,8 +7,8 @@ use super::error::TpccError;
 use super::input::OrderStatusInput;
 use super::keys;
 use super::rows::{Order, OrderLine};
-use super::span::TpccTxn;
 use super::tables::TpccTables;
+use super::txn::TpccTxn;
 use super::TxOutcome;
 use ringdb::Direction;
 
@@ -17,7 +17,7 @@ pub const ORDER_LINES_MAX: usize = 15;
 
 /// Runs OrderStatus's reads in `txn` (the caller commits).
 pub async fn order_status(
-    txn: &mut TpccTxn,
+    txn: &mut TpccTxn<'_>,
     tables: &TpccTables,
     input: &OrderStatusInput,
 ) -> Result<TxOutcome, TpccError> {

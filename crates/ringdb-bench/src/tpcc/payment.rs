@@ -9,8 +9,8 @@ use super::input::PaymentInput;
 use super::keys;
 use super::population::now_micros;
 use super::rows::{District, History, Warehouse};
-use super::span::TpccTxn;
 use super::tables::TpccTables;
+use super::txn::TpccTxn;
 use super::TxOutcome;
 
 /// C_DATA's largest size.
@@ -19,7 +19,7 @@ const CUSTOMER_DATA_MAX: usize = 500;
 /// Runs Payment's reads and writes in `txn` (the caller commits). With `prefetch`, the page
 /// its HISTORY row goes to is faulted in before the hot rows are locked.
 pub async fn payment(
-    txn: &mut TpccTxn,
+    txn: &mut TpccTxn<'_>,
     tables: &TpccTables,
     input: &PaymentInput,
     prefetch: bool,

@@ -13,14 +13,14 @@
 use super::error::TpccError;
 use super::input::{CustomerChoice, NewOrderInput, PaymentInput};
 use super::keys;
-use super::span::TpccTxn;
 use super::tables::TpccTables;
+use super::txn::TpccTxn;
 use ringdb::TableId;
 
 /// Faults in the rows NewOrder `input` reads: its warehouse, district and customer, and
 /// each line's item and STOCK row.
 pub async fn new_order(
-    txn: &TpccTxn,
+    txn: &TpccTxn<'_>,
     tables: &TpccTables,
     input: &NewOrderInput,
 ) -> Result<(), TpccError> {
@@ -44,7 +44,7 @@ pub async fn new_order(
 /// page of the index where its name group starts. (The page its HISTORY row goes to is
 /// prefetched once the customer is known, before the hot rows are locked: `payment.rs`.)
 pub async fn payment(
-    txn: &TpccTxn,
+    txn: &TpccTxn<'_>,
     tables: &TpccTables,
     input: &PaymentInput,
 ) -> Result<(), TpccError> {
@@ -60,7 +60,7 @@ pub async fn payment(
 }
 
 /// Prefetches `rows` in one batch.
-async fn fetch(txn: &TpccTxn, rows: &[(TableId, Vec<u8>)]) -> Result<(), TpccError> {
+async fn fetch(txn: &TpccTxn<'_>, rows: &[(TableId, Vec<u8>)]) -> Result<(), TpccError> {
     let keys: Vec<(TableId, &[u8])> = rows.iter().map(|(t, k)| (*t, k.as_slice())).collect();
     txn.prefetch(&keys).await
 }

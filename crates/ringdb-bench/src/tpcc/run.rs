@@ -10,9 +10,9 @@
 //! transaction (io-wq and SQPOLL threads included), as in `ycsb`.
 
 use super::delivery_queue::DeliveryQueue;
-use super::execute::execute_in;
+use super::execute::{execute_in, execute_placed};
 use super::report::{TpccRunReport, TxTypeReport};
-use super::span::{SpanContext, TpccTxn};
+use super::txn::PlacedContext;
 use super::{
     Constants, LockRelease, TpccError, TpccScale, TpccTables, TxChoice, TxInput, TxKind, TxOptions,
     TxOutcome,
@@ -304,16 +304,16 @@ pub(crate) struct RunContext {
     /// shard's own on a database of several shards.
     homes: Vec<u32>,
     /// With warehouses on several shards: what the shard's transactions share.
-    span: Option<Rc<SpanContext>>,
+    placed: Option<Rc<PlacedContext>>,
 }
 
 impl RunContext {
-    /// The context of `spec`'s tasks homed at `homes`; `span` when warehouses span shards.
+    /// The context of `spec`'s tasks homed at `homes`; `placed` when warehouses span shards.
     pub(crate) fn new(
         loaded: (&TpccTables, &TpccScale, &Constants),
         spec: &TpccRunSpec,
         homes: Vec<u32>,
-        span: Option<Rc<SpanContext>>,
+        placed: Option<Rc<PlacedContext>>,
         progress_bar: Option<indicatif::ProgressBar>,
     ) -> RunContext {
         let (tables, scale, constants) = loaded;
@@ -335,7 +335,7 @@ impl RunContext {
             deliveries: DeliveryQueue::new(scale.warehouses),
             progress_bar,
             homes,
-            span,
+            placed,
         }
     }
 }
@@ -498,16 +498,12 @@ async fn run_part(
         release: context.lock_release,
         prefetch: context.prefetch,
     };
+    if let Some(placed) = &context.placed {
+        let run = execute_placed(&placed.db, placed, input, options, district);
+        return Ok(run.await?);
+    }
     for attempt in 0..MAX_ATTEMPTS {
-        let txn = match &context.span {
-            None => TpccTxn::local(handle.begin_with(isolation, timestamp)),
-            Some(span) => {
-                // Every part of the transaction carries one timestamp from the shared clock.
-                let first = timestamp.unwrap_or_else(|| span.next_timestamp());
-                let home = handle.begin_with(isolation, Some(first));
-                TpccTxn::spanning(home, isolation, span.clone())
-            }
-        };
+        let txn = handle.begin_with(isolation, timestamp);
         let first_attempt = timestamp.is_none();
         let run = execute_in(txn, tables, input, options, first_attempt, district);
         match run.await {
@@ -616,7 +612,7 @@ impl RunContext {
     pub(crate) fn outcome(&self) -> RunOutcome {
         let shared = &self.shared;
         shared.iowq.borrow_mut().sample();
-        let (spanning_commits, remote_operations) = self.span.as_ref().map_or((0, 0), |s| {
+        let (spanning_commits, remote_operations) = self.placed.as_ref().map_or((0, 0), |s| {
             (s.spanning_commits.get(), s.remote_operations.get())
         });
         RunOutcome {

@@ -1,8 +1,10 @@
 //! TPC-C on a [`Db`] of several shards, its warehouses partitioned (`placement.rs`): the
 //! load writes each shard's warehouses there (and ITEM on every shard), a run starts each
 //! shard's share of the tasks on that shard, homed at its own warehouses, and the check reads
-//! each shard's warehouses there. A transaction that reaches a remote warehouse on another
-//! shard (1% of NewOrder lines, 15% of Payments) runs a part there (`span.rs`).
+//! shard's tasks on that shard, homed at its own warehouses, and the check reads
+//! each shard's warehouses there. Every transaction is a `ringdb::DbTransaction` with its
+//! keys placed by warehouse (`txn.rs`): one that reaches a remote warehouse on another shard
+//! (1% of NewOrder lines, 15% of Payments) has a part there, the engine's.
 
 use super::check::{check_warehouses, CheckReport};
 use super::load::{population_tasks, LoadReport, PopulationPlace};
@@ -10,8 +12,8 @@ use super::placement::Placement;
 use super::random::Constants;
 use super::report::TpccRunReport;
 use super::run::{run_task, summarise, Counts, Measured, RunContext, RunOutcome, TpccRunSpec};
-use super::span::SpanContext;
 use super::tables::{self, LoadedMeta, TpccTables, TABLE_NAMES};
+use super::txn::PlacedContext;
 use super::{population, TpccRunError, TpccScale};
 use crate::error::{BenchError, Result};
 use rand::rngs::SmallRng;
@@ -20,8 +22,6 @@ use ringdb::{Db, Shard, TableId};
 use ringdb_lab::counters::CpuTime;
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
-use std::sync::atomic::AtomicU64;
-use std::sync::Arc;
 use std::time::Instant;
 
 /// Refuses what TPC-C cannot run on `db` with `warehouses` spread over its shards: fewer
@@ -174,7 +174,7 @@ pub fn check_sharded(db: &Db, tables: &TpccTables, scale: &TpccScale) -> Result<
 /// Runs the TPC-C mix on every shard of `db` at once: `spec.tasks` split evenly over the
 /// shards (and `spec.max_transactions` too), each shard's tasks homed at its warehouses.
 /// With a log, a transaction whose writes span shards commits through the cross-shard batch
-/// log (`span.rs`), atomic across a crash.
+/// log (the engine's `DbTransaction`), atomic across a crash.
 pub fn run_sharded(
     db: &Db,
     tables: &TpccTables,
@@ -197,9 +197,7 @@ pub fn run_sharded(
     let job = ShardJob {
         loaded: (*tables, *scale, *constants),
         spec: per_shard,
-        clock: Arc::new(AtomicU64::new(1)),
         progress_bar: progress_bar.clone(),
-        logged: before.shards.iter().any(|s| s.wal.is_some()),
     };
     let cpu_before = CpuTime::now();
     let start = Instant::now();
@@ -240,10 +238,7 @@ struct ShardJob {
     loaded: (TpccTables, TpccScale, Constants),
     /// The spec of one shard's share.
     spec: TpccRunSpec,
-    clock: Arc<AtomicU64>,
     progress_bar: Option<indicatif::ProgressBar>,
-    /// The database has a log (spanning commits go through the batch log).
-    logged: bool,
 }
 
 /// Runs one shard's tasks to the end and returns what they counted.
@@ -251,22 +246,20 @@ async fn run_shard(shard: Shard, job: ShardJob) -> RunOutcome {
     let (tables, scale, constants) = job.loaded;
     let placement = Placement::new(shard.db().shard_count());
     let homes = placement.warehouses_of(shard.index(), scale.warehouses);
-    let span = Rc::new(SpanContext {
+    let placed = Rc::new(PlacedContext {
         db: shard.db().clone(),
         placement,
         home_shard: shard.index(),
         tables,
-        clock: job.clock.clone(),
         spanning_commits: Cell::new(0),
         remote_operations: Cell::new(0),
-        logged: job.logged,
     });
     let loaded = (&tables, &scale, &constants);
     let context = Rc::new(RunContext::new(
         loaded,
         &job.spec,
         homes,
-        Some(span),
+        Some(placed),
         job.progress_bar.clone(),
     ));
     let handles: Vec<_> = (0..job.spec.tasks)

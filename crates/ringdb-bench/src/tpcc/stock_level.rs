@@ -9,8 +9,8 @@ use super::input::StockLevelInput;
 use super::keys;
 use super::order_status::ORDER_LINES_MAX;
 use super::rows::{District, OrderLine, Stock};
-use super::span::TpccTxn;
 use super::tables::TpccTables;
+use super::txn::TpccTxn;
 use super::TxOutcome;
 use ringdb::Direction;
 use std::collections::BTreeSet;
@@ -22,7 +22,7 @@ const RECENT_ORDERS: u32 = 20;
 /// Runs StockLevel's reads in `txn` (the caller commits); returns the outcome and the count
 /// of low-stock items.
 pub async fn stock_level(
-    txn: &mut TpccTxn,
+    txn: &mut TpccTxn<'_>,
     tables: &TpccTables,
     input: &StockLevelInput,
 ) -> Result<(TxOutcome, usize), TpccError> {

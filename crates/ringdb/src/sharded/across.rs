@@ -41,7 +41,6 @@ impl Db {
     /// [`log_across`](Self::log_across) for a task on a shard: the sync runs on the batch
     /// log's sync thread (shared with concurrent committers) while the shard's other tasks
     /// go on.
-    #[cfg_attr(feature = "__internal", visibility::make(pub))]
     pub(crate) async fn log_across_async(
         &self,
         parts: &[(usize, WriteBatch)],
@@ -78,7 +77,6 @@ impl Db {
 
     /// Every part of `commit` has committed (`all_committed`), or some failed: a failed
     /// part keeps its record in the log, so that a reopen applies it.
-    #[cfg_attr(feature = "__internal", visibility::make(pub))]
     pub(crate) fn across_done(&self, commit: AcrossCommit, all_committed: bool) {
         if all_committed {
             self.shared.coordinator().lock().in_flight -= 1;

@@ -51,6 +51,9 @@ pub(super) struct Coordinator {
     pub(super) sync: Arc<SyncState>,
     /// The thread that syncs for tasks on the shards (`syncer.rs`).
     pub(super) syncer: Syncer,
+    /// It has a log (the shards have one): a commit across shards is atomic across a crash
+    /// only through it.
+    pub(super) logged: bool,
 }
 
 /// How far the batch log is written and durable.
@@ -83,7 +86,9 @@ impl Coordinator {
     }
 
     fn new(log: Option<BatchLog>, next_id: u64) -> Coordinator {
+        let logged = log.is_some();
         Coordinator {
+            logged,
             state: Mutex::new(CoordinatorState {
                 log,
                 next_id,

@@ -198,6 +198,11 @@ impl Db {
         context::local_handle(self.shared.id, shard).is_some()
     }
 
+    /// The handle of shard `shard`'s own database when this thread runs that shard.
+    pub(super) fn local_handle(&self, shard: usize) -> Option<crate::db::DbHandle> {
+        context::local_handle(self.shared.id, shard)
+    }
+
     /// The shard that owns `key`.
     pub fn shard_of(&self, key: &[u8]) -> usize {
         manifest::shard_of(key, self.shard_count())
@@ -223,6 +228,12 @@ impl Db {
 
 impl Shared {
     /// The cross-shard commit (set before the database is handed out).
+    /// Whether commits across shards go through the cross-shard batch log (the shards have
+    /// a log).
+    pub(super) fn logs_across(&self) -> bool {
+        self.coordinator().logged
+    }
+
     fn coordinator(&self) -> &cross::Coordinator {
         self.coordinator
             .get()

@@ -15,7 +15,9 @@
 //! Reads go to their shard at once (a read takes its lock there); writes wait in the
 //! transaction, which answers reads of them, and go to their shards at the commit, one
 //! request per shard that locks them there and finishes the part: a round trip per shard
-//! rather than one per write.
+//! rather than one per write. A write to the shard whose thread runs the transaction (a task
+//! there) costs no round trip: it goes to that part at once, locked when made, as a
+//! transaction of that shard's own database writes.
 //!
 //! Commit (`transaction_parts.rs`): a transaction that reached one shard commits that part in
 //! the same request as its writes, one record of that shard's log, as a single-shard
@@ -60,9 +62,12 @@ pub struct DbTransaction {
     pub(super) start: PartStart,
     /// Shards with a part, in the order first reached; at most one entry per shard.
     pub(super) parts: Vec<usize>,
-    /// The writes (`None`: a delete), sent to their shards at the commit (see the module
-    /// doc); reads of these keys are answered here.
-    pub(super) writes: BTreeMap<(TableId, Vec<u8>), Option<Vec<u8>>>,
+    /// The writes (`None`: a delete) and the shard each goes to, sent to their shards at
+    /// the commit (see the module doc); reads of these keys are answered here.
+    pub(super) writes: BTreeMap<(TableId, Vec<u8>), Written>,
+    /// A write went to a part at once (its shard is the thread's own, see
+    /// `DbTransaction::put_at`): the commit has writes even when `writes` is empty.
+    pub(super) wrote_in_place: bool,
     /// The shard whose part died in a conflict (reported at once, see the module doc).
     pub(super) died: Option<usize>,
     /// The shard whose part ended in a failure other than a conflict (its locks went with
@@ -79,6 +84,10 @@ pub struct DbTransaction {
     /// Committed or aborted: dropping it has nothing left to end.
     pub(super) ended: bool,
 }
+
+/// A write kept in the transaction until its commit: the shard it goes to, and the value
+/// (`None`: a delete).
+pub(super) type Written = (usize, Option<Vec<u8>>);
 
 /// How a commit ended.
 pub(super) enum Ended {
@@ -108,13 +117,22 @@ impl Db {
     /// from [`TxnError`]): an error it returns aborts the transaction and, unless a conflict
     /// caused it, is returned. `body` may run several times: keep its effects in the
     /// transaction.
-    pub fn transaction<T, E, F>(&self, mut body: F) -> Result<T, E>
+    pub fn transaction<T, E, F>(&self, body: F) -> Result<T, E>
+    where
+        F: FnMut(&mut DbTransaction) -> Result<T, E>,
+        E: From<TxnError>,
+    {
+        self.transaction_with(Isolation::Serializable, body)
+    }
+
+    /// [`transaction`](Self::transaction) with `isolation`.
+    pub fn transaction_with<T, E, F>(&self, isolation: Isolation, mut body: F) -> Result<T, E>
     where
         F: FnMut(&mut DbTransaction) -> Result<T, E>,
         E: From<TxnError>,
     {
         self.check_blocking_allowed().map_err(TxnError::from)?;
-        let mut txn = self.begin();
+        let mut txn = self.begin_with(isolation);
         for attempt in 1..=ATTEMPTS_MAX {
             let last = attempt == ATTEMPTS_MAX;
             let output = body(&mut txn);
@@ -134,12 +152,26 @@ impl Db {
     }
 
     /// [`transaction`](Self::transaction) for a task (on a shard or any runtime).
-    pub async fn transaction_async<T, E, F>(&self, mut body: F) -> Result<T, E>
+    pub async fn transaction_async<T, E, F>(&self, body: F) -> Result<T, E>
     where
         F: AsyncFnMut(&mut DbTransaction) -> Result<T, E>,
         E: From<TxnError>,
     {
-        let mut txn = self.begin();
+        self.transaction_with_async(Isolation::Serializable, body)
+            .await
+    }
+
+    /// [`transaction_with`](Self::transaction_with) for a task.
+    pub async fn transaction_with_async<T, E, F>(
+        &self,
+        isolation: Isolation,
+        mut body: F,
+    ) -> Result<T, E>
+    where
+        F: AsyncFnMut(&mut DbTransaction) -> Result<T, E>,
+        E: From<TxnError>,
+    {
+        let mut txn = self.begin_with(isolation);
         for attempt in 1..=ATTEMPTS_MAX {
             let last = attempt == ATTEMPTS_MAX;
             let output = body(&mut txn).await;
@@ -165,18 +197,27 @@ impl Db {
 }
 
 impl DbTransaction {
-    /// An attempt with `timestamp` (a fresh one, or a retry's first).
+    /// An attempt with `timestamp` (a fresh one).
     pub(super) fn new(db: Db, isolation: Isolation, timestamp: TxnTimestamp) -> DbTransaction {
+        let start = PartStart {
+            isolation,
+            timestamp,
+            part_id: 0,
+            hold_locks: false,
+        };
+        DbTransaction::attempt(db, start)
+    }
+
+    /// An attempt begun as `start` says, with a part id of its own (a retry keeps the
+    /// first attempt's timestamp and settings).
+    pub(super) fn attempt(db: Db, start: PartStart) -> DbTransaction {
         let part_id = db.next_clock();
         DbTransaction {
             db,
-            start: PartStart {
-                isolation,
-                timestamp,
-                part_id,
-            },
+            start: PartStart { part_id, ..start },
             parts: Vec::new(),
             writes: BTreeMap::new(),
+            wrote_in_place: false,
             died: None,
             lost: None,
             unsynced: BTreeSet::new(),
@@ -195,7 +236,40 @@ impl DbTransaction {
         InTable {
             txn: self,
             table: table.id(),
+            shard: None,
         }
+    }
+
+    /// The same operations on `table` for keys that live on `shard`, whichever shard their
+    /// hash names: for data a program places on the shards itself (written through
+    /// [`Shard::local`](super::Shard::local)), as a schema partitioned by a column is (every
+    /// table of TPC-C by its warehouse). Reads, scans and writes go to that shard only;
+    /// locking, isolation and the commit are the same as for hashed keys. A program keeps
+    /// each key on one shard (this transaction answers a read of a key it wrote from its
+    /// own writes, whichever shard the read names).
+    ///
+    /// # Panics
+    /// When `shard` is not below [`Db::shard_count`] (as [`Db::run_on`] does).
+    pub fn on_shard(&mut self, table: TableId, shard: usize) -> InTable<'_> {
+        assert!(
+            shard < self.db.shard_count(),
+            "shard {shard} out of range: the database has {}",
+            self.db.shard_count()
+        );
+        InTable {
+            txn: self,
+            table,
+            shard: Some(shard),
+        }
+    }
+
+    /// Makes the commit release every part's locks only once its shard's log is durable
+    /// (strict two-phase locking across the sync) rather than as soon as the writes are in
+    /// the tree (see [`Transaction::hold_locks_until_durable`](crate::Transaction::hold_locks_until_durable)).
+    /// Takes effect for parts begun after it; retries keep it.
+    pub fn hold_locks_until_durable(&mut self) {
+        assert!(self.parts.is_empty(), "set before the first operation");
+        self.start.hold_locks = true;
     }
 
     /// The value of `key`, under a shared lock.
@@ -317,6 +391,25 @@ impl DbTransaction {
         self.in_default().range_rev_async(range, limit).await
     }
 
+    /// Reads the pages that hold `keys` (table, key) into their shards' pools, all at once,
+    /// taking no lock and returning nothing, so that the reads that follow find them
+    /// resident (see [`Transaction::prefetch`](crate::Transaction::prefetch)); at most 64
+    /// keys. For a task: faults overlap instead of following one another.
+    pub async fn prefetch_async(&self, keys: &[(TableId, &[u8])]) -> Result<(), TxnError> {
+        self.prefetch_at(None, keys).await
+    }
+
+    /// [`prefetch_async`](Self::prefetch_async) of keys that live on `shard` (see
+    /// [`on_shard`](Self::on_shard)).
+    pub async fn prefetch_on_async(
+        &self,
+        shard: usize,
+        keys: &[(TableId, &[u8])],
+    ) -> Result<(), TxnError> {
+        assert!(shard < self.db.shard_count(), "shard {shard} out of range");
+        self.prefetch_at(Some(shard), keys).await
+    }
+
     /// Commits (see the module documentation): durable per the database's mode on return.
     /// On an error nothing is committed, unless it came after the commit point of a
     /// transaction whose writes span shards (a part failed to commit: the reopen applies it
@@ -354,6 +447,7 @@ impl DbTransaction {
         InTable {
             txn: self,
             table: TableId::DEFAULT,
+            shard: None,
         }
     }
 }
@@ -362,25 +456,27 @@ impl DbTransaction {
 pub struct InTable<'t> {
     txn: &'t mut DbTransaction,
     table: TableId,
+    /// The shard every key goes to ([`DbTransaction::on_shard`]); `None`: its hash's.
+    shard: Option<usize>,
 }
 
 impl InTable<'_> {
     /// See [`DbTransaction::get`].
     pub fn get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>, TxnError> {
         self.txn.db.check_blocking_allowed()?;
-        block_on(self.txn.get_at(self.table, key, false))
+        block_on(self.txn.get_at(self.shard, self.table, key, false))
     }
 
     /// See [`DbTransaction::get_for_update`].
     pub fn get_for_update(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>, TxnError> {
         self.txn.db.check_blocking_allowed()?;
-        block_on(self.txn.get_at(self.table, key, true))
+        block_on(self.txn.get_at(self.shard, self.table, key, true))
     }
 
     /// See [`DbTransaction::get_many`].
     pub fn get_many(&mut self, keys: &[&[u8]]) -> Result<Vec<Option<Vec<u8>>>, TxnError> {
         self.txn.db.check_blocking_allowed()?;
-        block_on(self.txn.get_many_at(self.table, keys, false))
+        block_on(self.txn.get_many_at(self.shard, self.table, keys, false))
     }
 
     /// See [`DbTransaction::get_many_for_update`].
@@ -389,19 +485,19 @@ impl InTable<'_> {
         keys: &[&[u8]],
     ) -> Result<Vec<Option<Vec<u8>>>, TxnError> {
         self.txn.db.check_blocking_allowed()?;
-        block_on(self.txn.get_many_at(self.table, keys, true))
+        block_on(self.txn.get_many_at(self.shard, self.table, keys, true))
     }
 
     /// See [`DbTransaction::insert`].
     pub fn insert(&mut self, key: &[u8], value: &[u8]) -> Result<(), TxnError> {
         self.txn.db.check_blocking_allowed()?;
-        block_on(self.txn.put_at(self.table, key, Some(value)))
+        block_on(self.txn.put_at(self.shard, self.table, key, Some(value)))
     }
 
     /// See [`DbTransaction::remove`].
     pub fn remove(&mut self, key: &[u8]) -> Result<(), TxnError> {
         self.txn.db.check_blocking_allowed()?;
-        block_on(self.txn.put_at(self.table, key, None))
+        block_on(self.txn.put_at(self.shard, self.table, key, None))
     }
 
     /// See [`DbTransaction::range`].
@@ -414,7 +510,7 @@ impl InTable<'_> {
         let bounds = owned_bounds(&range);
         block_on(
             self.txn
-                .scan_at(self.table, bounds, Direction::Forward, limit),
+                .scan_at(self.shard, self.table, bounds, Direction::Forward, limit),
         )
     }
 
@@ -428,7 +524,7 @@ impl InTable<'_> {
         let bounds = owned_bounds(&range);
         block_on(
             self.txn
-                .scan_at(self.table, bounds, Direction::Reverse, limit),
+                .scan_at(self.shard, self.table, bounds, Direction::Reverse, limit),
         )
     }
 
@@ -440,12 +536,12 @@ impl InTable<'_> {
 
     /// [`get`](Self::get) for a task.
     pub async fn get_async(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>, TxnError> {
-        self.txn.get_at(self.table, key, false).await
+        self.txn.get_at(self.shard, self.table, key, false).await
     }
 
     /// [`get_for_update`](Self::get_for_update) for a task.
     pub async fn get_for_update_async(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>, TxnError> {
-        self.txn.get_at(self.table, key, true).await
+        self.txn.get_at(self.shard, self.table, key, true).await
     }
 
     /// [`get_many`](Self::get_many) for a task.
@@ -453,7 +549,9 @@ impl InTable<'_> {
         &mut self,
         keys: &[&[u8]],
     ) -> Result<Vec<Option<Vec<u8>>>, TxnError> {
-        self.txn.get_many_at(self.table, keys, false).await
+        self.txn
+            .get_many_at(self.shard, self.table, keys, false)
+            .await
     }
 
     /// [`get_many_for_update`](Self::get_many_for_update) for a task.
@@ -461,17 +559,21 @@ impl InTable<'_> {
         &mut self,
         keys: &[&[u8]],
     ) -> Result<Vec<Option<Vec<u8>>>, TxnError> {
-        self.txn.get_many_at(self.table, keys, true).await
+        self.txn
+            .get_many_at(self.shard, self.table, keys, true)
+            .await
     }
 
     /// [`insert`](Self::insert) for a task.
     pub async fn insert_async(&mut self, key: &[u8], value: &[u8]) -> Result<(), TxnError> {
-        self.txn.put_at(self.table, key, Some(value)).await
+        self.txn
+            .put_at(self.shard, self.table, key, Some(value))
+            .await
     }
 
     /// [`remove`](Self::remove) for a task.
     pub async fn remove_async(&mut self, key: &[u8]) -> Result<(), TxnError> {
-        self.txn.put_at(self.table, key, None).await
+        self.txn.put_at(self.shard, self.table, key, None).await
     }
 
     /// [`range`](Self::range) for a task.
@@ -482,7 +584,7 @@ impl InTable<'_> {
     ) -> Result<Pairs, TxnError> {
         let bounds = owned_bounds(&range);
         (self.txn)
-            .scan_at(self.table, bounds, Direction::Forward, limit)
+            .scan_at(self.shard, self.table, bounds, Direction::Forward, limit)
             .await
     }
 
@@ -494,7 +596,7 @@ impl InTable<'_> {
     ) -> Result<Pairs, TxnError> {
         let bounds = owned_bounds(&range);
         (self.txn)
-            .scan_at(self.table, bounds, Direction::Reverse, limit)
+            .scan_at(self.shard, self.table, bounds, Direction::Reverse, limit)
             .await
     }
 
@@ -502,7 +604,7 @@ impl InTable<'_> {
     pub async fn prefix_async(&mut self, prefix: &[u8], limit: usize) -> Result<Pairs, TxnError> {
         let bounds = prefix_bounds(prefix);
         (self.txn)
-            .scan_at(self.table, bounds, Direction::Forward, limit)
+            .scan_at(self.shard, self.table, bounds, Direction::Forward, limit)
             .await
     }
 }

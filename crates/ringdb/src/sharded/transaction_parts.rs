@@ -2,10 +2,11 @@
 //! the end of every part (see `transaction.rs` for why it is shaped so).
 
 use super::part::{self, PartOp, PartReply, Write};
-use super::transaction::{DbTransaction, Ended, Pairs};
+use super::transaction::{DbTransaction, Ended, Pairs, Written};
 use super::AcrossCommit;
-use crate::db::WriteBatch;
+use crate::db::{DbHandle, WriteBatch};
 use crate::error::{ShardError, TxnError};
+use crate::txn::prefetch::{prefetch_keys, PREFETCH_KEYS_MAX};
 use crate::{Direction, TableId};
 use futures_util::future::join_all;
 use std::collections::BTreeMap;
@@ -15,22 +16,68 @@ use std::ops::{Bound, RangeBounds};
 type Reply = Result<Result<PartReply, TxnError>, ShardError>;
 
 impl DbTransaction {
-    /// The value of `key` in `table`, locked shared (exclusive when `update`).
+    /// The value of `key` in `table`, locked shared (exclusive when `update`), on `shard`
+    /// (`None`: the key's hash's).
     pub(super) async fn get_at(
         &mut self,
+        shard: Option<usize>,
         table: TableId,
         key: &[u8],
         update: bool,
     ) -> Result<Option<Vec<u8>>, TxnError> {
-        let mut values = self.get_many_at(table, &[key], update).await?;
-        assert_eq!(values.len(), 1);
-        Ok(values.pop().flatten())
+        self.check_parts()?;
+        if let Some((_, written)) = self.written(table, key) {
+            return Ok(written.clone());
+        }
+        let shard = shard.unwrap_or_else(|| self.db.shard_of(key));
+        if let Some(handle) = self.db.local_handle(shard) {
+            self.note_part(shard);
+            self.in_flight = true;
+            let read = part::get_here(&handle, shard, self.start, (table, key), update).await;
+            self.in_flight = false;
+            let (value, durable) = self.noted_here(shard, read)?;
+            self.note_durable(shard, durable);
+            return Ok(value);
+        }
+        let keys = vec![key.to_vec()];
+        match self
+            .send(
+                shard,
+                PartOp::Get {
+                    table,
+                    keys,
+                    update,
+                },
+            )
+            .await?
+        {
+            PartReply::Values {
+                mut values,
+                durable,
+            } => {
+                self.note_durable(shard, durable);
+                assert_eq!(values.len(), 1, "one value per key");
+                Ok(values.pop().flatten())
+            }
+            other => unreachable!("a get is answered with values, not {other:?}"),
+        }
+    }
+
+    /// This transaction's write of `key` in `table`, if it made one (kept here, not yet on
+    /// its shard).
+    fn written(&self, table: TableId, key: &[u8]) -> Option<&Written> {
+        if self.writes.is_empty() {
+            return None;
+        }
+        self.writes.get(&(table, key.to_vec()))
     }
 
     /// The values of `keys` in `table`, in their order, locked shared (exclusive when
-    /// `update`): one request per shard involved, all at once.
+    /// `update`), on `shard` (`None`: each key's hash's): one request per shard involved,
+    /// all at once.
     pub(super) async fn get_many_at(
         &mut self,
+        shard: Option<usize>,
         table: TableId,
         keys: &[&[u8]],
         update: bool,
@@ -39,10 +86,10 @@ impl DbTransaction {
         let mut values = vec![None; keys.len()];
         let mut positions: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
         for (position, key) in keys.iter().enumerate() {
-            match self.writes.get(&(table, key.to_vec())) {
-                Some(written) => values[position] = written.clone(),
+            match self.written(table, key) {
+                Some((_, written)) => values[position] = written.clone(),
                 None => positions
-                    .entry(self.db.shard_of(key))
+                    .entry(shard.unwrap_or_else(|| self.db.shard_of(key)))
                     .or_default()
                     .push(position),
             }
@@ -74,24 +121,53 @@ impl DbTransaction {
         Ok(values)
     }
 
-    /// Writes (`Some`) or deletes (`None`) `key` of `table` at commit: kept here until then.
+    /// Writes (`Some`) or deletes (`None`) `key` of `table` at commit, on `shard` (`None`:
+    /// the key's hash's): kept here until then, or, on the thread's own shard, locked and
+    /// buffered in its part now (no round trip to save there).
     pub(super) async fn put_at(
         &mut self,
+        shard: Option<usize>,
         table: TableId,
         key: &[u8],
         value: Option<&[u8]>,
     ) -> Result<(), TxnError> {
         assert!(!self.ended, "an ended transaction writes nothing");
-        self.writes
-            .insert((table, key.to_vec()), value.map(<[u8]>::to_vec));
+        let shard = shard.unwrap_or_else(|| self.db.shard_of(key));
+        assert!(shard < self.db.shard_count());
+        if self.db.is_local(shard) || self.db.check_blocking_allowed().is_err() {
+            // On a shard's thread (a task): locked when made, as a transaction of one shard
+            // writes: no round trip on the thread's own shard, and on another one a round
+            // trip now instead of a prepare, holding every lock, at the commit.
+            self.check_parts()?;
+            // A value written before from another thread (the transaction is `Send`) is
+            // replaced by this one.
+            if self.written(table, key).is_some() {
+                self.writes.remove(&(table, key.to_vec()));
+            }
+            self.wrote_in_place = true;
+            if let Some(handle) = self.db.local_handle(shard) {
+                self.note_part(shard);
+                self.in_flight = true;
+                let written =
+                    part::write_here(&handle, shard, self.start, (table, key), value).await;
+                self.in_flight = false;
+                return self.noted_here(shard, written);
+            }
+            let (key, value) = (key.to_vec(), value.map(<[u8]>::to_vec));
+            let write = PartOp::Write { table, key, value };
+            return self.send(shard, write).await.map(drop);
+        }
+        let write = (shard, value.map(<[u8]>::to_vec));
+        self.writes.insert((table, key.to_vec()), write);
         Ok(())
     }
 
     /// Up to `limit` pairs of `table` within `bounds`, in key order walked in `direction`: the
-    /// range locked and read on every shard at once (keys are spread by hash), the parts
-    /// merged.
+    /// range locked and read on `shard`, or (`None`) on every shard at once (keys are spread
+    /// by hash), the parts merged.
     pub(super) async fn scan_at(
         &mut self,
+        shard: Option<usize>,
         table: TableId,
         bounds: (Bound<Vec<u8>>, Bound<Vec<u8>>),
         direction: Direction,
@@ -101,9 +177,12 @@ impl DbTransaction {
         if limit == 0 {
             return Ok(Vec::new());
         }
-        let shards: Vec<usize> = (0..self.db.shard_count()).collect();
+        let shards: Vec<usize> = match shard {
+            Some(shard) => vec![shard],
+            None => (0..self.db.shard_count()).collect(),
+        };
         let deleted = (self.writes_within(table, &bounds))
-            .filter(|(_, value)| value.is_none())
+            .filter(|(_, (_, value))| value.is_none())
             .count();
         let scan = |_| PartOp::Scan {
             table,
@@ -112,9 +191,16 @@ impl DbTransaction {
             direction,
             limit: limit.saturating_add(deleted),
         };
+        let own_writes = self.writes_within(table, &bounds).next().is_some();
         let mut pairs = BTreeMap::new();
         for (shard, reply) in self.send_each(&shards, scan).await {
             match reply? {
+                // One shard and nothing of this transaction's to merge: its rows as they are.
+                PartReply::Rows { rows, durable } if shards.len() == 1 && !own_writes => {
+                    self.note_durable(shard, durable);
+                    assert!(rows.len() <= limit, "a part returns at most the limit");
+                    return Ok(rows);
+                }
                 PartReply::Rows { rows, durable } => {
                     self.note_durable(shard, durable);
                     pairs.extend(rows)
@@ -125,7 +211,10 @@ impl DbTransaction {
         // The transaction's own writes over what the shards hold: each shard returned its
         // first `limit` plus as many as this transaction deletes in the range, so the first
         // `limit` of the merge (in `direction`) are here.
-        for (key, value) in self.writes_within(table, &bounds) {
+        for (key, (written_to, value)) in self.writes_within(table, &bounds) {
+            if shard.is_some_and(|shard| shard != *written_to) {
+                continue;
+            }
             match value {
                 Some(value) => pairs.insert(key.clone(), value.clone()),
                 None => pairs.remove(key),
@@ -137,12 +226,48 @@ impl DbTransaction {
         })
     }
 
+    /// Reads the pages of `keys` into their shards' pools, without locks: each key on
+    /// `shard` (`None`: its hash's), one request per shard, all at once.
+    pub(super) async fn prefetch_at(
+        &self,
+        shard: Option<usize>,
+        keys: &[(TableId, &[u8])],
+    ) -> Result<(), TxnError> {
+        self.check_parts()?;
+        if let Some(handle) = shard.and_then(|shard| self.db.local_handle(shard)) {
+            // On this thread's own shard: read there directly, nothing to copy or send.
+            return prefetch_keys(&handle, keys.iter().map(|(table, key)| (*table, *key))).await;
+        }
+        let mut by_shard: BTreeMap<usize, Vec<(TableId, Vec<u8>)>> = BTreeMap::new();
+        for (table, key) in keys.iter().take(PREFETCH_KEYS_MAX) {
+            let shard = shard.unwrap_or_else(|| self.db.shard_of(key));
+            by_shard
+                .entry(shard)
+                .or_default()
+                .push((*table, key.to_vec()));
+        }
+        let requests = by_shard.into_iter().map(|(shard, keys)| {
+            let db = self.db.clone();
+            async move {
+                let read = move |handle: DbHandle| async move {
+                    let keys = keys.iter().map(|(table, key)| (*table, key.as_slice()));
+                    prefetch_keys(&handle, keys).await
+                };
+                db.call_async(shard, read).await
+            }
+        });
+        for reply in join_all(requests).await {
+            reply??;
+        }
+        Ok(())
+    }
+
     /// This transaction's writes to `table` within `bounds`, in key order.
     fn writes_within<'w>(
         &'w self,
         table: TableId,
         bounds: &'w (Bound<Vec<u8>>, Bound<Vec<u8>>),
-    ) -> impl Iterator<Item = (&'w Vec<u8>, &'w Option<Vec<u8>>)> + 'w {
+    ) -> impl Iterator<Item = (&'w Vec<u8>, &'w Written)> + 'w {
         let within = (bounds.0.as_ref(), bounds.1.as_ref());
         self.writes
             .range((table, Vec::new())..)
@@ -171,6 +296,11 @@ impl DbTransaction {
         mut op: impl FnMut(usize) -> PartOp,
     ) -> Vec<(usize, Result<PartReply, TxnError>)> {
         assert!(!self.ended, "an ended transaction sends nothing");
+        if let [shard] = shards {
+            // One shard (the common case): no futures to join, and in place when it is the
+            // thread's own.
+            return vec![(*shard, self.send(*shard, op(*shard)).await)];
+        }
         shards.iter().for_each(|&shard| self.note_part(shard));
         let start = self.start;
         let requests = shards.iter().map(|&shard| {
@@ -201,6 +331,11 @@ impl DbTransaction {
     /// other failure ends the part there).
     fn noted(&mut self, shard: usize, reply: Reply) -> Result<PartReply, TxnError> {
         let reply = reply.map_err(TxnError::from).and_then(|r| r);
+        self.noted_here(shard, reply)
+    }
+
+    /// [`noted`](Self::noted) for an operation run directly on the thread's own shard.
+    fn noted_here<T>(&mut self, shard: usize, reply: Result<T, TxnError>) -> Result<T, TxnError> {
         match &reply {
             Err(e) if e.is_conflict() => _ = self.died.get_or_insert(shard),
             Err(_) => _ = self.lost.get_or_insert(shard),
@@ -234,7 +369,8 @@ impl DbTransaction {
         if let Err(lost) = self.check_parts() {
             return self.failed(lost, wait_out).await;
         }
-        if self.writes.is_empty() && self.died.is_none() && self.unsynced.is_empty() {
+        let read_only = self.writes.is_empty() && !self.wrote_in_place;
+        if read_only && self.died.is_none() && self.unsynced.is_empty() {
             return self.commit_released().await;
         }
         let mut writes = self.writes_by_shard();
@@ -259,7 +395,10 @@ impl DbTransaction {
                     Err(e) => self.failed(e, wait_out).await,
                 }
             }
-            _ if writes.is_empty() => self.commit_read_only(parts, wait_out).await,
+            _ if read_only => self.commit_read_only(parts, wait_out).await,
+            _ if writes.is_empty() && self.died.is_none() && !self.db.shared.logs_across() => {
+                self.commit_unlogged(parts, wait_out).await
+            }
             _ => self.commit_spanning(parts, writes, wait_out).await,
         }
     }
@@ -294,7 +433,10 @@ impl DbTransaction {
     /// shard's log is durable up to what it read. One round, all parts at once, instead of a
     /// prepare round and a commit round.
     async fn commit_read_only(mut self, parts: Vec<usize>, wait_out: bool) -> Ended {
-        assert!(self.writes.is_empty(), "a read-only commit has no writes");
+        assert!(
+            self.writes.is_empty() && !self.wrote_in_place,
+            "a read-only commit"
+        );
         let committed = self.send_each(&parts, |_| PartOp::Commit(None)).await;
         match committed.into_iter().find_map(|(_, reply)| reply.err()) {
             None => {
@@ -305,11 +447,33 @@ impl DbTransaction {
         }
     }
 
+    /// Commits parts on several shards that hold their writes already (locked when made)
+    /// where there is no log to make the commit atomic across a crash: each part's commit
+    /// only applies its writes and releases its locks, and none can conflict any more. The
+    /// part on this thread's own shard first (its locks go at once, not a round trip later),
+    /// then the others at once. A transaction holds every lock it takes until its commit,
+    /// so one part's writes are never seen without the others': a reader of both waits for
+    /// the part not yet committed.
+    async fn commit_unlogged(mut self, parts: Vec<usize>, wait_out: bool) -> Ended {
+        assert!(self.writes.is_empty() && self.died.is_none() && !self.db.shared.logs_across());
+        let (here, elsewhere): (Vec<usize>, Vec<usize>) = parts
+            .into_iter()
+            .partition(|&shard| self.db.is_local(shard));
+        for shard in here {
+            if let Err(e) = self.send(shard, PartOp::Commit(None)).await {
+                return self.failed(e, wait_out).await;
+            }
+        }
+        let committed = self.send_each(&elsewhere, |_| PartOp::Commit(None)).await;
+        self.ended = true;
+        let first_error = committed.into_iter().find_map(|(_, reply)| reply.err());
+        after_commit_point(None, first_error)
+    }
+
     /// The buffered writes, taken, by shard.
     fn writes_by_shard(&mut self) -> BTreeMap<usize, Vec<Write>> {
         let mut by_shard: BTreeMap<usize, Vec<Write>> = BTreeMap::new();
-        for ((table, key), value) in std::mem::take(&mut self.writes) {
-            let shard = self.db.shard_of(&key);
+        for ((table, key), (shard, value)) in std::mem::take(&mut self.writes) {
             by_shard.entry(shard).or_default().push((table, key, value));
         }
         by_shard
@@ -361,11 +525,10 @@ impl DbTransaction {
     /// a fresh attempt to retry with when a conflict caused it.
     async fn failed(mut self, error: TxnError, wait_out: bool) -> Ended {
         let died = self.died.is_some();
-        let (db, isolation, timestamp) =
-            (self.db.clone(), self.start.isolation, self.start.timestamp);
+        let (db, start) = (self.db.clone(), self.start);
         self.end_parts(wait_out).await;
         if died && error.is_conflict() {
-            return Ended::Retry(DbTransaction::new(db, isolation, timestamp), error);
+            return Ended::Retry(DbTransaction::attempt(db, start), error);
         }
         Ended::Failed(error)
     }
@@ -374,10 +537,9 @@ impl DbTransaction {
     /// a fresh attempt when a part died in a conflict.
     pub(super) async fn retry_after_error(mut self) -> Option<DbTransaction> {
         let died = self.died.is_some();
-        let (db, isolation, timestamp) =
-            (self.db.clone(), self.start.isolation, self.start.timestamp);
+        let (db, start) = (self.db.clone(), self.start);
         self.end_parts(true).await;
-        died.then(|| DbTransaction::new(db, isolation, timestamp))
+        died.then(|| DbTransaction::attempt(db, start))
     }
 
     /// Aborts every part. With `wait_out` (a retry follows at once), the part that died in a

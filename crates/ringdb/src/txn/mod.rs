@@ -28,7 +28,7 @@
 //! (`lock_manager/`), a layer below the local database, whose handle holds it.
 
 mod across;
-mod prefetch;
+pub(crate) mod prefetch;
 mod scan;
 mod transaction;
 mod write_set;

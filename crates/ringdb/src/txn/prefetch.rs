@@ -11,11 +11,12 @@
 
 use super::transaction::Transaction;
 use crate::catalog::TableId;
+use crate::db::DbHandle;
 use crate::error::TxnError;
 use futures_util::future::join_all;
 
 /// Keys one prefetch reads at most (a bound on the reads it puts in flight at once).
-const PREFETCH_KEYS_MAX: usize = 64;
+pub(crate) const PREFETCH_KEYS_MAX: usize = 64;
 
 impl Transaction {
     /// Reads the pages that hold `keys` (table, key) into the buffer pool, all at once,
@@ -25,20 +26,22 @@ impl Transaction {
     /// returned as the read would return it.
     pub async fn prefetch(&self, keys: &[(TableId, &[u8])]) -> Result<(), TxnError> {
         self.check_alive()?;
-        let handle = &self.handle;
-        let reads = keys
-            .iter()
-            .take(PREFETCH_KEYS_MAX)
-            .map(|(table, key)| async move {
-                let mut value = Vec::new();
-                handle
-                    .get_into_in(*table, key, &mut value)
-                    .await
-                    .map(|_| ())
-            });
-        for result in join_all(reads).await {
-            result?;
-        }
-        Ok(())
+        prefetch_keys(&self.handle, keys.iter().map(|(table, key)| (*table, *key))).await
     }
+}
+
+/// Reads the pages of the first [`PREFETCH_KEYS_MAX`] of `keys` into `handle`'s pool, all at
+/// once, without locks (see [`Transaction::prefetch`]).
+pub(crate) async fn prefetch_keys<'k>(
+    handle: &DbHandle,
+    keys: impl Iterator<Item = (TableId, &'k [u8])>,
+) -> Result<(), TxnError> {
+    let reads = keys.take(PREFETCH_KEYS_MAX).map(|(table, key)| async move {
+        let mut value = Vec::new();
+        handle.get_into_in(table, key, &mut value).await.map(|_| ())
+    });
+    for result in join_all(reads).await {
+        result?;
+    }
+    Ok(())
 }

@@ -97,7 +97,6 @@ impl Transaction {
     /// [`Db`](crate::Db), all carrying one timestamp) still holds their locks, an older
     /// transaction may wait for those, and the wait could close a cycle. Such a
     /// transaction's parts all report at once; it aborts every part, then retries.
-    #[cfg_attr(feature = "__internal", visibility::make(pub))]
     pub(crate) fn report_conflicts_at_once(&mut self) {
         self.wait_after_conflict = false;
     }
@@ -107,7 +106,6 @@ impl Transaction {
     /// for the lock in its way to change, so that the retry does not meet the same holder at
     /// once. Call it once every other part of the transaction has aborted. For any other
     /// transaction it is an abort.
-    #[cfg_attr(feature = "__internal", visibility::make(pub))]
     pub(crate) async fn wait_out_conflict(mut self) {
         if let Some((table, blocker)) = self.pending_wait.take() {
             self.shared.wait_for_change(table, blocker, self.age).await;
@@ -298,7 +296,6 @@ impl Transaction {
     /// not durable yet; its commit point is in another log (the cross-shard batch log),
     /// which must not become durable before them, or a crash would keep this transaction
     /// and lose what it read.
-    #[cfg_attr(feature = "__internal", visibility::make(pub))]
     pub(crate) async fn prepare(&self) -> Result<WriteBatch, TxnError> {
         self.check_alive()?;
         self.handle.wait_log_durable().await?;
