@@ -40,17 +40,17 @@ impl DbTransaction {
             return Ok(value);
         }
         let keys = vec![key.to_vec()];
-        match self
-            .send(
-                shard,
-                PartOp::Get {
-                    table,
-                    keys,
-                    update,
-                },
-            )
-            .await?
-        {
+        // Boxed: the request's future is large, and this future (every get's, also on the
+        // own shard) would carry its size.
+        let request = Box::pin(self.send(
+            shard,
+            PartOp::Get {
+                table,
+                keys,
+                update,
+            },
+        ));
+        match request.await? {
             PartReply::Values {
                 mut values,
                 durable,
@@ -155,7 +155,8 @@ impl DbTransaction {
             }
             let (key, value) = (key.to_vec(), value.map(<[u8]>::to_vec));
             let write = PartOp::Write { table, key, value };
-            return self.send(shard, write).await.map(drop);
+            // Boxed as a get's request is (see `get_at`).
+            return Box::pin(self.send(shard, write)).await.map(drop);
         }
         let write = (shard, value.map(<[u8]>::to_vec));
         self.writes.insert((table, key.to_vec()), write);
