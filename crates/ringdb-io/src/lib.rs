@@ -68,6 +68,7 @@
 #![deny(missing_docs)]
 
 pub mod affinity;
+mod blocking_file;
 mod buf;
 mod config;
 mod engine;
@@ -81,6 +82,7 @@ mod ring;
 pub mod sysfs;
 mod target;
 
+pub use blocking_file::BlockingFile;
 pub use buf::{AlignedBuf, FixedBufferPool, PoolMapping, BUF_ALIGN, MAX_FIXED_BUFFERS};
 pub use config::{
     adaptive_batch, adaptive_low_water, Batching, EngineKind, IoConfig, SetupMode, SqPoll,
@@ -90,8 +92,8 @@ pub use engine::{
     nvme_geometry, open_engine, open_engine_resolved, DoorbellWakes, EffectiveIo, Engine,
     EngineStats, Fallbacks, FileCommands, FileId, IoCompletion, IoRequest, LibaioEngine,
     NvmeCommands, NvmeGeometry, OpKind, PassthroughEngine, PosixEngine, Region, RegionEngine,
-    RingCommands, RingEngine, SimDisk, SimFault, SimStats, SimTear, Switches, UringEngine,
-    MAX_FALLBACKS, RESERVED_USER_DATA_MIN, SIM_MAX_FILE_LEN,
+    RingCommands, RingEngine, SimBlockingFile, SimDisk, SimFault, SimStats, SimTear, Switches,
+    UringEngine, MAX_FALLBACKS, RESERVED_USER_DATA_MIN, SIM_MAX_FILE_LEN,
 };
 pub use error::{Fallback, FallbackReason, IoError, Result, Setting, SetupRefusal, Switch};
 pub use executor::{

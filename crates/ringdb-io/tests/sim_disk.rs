@@ -515,3 +515,112 @@ fn a_direct_file_refuses_misaligned_requests_as_the_kernel_does() {
         "file 1 takes a Vec (the write kept or dropped): {n}"
     );
 }
+
+#[test]
+fn an_engine_over_some_files_sees_only_them_and_one_cut_hits_all() {
+    let sim = SimDisk::new(11, 4);
+    let mut low = sim.engine_over(8, &[0, 1]);
+    let mut high = sim.engine_over(8, &[2, 3]);
+    assert_eq!(write(&mut *high, 0, 0, b"on file two"), 11);
+    assert_eq!(sync(&mut *high, 0), 0);
+    assert_eq!(write(&mut *low, 1, 0, b"on file one"), 11);
+    assert_eq!(sim.volatile_image(2), b"on file two");
+    assert_eq!(sim.volatile_image(1), b"on file one");
+    assert!(
+        sim.volatile_image(0).is_empty(),
+        "FileId(0) of `high` is file 2"
+    );
+    let mut buf = [0u8; 4];
+    let refused = IoRequest::read(FileId(2), 0, buf.as_mut_ptr(), 4, 0);
+    // SAFETY: the push is refused; nothing is queued.
+    assert!(matches!(
+        unsafe { high.push(&refused) },
+        Err(IoError::NoSuchFile { index: 2, files: 2 })
+    ));
+    sim.power_cut();
+    assert_eq!(
+        sim.durable_image(2),
+        b"on file two",
+        "synced through `high`"
+    );
+    assert_eq!(
+        write(&mut *low, 0, 0, b"x"),
+        -libc::EIO,
+        "every engine is dead"
+    );
+    assert_eq!(write(&mut *high, 1, 0, b"x"), -libc::EIO);
+}
+
+#[test]
+fn a_blocking_file_follows_the_durability_model_and_dies_with_the_power() {
+    use ringdb_io::BlockingFile;
+    for seed in 0..32 {
+        let sim = SimDisk::new(seed, 1);
+        let file = sim.blocking_file(0);
+        file.write_all_at(b"synced.", 0).unwrap();
+        file.sync_data().unwrap();
+        file.write_all_at(&pattern(3, 2048), 7).unwrap();
+        assert_eq!(
+            file.read_all().unwrap().len(),
+            2055,
+            "reads see the volatile image"
+        );
+        assert_eq!(sim.unsynced_writes(0), 1);
+        sim.power_cut();
+        let err = file.write_all_at(b"late", 0).unwrap_err();
+        assert_eq!(err.raw_os_error(), Some(libc::EIO), "seed {seed}");
+        assert_eq!(
+            file.sync_data().unwrap_err().raw_os_error(),
+            Some(libc::EIO)
+        );
+        let after = sim.blocking_file(0).read_all().unwrap();
+        assert_eq!(
+            &after[..7],
+            b"synced.",
+            "seed {seed}: the synced write survived"
+        );
+        assert!(
+            after.len() == 7 || after.len() >= 512,
+            "seed {seed}: torn at 512 or whole"
+        );
+        let kept = &after[7..];
+        assert_eq!(
+            kept,
+            &pattern(3, 2048)[..kept.len()],
+            "seed {seed}: a prefix"
+        );
+    }
+}
+
+#[test]
+fn a_cut_after_the_nth_write_or_sync_comes_right_after_it() {
+    use ringdb_io::BlockingFile;
+    let sim = SimDisk::new(5, 2);
+    sim.cut_after(1, OpKind::Write, 2);
+    let file = sim.blocking_file(1);
+    let mut engine = sim.engine(8);
+    assert_eq!(
+        write(&mut *engine, 1, 0, b"first"),
+        5,
+        "an engine write counts"
+    );
+    assert_eq!(
+        write(&mut *engine, 0, 0, b"other file"),
+        10,
+        "another file does not"
+    );
+    file.write_all_at(b"second", 5).unwrap();
+    assert_eq!(sim.stats().power_cuts, 0);
+    file.write_all_at(b"third", 11).unwrap(); // the cut comes right after it
+    let stats = sim.stats();
+    assert_eq!((stats.power_cuts, stats.cuts_triggered), (1, 1));
+    assert!(file.sync_data().is_err(), "nothing syncs after the cut");
+    // A sync that triggers the cut is durable.
+    let sim = SimDisk::new(6, 1);
+    sim.cut_after(0, OpKind::Fdatasync, 0);
+    let file = sim.blocking_file(0);
+    file.write_all_at(b"kept", 0).unwrap();
+    file.sync_all().unwrap(); // fsync counts as a sync
+    assert_eq!(sim.stats().cuts_triggered, 1);
+    assert_eq!(sim.durable_image(0), b"kept");
+}

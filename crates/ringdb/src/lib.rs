@@ -200,4 +200,4 @@ pub use wal::{Durability, WalStats};
 pub use db::{DeviceLayout, FileSet, DATA_FILE, DW_FILE, WAL_FILE};
 #[cfg(feature = "__internal")]
 #[doc(hidden)]
-pub use sharded::{AcrossCommit, BATCH_LOG_FILE, MANIFEST_FILE, SHARD_HASH};
+pub use sharded::{AcrossCommit, ShardStorage, BATCH_LOG_FILE, MANIFEST_FILE, SHARD_HASH};

@@ -28,7 +28,7 @@ pub use passthrough::{NvmeCommands, PassthroughEngine};
 pub use posix::PosixEngine;
 pub use region::{Region, RegionEngine};
 pub use ring_engine::{RingCommands, RingEngine};
-pub use sim::{SimDisk, SimFault, SimStats, SimTear, SIM_MAX_FILE_LEN};
+pub use sim::{SimBlockingFile, SimDisk, SimFault, SimStats, SimTear, SIM_MAX_FILE_LEN};
 pub use uring::{FileCommands, UringEngine};
 
 use crate::config::{EngineKind, IoConfig};

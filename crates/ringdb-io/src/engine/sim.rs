@@ -38,11 +38,21 @@
 //! [`SimFault::ShortWrite`]. Tests that open a database on a simulated disk mark its data file
 //! direct, as a directory opens it, so a buffer the engine forgot to align fails there too.
 //!
+//! # Several databases, files written off the rings, cuts at a chosen moment
+//! [`SimDisk::engine_over`] makes an engine that sees a subset of the files (its `FileId(i)` is
+//! the disk's file `files[i]`), so several databases (a sharded one's shards) live on one disk
+//! and one power cut hits them all at the same instant. [`SimDisk::blocking_file`] gives a
+//! file to code that writes with plain blocking calls ([`BlockingFile`]): its writes and syncs
+//! follow the same durability model, completing at once. [`SimDisk::cut_after`] cuts the power
+//! right after a chosen write or sync completes (the write itself un-synced, so it may be lost
+//! or torn), to aim a cut at a protocol's step instead of a random moment.
+//!
 //! Files are capped at [`SIM_MAX_FILE_LEN`] bytes; a write past it fails with `-EFBIG`.
 //! One `SimDisk` may be shared by several engines; the replay is exact as long as the order
 //! of calls on it is (one thread, or a deterministic interleaving).
 
-use super::{Engine, EngineStats, IoCompletion, IoRequest, OpKind};
+use super::{Engine, EngineStats, FileId, IoCompletion, IoRequest, OpKind};
+use crate::blocking_file::BlockingFile;
 use crate::config::EngineKind;
 use crate::error::{IoError, Result};
 use serde::Serialize;
@@ -109,6 +119,8 @@ pub struct SimStats {
     pub direct_refused: u64,
     /// Power cuts so far.
     pub power_cuts: u64,
+    /// Power cuts [`SimDisk::cut_after`] made (counted in `power_cuts` too).
+    pub cuts_triggered: u64,
     /// Un-synced writes the last power cut dropped entirely.
     pub cut_writes_dropped: u64,
     /// Un-synced writes that survived the last power cut (the torn one included).
@@ -246,6 +258,23 @@ impl Armed {
     }
 }
 
+/// A power cut armed by [`SimDisk::cut_after`].
+#[derive(Clone, Copy, Debug)]
+struct CutAt {
+    file: u32,
+    op: OpKind,
+    /// Matching changes still to let through before cutting.
+    skip: u64,
+}
+
+impl CutAt {
+    /// Whether a completed `op` on `file` counts (`Fsync` and `Fdatasync` are both syncs).
+    fn matches(&self, file: u32, op: OpKind) -> bool {
+        let sync = |o| matches!(o, OpKind::Fsync | OpKind::Fdatasync);
+        file == self.file && (op == self.op || (sync(op) && sync(self.op)))
+    }
+}
+
 #[derive(Clone, Copy, Debug)]
 struct RandomFault {
     fault: SimFault,
@@ -264,6 +293,7 @@ struct Disk {
     files: Vec<SimFile>,
     armed: Vec<Armed>,
     random: Vec<RandomFault>,
+    cut_at: Option<CutAt>,
     fault_rng: Rng,
     cut_rng: Rng,
     stats: SimStats,
@@ -322,18 +352,43 @@ impl Disk {
             self.stats.direct_refused += 1;
             return -libc::EINVAL;
         }
-        match (req.op, slot.fault) {
+        let result = match (req.op, slot.fault) {
             (OpKind::Nop, _) => 0,
             (_, Some(SimFault::Eio)) => -libc::EIO,
             (_, Some(SimFault::Enospc)) => -libc::ENOSPC,
             (OpKind::Read, fault) => self.complete_read(req, fault),
             (OpKind::Write, fault) => self.complete_write(req, fault),
             (OpKind::Fsync | OpKind::Fdatasync, _) => {
-                self.files[req.file.0 as usize].make_durable(slot.covers_upto);
-                self.stats.syncs += 1;
+                self.sync(req.file.0, slot.covers_upto);
                 0
             }
+        };
+        if result >= 0 {
+            self.cut_if_armed(req.file.0, req.op);
         }
+        result
+    }
+
+    /// A completed sync of `file` covering the changes up to `upto`.
+    fn sync(&mut self, file: u32, upto: u64) {
+        self.file(file).make_durable(upto);
+        self.stats.syncs += 1;
+    }
+
+    /// After a completed `op` on `file`: cuts the power if [`SimDisk::cut_after`] armed it
+    /// for this one.
+    fn cut_if_armed(&mut self, file: u32, op: OpKind) {
+        let Some(cut) = &mut self.cut_at else { return };
+        if !cut.matches(file, op) {
+            return;
+        }
+        if cut.skip > 0 {
+            cut.skip -= 1;
+            return;
+        }
+        self.cut_at = None;
+        self.power_cut();
+        self.stats.cuts_triggered += 1;
     }
 
     /// A read of `req` against the volatile image (short when `fault` says, or at the end).
@@ -376,21 +431,35 @@ impl Disk {
             // until this completion is reaped; it is only read here.
             unsafe { std::slice::from_raw_parts(req.buf, n as usize) }.to_vec()
         };
+        self.write(req.file.0, req.offset, data);
+        n as i32
+    }
+
+    /// Sets `file`'s length in the volatile image, un-synced.
+    fn set_len(&mut self, file: u32, len: u64) {
         self.seq += 1;
         let seq = self.seq;
-        let file = &mut self.files[req.file.0 as usize];
-        write_into(&mut file.volatile, req.offset, &data);
+        let f = self.file(file);
+        f.volatile.resize(len as usize, 0);
+        f.unsynced.push(Unsynced {
+            seq,
+            change: Change::SetLen(len),
+        });
+    }
+
+    /// Writes `data` at `offset` of `file`'s volatile image, un-synced.
+    fn write(&mut self, file: u32, offset: u64, data: Vec<u8>) {
+        self.seq += 1;
+        let seq = self.seq;
+        let file = self.file(file);
+        write_into(&mut file.volatile, offset, &data);
         if !data.is_empty() {
             file.unsynced.push(Unsynced {
                 seq,
-                change: Change::Write {
-                    offset: req.offset,
-                    data,
-                },
+                change: Change::Write { offset, data },
             });
         }
         self.stats.writes += 1;
-        n as i32
     }
 
     fn power_cut(&mut self) {
@@ -492,6 +561,7 @@ impl SimDisk {
                 files: vec![SimFile::default(); files],
                 armed: Vec::new(),
                 random: Vec::new(),
+                cut_at: None,
                 fault_rng: Rng::stream(seed, TAG_FAULTS),
                 cut_rng: Rng::stream(seed, TAG_CUTS),
                 stats: SimStats::default(),
@@ -518,14 +588,27 @@ impl SimDisk {
     /// A fresh engine over these files (`FileId(i)` = file `i`) holding up to `depth` requests.
     /// Its completion order comes from the seed and the number of engines made before it.
     pub fn engine(&self, depth: usize) -> Box<dyn Engine> {
+        let files: Vec<u32> = (0..self.files() as u32).collect();
+        self.engine_over(depth, &files)
+    }
+
+    /// A fresh engine over some of these files: its `FileId(i)` is file `files[i]` (so one
+    /// disk holds several databases, and one cut hits them all). Like [`SimDisk::engine`]
+    /// otherwise.
+    pub fn engine_over(&self, depth: usize, files: &[u32]) -> Box<dyn Engine> {
         assert!(depth > 0, "sim engine: depth must be at least 1");
         let mut d = self.lock();
+        let count = d.files.len();
+        assert!(
+            files.iter().all(|&f| (f as usize) < count),
+            "sim engine: files {files:?} not all among the disk's {count}"
+        );
         d.engines_made += 1;
         let rng = Rng::stream(d.seed, TAG_ENGINE + d.engines_made);
         Box::new(SimEngine {
             disk: self.clone(),
             epoch: d.epoch,
-            files: d.files.len(),
+            files: files.to_vec(),
             depth,
             pending: VecDeque::new(),
             at_device: Vec::new(),
@@ -558,21 +641,47 @@ impl SimDisk {
             len <= SIM_MAX_FILE_LEN,
             "sim disk: length {len} exceeds SIM_MAX_FILE_LEN"
         );
-        let mut d = self.lock();
-        d.seq += 1;
-        let seq = d.seq;
-        let f = d.file(file);
-        f.volatile.resize(len as usize, 0);
-        f.unsynced.push(Unsynced {
-            seq,
-            change: Change::SetLen(len),
-        });
+        self.lock().set_len(file, len);
     }
 
     /// Power cut: see the module documentation. Engines made before it fail every request
     /// from now on with `-EIO`.
     pub fn power_cut(&self) {
         self.lock().power_cut();
+    }
+
+    /// Cuts the power right after the `nth` next completed `op` on `file` (`nth = 0`: the
+    /// next one; `Write`, or a sync: `Fsync` and `Fdatasync` count alike), through an engine
+    /// or a [`SimBlockingFile`]. A write that triggers it is un-synced at the cut; a sync is
+    /// durable. Replaces a cut armed before; [`SimStats::cuts_triggered`] counts the cuts made.
+    pub fn cut_after(&self, file: u32, op: OpKind, nth: u64) {
+        assert!(
+            matches!(op, OpKind::Write | OpKind::Fsync | OpKind::Fdatasync),
+            "sim disk: a cut follows a write or a sync, not {op:?}"
+        );
+        let mut d = self.lock();
+        let _ = d.file(file);
+        d.cut_at = Some(CutAt {
+            file,
+            op,
+            skip: nth,
+        });
+    }
+
+    /// `file` for code that writes it with plain blocking calls (see [`BlockingFile`]): each
+    /// call completes at once under the durability model above. It is dead after a power cut
+    /// (every call fails with `EIO`): take a new one to read what survived.
+    pub fn blocking_file(&self, file: u32) -> SimBlockingFile {
+        let epoch = {
+            let mut d = self.lock();
+            let _ = d.file(file);
+            d.epoch
+        };
+        SimBlockingFile {
+            disk: self.clone(),
+            file,
+            epoch,
+        }
     }
 
     /// Makes the `nth` next request matching `file` and `op` (`None`: any) that `fault` can
@@ -646,6 +755,72 @@ impl SimDisk {
     }
 }
 
+/// A file of a [`SimDisk`] for code that writes with plain blocking calls, made by
+/// [`SimDisk::blocking_file`]. Cheap to clone; dead after a power cut. Faults armed with
+/// [`SimDisk::inject`] do not hit it (they are matched against engine requests).
+#[derive(Clone, Debug)]
+pub struct SimBlockingFile {
+    disk: SimDisk,
+    file: u32,
+    /// The disk's epoch when it was made: a cut since then kills it.
+    epoch: u64,
+}
+
+impl SimBlockingFile {
+    /// The disk, locked, when its power has not been cut since this file was made.
+    fn alive(&self) -> std::io::Result<MutexGuard<'_, Disk>> {
+        let d = self.disk.lock();
+        if d.epoch != self.epoch {
+            return Err(std::io::Error::from_raw_os_error(libc::EIO));
+        }
+        Ok(d)
+    }
+
+    /// A sync: every change completed so far becomes durable.
+    fn sync(&self, op: OpKind) -> std::io::Result<()> {
+        let mut d = self.alive()?;
+        let upto = d.seq;
+        d.sync(self.file, upto);
+        d.cut_if_armed(self.file, op);
+        Ok(())
+    }
+}
+
+impl BlockingFile for SimBlockingFile {
+    fn read_all(&self) -> std::io::Result<Vec<u8>> {
+        let mut d = self.alive()?;
+        d.stats.reads += 1;
+        Ok(d.file(self.file).volatile.clone())
+    }
+
+    fn write_all_at(&self, bytes: &[u8], offset: u64) -> std::io::Result<()> {
+        let mut d = self.alive()?;
+        if offset.saturating_add(bytes.len() as u64) > SIM_MAX_FILE_LEN {
+            return Err(std::io::Error::from_raw_os_error(libc::EFBIG));
+        }
+        d.write(self.file, offset, bytes.to_vec());
+        d.cut_if_armed(self.file, OpKind::Write);
+        Ok(())
+    }
+
+    fn sync_data(&self) -> std::io::Result<()> {
+        self.sync(OpKind::Fdatasync)
+    }
+
+    fn set_len(&self, len: u64) -> std::io::Result<()> {
+        let mut d = self.alive()?;
+        if len > SIM_MAX_FILE_LEN {
+            return Err(std::io::Error::from_raw_os_error(libc::EFBIG));
+        }
+        d.set_len(self.file, len);
+        Ok(())
+    }
+
+    fn sync_all(&self) -> std::io::Result<()> {
+        self.sync(OpKind::Fsync)
+    }
+}
+
 /// A request inside a [`SimEngine`].
 #[derive(Clone, Copy, Debug)]
 struct Slot {
@@ -656,11 +831,12 @@ struct Slot {
     covers_upto: u64,
 }
 
-/// The engine [`SimDisk::engine`] makes.
+/// The engine [`SimDisk::engine`] and [`SimDisk::engine_over`] make.
 struct SimEngine {
     disk: SimDisk,
     epoch: u64,
-    files: usize,
+    /// The disk's file behind each of this engine's `FileId`s.
+    files: Vec<u32>,
     depth: usize,
     /// Pushed, not yet submitted.
     pending: VecDeque<Slot>,
@@ -698,20 +874,24 @@ impl Engine for SimEngine {
                 depth: self.depth,
             });
         }
-        if req.op != OpKind::Nop && req.file.0 as usize >= self.files {
-            return Err(IoError::NoSuchFile {
-                index: req.file.0,
-                files: self.files,
-            });
+        let mut req = *req;
+        if req.op != OpKind::Nop {
+            let Some(&file) = self.files.get(req.file.0 as usize) else {
+                return Err(IoError::NoSuchFile {
+                    index: req.file.0,
+                    files: self.files.len(),
+                });
+            };
+            req.file = FileId(file);
         }
         let mut d = self.disk.lock();
         let fault = if d.epoch == self.epoch {
-            d.pick_fault(req)
+            d.pick_fault(&req)
         } else {
             None
         };
         self.pending.push_back(Slot {
-            req: *req,
+            req,
             fault,
             covers_upto: 0,
         });

@@ -13,15 +13,16 @@
 //! A record: CRC32C (of what follows) u32, length u32 (of the whole record), id u64, parts u32,
 //! then per part: shard u32, operations u32, then per operation: kind u8 (1 put, 2 delete),
 //! table u32, key length u32, value length u32, key, value. The log is written with plain
-//! `pwrite` and `fdatasync` from the committing threads (it is off every shard's ring), with
+//! `pwrite` and `fdatasync` from the committing threads (it is off every shard's ring, a
+//! [`BlockingFile`]: the directory's file, or a simulated disk's in the power-cut tests), with
 //! group commit: a committer whose record an earlier `fdatasync` already covered does not sync
 //! again, and concurrent committers share one sync.
 
 use crate::catalog::TableId;
 use crate::wal::Op;
-use std::fs::File;
-use std::os::unix::fs::FileExt;
+use ringdb_io::BlockingFile;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// The log's file name in the database directory.
 pub const BATCH_LOG_FILE: &str = "batches.ringdb";
@@ -41,7 +42,7 @@ pub struct LoggedBatch {
 
 /// The open log.
 pub struct BatchLog {
-    file: std::sync::Arc<File>,
+    file: Arc<dyn BlockingFile>,
     path: PathBuf,
     end_bytes: u64,
     /// Whether appends are made durable (`fdatasync`) before the parts go to the shards.
@@ -59,10 +60,19 @@ impl BatchLog {
             .create(true)
             .truncate(false)
             .open(&path)?;
-        let bytes = std::fs::read(&path)?;
+        BatchLog::open_on(Arc::new(file), path, sync)
+    }
+
+    /// [`BatchLog::open`] on `file` (named `path` in errors).
+    pub fn open_on(
+        file: Arc<dyn BlockingFile>,
+        path: PathBuf,
+        sync: bool,
+    ) -> std::io::Result<(BatchLog, Vec<LoggedBatch>)> {
+        let bytes = file.read_all()?;
         let (batches, end_bytes) = decode_all(&bytes);
         let log = BatchLog {
-            file: std::sync::Arc::new(file),
+            file,
             path,
             end_bytes: end_bytes as u64,
             sync,
@@ -101,7 +111,7 @@ impl BatchLog {
     }
 
     /// The file, to sync outside the coordinator's lock; `None` when the log is not synced.
-    pub fn sync_handle(&self) -> Option<std::sync::Arc<File>> {
+    pub fn sync_handle(&self) -> Option<Arc<dyn BlockingFile>> {
         self.sync.then(|| self.file.clone())
     }
 

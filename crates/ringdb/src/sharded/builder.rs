@@ -7,12 +7,14 @@
 
 use super::manifest;
 use super::shard::ShardStart;
+use super::storage::ShardStorage;
 use super::Db;
 use crate::db::Options;
 use crate::error::{OpenError, ShardSetupError};
 use crate::wal::Durability;
 use ringdb_io::{EngineKind, SetupMode};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// The default spin of a blocking call before it parks, when some CPU has no shard: about one
@@ -31,6 +33,8 @@ pub struct DbBuilder {
     pin: bool,
     /// `None`: [`SPIN_SPARE_CPU`] when some CPU has no shard, else none.
     spin: Option<Duration>,
+    /// `None`: the directory's files.
+    storage: Option<Arc<dyn ShardStorage>>,
 }
 
 impl DbBuilder {
@@ -44,6 +48,7 @@ impl DbBuilder {
             shards: None,
             pin: true,
             spin: None,
+            storage: None,
         }
     }
 
@@ -98,6 +103,14 @@ impl DbBuilder {
         self
     }
 
+    /// Keeps the shards' files and the batch log in `storage` instead of the directory (which
+    /// still holds the manifest): a simulated disk in the engine's power-cut tests.
+    #[cfg(feature = "__internal")]
+    pub fn storage(mut self, storage: Arc<dyn ShardStorage>) -> Self {
+        self.storage = Some(storage);
+        self
+    }
+
     /// The settings every shard opens with.
     pub fn options_ref(&self) -> &Options {
         &self.options
@@ -125,6 +138,7 @@ impl DbBuilder {
                 db_id,
                 path,
                 options: self.shard_options(index, shard_count, &cpus),
+                storage: self.storage.clone(),
             })
             .collect();
         let spare_cpu = shard_count < cpus.len();
@@ -134,7 +148,8 @@ impl DbBuilder {
             Duration::ZERO
         });
         let opened = Db::start(&self.path, starts, spin).and_then(|db| {
-            db.start_coordinator(&self.path, self.options.durability)?;
+            let storage = self.storage.as_deref();
+            db.start_coordinator(&self.path, self.options.durability, storage)?;
             Ok(db)
         });
         if opened.is_err() {

@@ -40,7 +40,7 @@ pub(super) struct Written {
     /// The log's end after the record.
     pub(super) end: u64,
     /// The file to sync (`None`: the log is not synced).
-    pub(super) file: Option<Arc<std::fs::File>>,
+    pub(super) file: Option<Arc<dyn ringdb_io::BlockingFile>>,
     pub(super) path: std::path::PathBuf,
 }
 
@@ -117,7 +117,11 @@ impl SyncState {
 
     /// Makes the log durable up to `end` (a committer's record), sharing the sync with
     /// every committer whose record is in by then.
-    pub(super) fn sync_to(&self, file: &std::fs::File, end: u64) -> std::io::Result<()> {
+    pub(super) fn sync_to(
+        &self,
+        file: &dyn ringdb_io::BlockingFile,
+        end: u64,
+    ) -> std::io::Result<()> {
         let mut durable = self.durable_end.lock().unwrap_or_else(|p| p.into_inner());
         if *durable >= end {
             return Ok(());
@@ -224,7 +228,7 @@ impl Db {
             Record::Written(written) => written,
         };
         if let Some(file) = &written.file {
-            if let Err(source) = coordinator.sync.sync_to(file, written.end) {
+            if let Err(source) = coordinator.sync.sync_to(&**file, written.end) {
                 coordinator.lock().failed = true;
                 return Err(WriteError::BatchLog {
                     path: written.path,
@@ -313,12 +317,22 @@ impl Db {
 
     /// On open: applies the parts of logged batches that their shards lack, makes them
     /// durable, empties the log and deletes the markers. Returns the coordinator.
-    pub(super) fn recover_batches(&self, dir: &Path, sync: bool) -> Result<Coordinator, OpenError> {
+    pub(super) fn recover_batches(
+        &self,
+        dir: &Path,
+        sync: bool,
+        storage: Option<&dyn super::storage::ShardStorage>,
+    ) -> Result<Coordinator, OpenError> {
+        let path = dir.join(super::batch_log::BATCH_LOG_FILE);
         let file_error = |source| OpenError::File {
-            path: dir.join(super::batch_log::BATCH_LOG_FILE),
+            path: path.clone(),
             source,
         };
-        let (mut log, batches) = BatchLog::open(dir, sync).map_err(file_error)?;
+        let opened = match storage {
+            Some(storage) => BatchLog::open_on(storage.batch_log(), path.clone(), sync),
+            None => BatchLog::open(dir, sync),
+        };
+        let (mut log, batches) = opened.map_err(file_error)?;
         let last = batches.last().map_or(0, |b| b.id);
         for batch in &batches {
             self.apply_missing_parts(batch)?;

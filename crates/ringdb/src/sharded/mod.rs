@@ -51,6 +51,7 @@ mod reply;
 mod shard;
 mod shard_handle;
 mod stats;
+mod storage;
 mod syncer;
 mod tables;
 mod transaction;
@@ -68,6 +69,8 @@ pub use manifest::SHARDS_MAX;
 pub use manifest::{MANIFEST_FILE, SHARD_HASH};
 pub use shard_handle::Shard;
 pub use stats::ShardedStats;
+#[cfg(feature = "__internal")]
+pub use storage::ShardStorage;
 pub use tables::{Table, SYSTEM_PREFIX};
 pub use transaction::{DbTransaction, InTable, Pairs};
 
@@ -167,12 +170,13 @@ impl Db {
         &self,
         dir: &Path,
         durability: crate::Durability,
+        storage: Option<&dyn storage::ShardStorage>,
     ) -> Result<(), OpenError> {
         self.reconcile_tables()?;
         self.create_everywhere(cross::SYSTEM_TABLE)?;
         let coordinator = if durability.logged() && self.shard_count() > 1 {
             let sync = durability != crate::Durability::None;
-            self.recover_batches(dir, sync)?
+            self.recover_batches(dir, sync, storage)?
         } else {
             cross::Coordinator::unlogged()
         };

@@ -56,6 +56,8 @@ pub(super) struct ShardStart {
     pub(super) path: PathBuf,
     /// Its options (its slice of the pool, its engine; `io.cpu` pins it).
     pub(super) options: Options,
+    /// Where its files are, when not at `path`.
+    pub(super) storage: Option<Arc<dyn super::storage::ShardStorage>>,
 }
 
 /// A started shard: its inbox, its thread, and what readers on other threads read in place.
@@ -136,7 +138,14 @@ fn run(start: ShardStart, inbox: Arc<Inbox>, opened: ReplySender<Result<ShardVie
 
 /// Opens the shard's database and its runtime's doorbell.
 fn open(start: &ShardStart) -> Result<(LocalDb, Doorbell), OpenError> {
-    let mut db = LocalDb::open(&start.path, start.options.clone())?;
+    let mut db = match &start.storage {
+        Some(storage) => LocalDb::open_on(
+            storage.shard(start.index),
+            &start.path,
+            start.options.clone(),
+        )?,
+        None => LocalDb::open(&start.path, start.options.clone())?,
+    };
     let doorbell = db.runtime().doorbell().map_err(OpenError::Io)?;
     Ok((db, doorbell))
 }

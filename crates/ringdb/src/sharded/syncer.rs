@@ -12,7 +12,7 @@
 
 use super::cross::SyncState;
 use super::reply::{self, ReplyReceiver, ReplySender};
-use std::fs::File;
+use ringdb_io::BlockingFile;
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::{Arc, Mutex};
 
@@ -36,7 +36,7 @@ impl Syncer {
     pub(super) fn request(
         &self,
         sync: &Arc<SyncState>,
-        file: &Arc<File>,
+        file: &Arc<dyn BlockingFile>,
         end: u64,
     ) -> ReplyReceiver<SyncResult> {
         let (reply, receiver) = reply::channel();
@@ -49,11 +49,11 @@ impl Syncer {
 }
 
 /// Starts the thread; returns its queue.
-fn start(sync: Arc<SyncState>, file: Arc<File>) -> Sender<SyncRequest> {
+fn start(sync: Arc<SyncState>, file: Arc<dyn BlockingFile>) -> Sender<SyncRequest> {
     let (sender, receiver) = channel();
     let spawned = std::thread::Builder::new()
         .name("ringdb-batch-sync".into())
-        .spawn(move || serve(&sync, &file, &receiver));
+        .spawn(move || serve(&sync, &*file, &receiver));
     if let Err(e) = spawned {
         // The receiver is gone with the closure: every request's reply reports a loss.
         tracing::error!("cannot start the batch log's sync thread: {e}");
@@ -63,7 +63,7 @@ fn start(sync: Arc<SyncState>, file: Arc<File>) -> Sender<SyncRequest> {
 
 /// Serves requests until the queue's senders are gone: all queued ones with one sync. Bounded
 /// by the queue: each turn takes at least one request.
-fn serve(sync: &SyncState, file: &File, receiver: &Receiver<SyncRequest>) {
+fn serve(sync: &SyncState, file: &dyn BlockingFile, receiver: &Receiver<SyncRequest>) {
     while let Ok(first) = receiver.recv() {
         let mut requests = vec![first];
         requests.extend(receiver.try_iter());
@@ -96,7 +96,7 @@ mod tests {
             .write(true)
             .open(&path)
             .unwrap();
-        let file = Arc::new(file);
+        let file: Arc<dyn BlockingFile> = Arc::new(file);
         let sync = Arc::new(SyncState::new());
         let syncer = Syncer::default();
         let replies: Vec<_> = (1..=3)
