@@ -231,6 +231,20 @@ pub enum BenchError {
         pool_pages: usize,
     },
 
+    /// `ringdb ycsb`'s model: the memory left (a cgroup's limit, the machine's available
+    /// memory) cannot hold the raw runs' buffers beside the pool.
+    #[error("the cost model's raw runs need {} MiB of buffers (one page per task) and {} MiB to spare, but only {} MiB are left ({within})", needed_bytes >> 20, spare_bytes >> 20, left_bytes >> 20)]
+    CalibrationMemory {
+        /// The least the buffers may take.
+        needed_bytes: u64,
+        /// What is kept free beside them.
+        spare_bytes: u64,
+        /// What is left to the process.
+        left_bytes: u64,
+        /// Which limit leaves that ("the memory cgroup ...", "the machine's available memory").
+        within: String,
+    },
+
     /// `ringdb ycsb`'s model: the run wrote pages, and the cost of a write could not be
     /// measured without overwriting the database (a block device has no room beside it).
     #[error("the run wrote {writes_per_op:.3} pages per operation, and the cycles of a page write cannot be measured on {} without overwriting the database", path.display())]

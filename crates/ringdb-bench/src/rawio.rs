@@ -457,10 +457,16 @@ fn is_block_device(path: &Path) -> bool {
         .unwrap_or(false)
 }
 
+/// Bytes [`fill_file`] writes before it syncs them and drops them from the page cache.
+const FILL_FLUSH_BYTES: u64 = 8 << 20;
+
 /// Extends a regular file to `size` bytes of pattern data (seed 0), 1 MiB at a time. Bytes the
 /// file already holds are never rewritten: the target may be somebody's data (a database's own
 /// file, read to compare the engine with raw I/O on it), so the pattern starts at the file's
-/// end (after zeros up to the pattern's next 8-byte word).
+/// end (after zeros up to the pattern's next 8-byte word). Every [`FILL_FLUSH_BYTES`] are
+/// synced and dropped from the page cache as they go: a fill never holds more than that in
+/// memory (a process under a memory cgroup's limit is charged for its page cache, and dirty
+/// pages cannot be reclaimed until written), and the runs read with `O_DIRECT` anyway.
 pub fn fill_file(path: &Path, size: u64, progress: bool) -> Result<()> {
     use std::io::{Seek, SeekFrom, Write};
     let mut f = std::fs::OpenOptions::new()
@@ -493,6 +499,7 @@ pub fn fill_file(path: &Path, size: u64, progress: bool) -> Result<()> {
     });
     let mut chunk = vec![0u8; 1 << 20];
     let mut off = start;
+    let mut flushed = start;
     while off < size {
         let n = (size - off).min(chunk.len() as u64) as usize;
         pattern::fill(&mut chunk[..n], off, 0);
@@ -501,6 +508,11 @@ pub fn fill_file(path: &Path, size: u64, progress: bool) -> Result<()> {
         f.write_all(&chunk[..n])
             .map_err(|e| fill_error(path, size, e))?;
         off += n as u64;
+        if off - flushed >= FILL_FLUSH_BYTES || off >= size {
+            f.sync_data().map_err(|e| fill_error(path, size, e))?;
+            drop_cached(&f, flushed, off - flushed);
+            flushed = off;
+        }
         if let Some(b) = &bar {
             b.set_position(off - start);
         }
@@ -510,6 +522,19 @@ pub fn fill_file(path: &Path, size: u64, progress: bool) -> Result<()> {
         b.finish_and_clear();
     }
     Ok(())
+}
+
+/// Asks the kernel to drop `len` bytes of `file` from `offset` on from the page cache (they are
+/// written: clean pages go at once). Advice only: a failure changes nothing that matters.
+fn drop_cached(file: &std::fs::File, offset: u64, len: u64) {
+    use std::os::fd::AsRawFd;
+    let (Ok(offset), Ok(len)) = (libc::off_t::try_from(offset), libc::off_t::try_from(len)) else {
+        return;
+    };
+    // SAFETY: `posix_fadvise` only reads its arguments; the descriptor is `file`'s, open for
+    // the whole call.
+    let _ =
+        unsafe { libc::posix_fadvise(file.as_raw_fd(), offset, len, libc::POSIX_FADV_DONTNEED) };
 }
 
 fn fill_error(path: &Path, size: u64, e: std::io::Error) -> BenchError {

@@ -360,8 +360,8 @@ struct CaseRun {
     peaks: SampledPeaks,
 }
 
-/// The `ringdb ycsb` arguments of a case.
-fn ycsb_arguments(db: &Path, records: u64, durability: &str) -> Vec<String> {
+/// The `ringdb ycsb` arguments of a case (`model`: calibrate the cost model before the run).
+fn ycsb_arguments(db: &Path, records: u64, durability: &str, model: bool) -> Vec<String> {
     let db = db.to_str().expect("a UTF-8 temp path").to_string();
     let records = records.to_string();
     [
@@ -381,11 +381,12 @@ fn ycsb_arguments(db: &Path, records: u64, durability: &str) -> Vec<String> {
         durability,
         "--runtime",
         RUNTIME,
-        "--no-model",
         "--json",
     ]
     .map(str::to_string)
-    .to_vec()
+    .into_iter()
+    .chain((!model).then(|| "--no-model".to_string()))
+    .collect()
 }
 
 /// Starts `ringdb` with `arguments` inside `cgroup`: a `sh` joins the cgroup (its pid into
@@ -553,8 +554,14 @@ fn assert_within_limit(case: &str, cgroup: &MemoryCgroup, run: &CaseRun) {
     );
 }
 
-/// Runs one case: `records` records, `durability`, in a fresh cgroup of `LIMIT_MIB`.
-fn check_case(case: &str, records: u64, durability: &str) {
+/// Runs one case: `records` records, `durability`, in a fresh cgroup of `LIMIT_MIB`;
+/// returns the report (`None` when no cgroup can be made here).
+fn check_case(
+    case: &str,
+    records: u64,
+    durability: &str,
+    model: bool,
+) -> Option<serde_json::Value> {
     let _turn = ONE_AT_A_TIME
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner());
@@ -567,7 +574,7 @@ fn check_case(case: &str, records: u64, durability: &str) {
         Ok(cgroup) => cgroup,
         Err(why) => {
             eprintln!("SKIPPED: no memory cgroup can be made here: {why}");
-            return;
+            return None;
         }
     };
     let dir = TempDir(tmp(&format!("memory-cgroup-{case}")));
@@ -585,13 +592,15 @@ fn check_case(case: &str, records: u64, durability: &str) {
         cgroup.dir.display(),
         cgroup.version
     );
-    let run = run_case(&cgroup, &ycsb_arguments(&db, records, durability), &dir.0);
+    let arguments = ycsb_arguments(&db, records, durability, model);
+    let run = run_case(&cgroup, &arguments, &dir.0);
     assert_within_limit(case, &cgroup, &run);
+    serde_json::from_str(&run.stdout).ok()
 }
 
 #[test]
 fn ycsb_with_unsynced_log_stays_under_the_memory_limit() {
-    check_case("durability-none", RECORDS_DURABILITY_NONE, "none");
+    check_case("durability-none", RECORDS_DURABILITY_NONE, "none", false);
 }
 
 #[test]
@@ -600,5 +609,30 @@ fn ycsb_with_fdatasync_log_stays_under_the_memory_limit() {
         "durability-fdatasync",
         RECORDS_DURABILITY_FDATASYNC,
         "fdatasync",
+        false,
     );
+}
+
+/// The cost model's calibration (on by default) runs inside the limit too: its raw runs'
+/// buffers, the pool's size where memory allows, shrink to what the cgroup leaves beside the
+/// pool, and the prediction is computed.
+#[test]
+fn ycsb_calibrating_its_model_stays_under_the_memory_limit() {
+    let Some(report) = check_case("model", RECORDS_DURABILITY_NONE, "off", true) else {
+        return;
+    };
+    let model = &report["model"];
+    let buffers = model["costs"]["raw_buffer_bytes"].as_u64();
+    let predicted = model["predicted_cycles_per_op"].as_f64();
+    eprintln!(
+        "model: raw runs' buffers {:.1} MiB; predicted {predicted:?} cycles/op, measured {} ({}x)",
+        buffers.unwrap_or(0) as f64 / MIB as f64,
+        model["measured_cycles_per_op"],
+        model["measured_over_predicted"]
+    );
+    assert!(
+        buffers.is_some_and(|b| b < 64 * MIB),
+        "the calibration ran with buffers that do not fit beside the pool: {model}"
+    );
+    assert!(predicted.is_some(), "the model was computed: {model}");
 }

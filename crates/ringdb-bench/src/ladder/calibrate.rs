@@ -379,7 +379,7 @@ fn incompressible_page(i: usize, page_size: usize) -> ringdb_io::AlignedBuf {
 
 /// Bytes of pages the checksum is timed over: several times any L3 cache, so every page is
 /// cold when its turn comes.
-const CHECKSUM_REGION_BYTES: usize = 64 << 20;
+pub(crate) const CHECKSUM_REGION_BYTES: usize = 64 << 20;
 
 /// Cycles to seal (checksum) one page that is not in the CPU's caches. A page being verified
 /// has just arrived from storage, and a page being sealed for write-back is an eviction victim
@@ -389,7 +389,13 @@ const CHECKSUM_REGION_BYTES: usize = 64 << 20;
 /// are visited in a scattered order, so the hardware prefetcher cannot run ahead of the
 /// next page.
 pub(crate) fn checksum_cycles(page_size: usize) -> f64 {
-    let pages = (CHECKSUM_REGION_BYTES / page_size).max(1);
+    checksum_cycles_over(page_size, CHECKSUM_REGION_BYTES)
+}
+
+/// [`checksum_cycles`] over `region_bytes` of pages (less where memory is short: pages of a
+/// region that fits in the caches are warmer, and the figure lower).
+pub(crate) fn checksum_cycles_over(page_size: usize, region_bytes: usize) -> f64 {
+    let pages = (region_bytes / page_size).max(1);
     let mut region = vec![0u8; pages * page_size];
     for page in region.chunks_exact_mut(page_size) {
         ringdb::node::NodeMut::init_leaf(page);

@@ -2,11 +2,18 @@
 //! the run: the mix with every page resident (`c_tx`), raw reads and writes of the run's engine
 //! and switches (`c_read` with the verification of each page read, `c_write`, through the
 //! ladder's calibration), and a cold page's checksum.
+//!
+//! Memory: the mix runs in the database's own pool; the raw runs' buffers spread over as much
+//! memory again (the run's I/O lands in the pool's frames), or over what the process has left
+//! beside the pool where that is less (a container's memory cgroup, [`raw_buffer_bytes`]), so
+//! that a run the user sized to a memory limit is not killed by its calibration.
 
 use super::placement::{self, CpuIoCosts};
 use super::{ModelCosts, TxSource};
 use crate::error::{BenchError, Result};
-use crate::ladder::calibrate::{checksum_cycles, io_cycles, read_cycles_and_checksum};
+use crate::ladder::calibrate::{
+    checksum_cycles_over, io_cycles, read_cycles_and_checksum, CHECKSUM_REGION_BYTES,
+};
 use crate::ladder::LadderOpts;
 use crate::rawio::RwMode;
 use crate::ycsb::{self, Distribution, Op, OpGenerator, PhaseReport, RunSpec, Workload};
@@ -36,6 +43,10 @@ const DESCENT_SAMPLES: u64 = 20_000;
 const DESCENT_STRIDE: u64 = 2_654_435_761;
 /// Mixed into the run's seed: the calibration draws other keys than the run.
 const CALIBRATION_SEED: u64 = 0xC0FF_EE00_D15E_A5E5;
+/// Memory kept free beside the raw runs' buffers (the rest of the process, the rings).
+const SPARE_BYTES: u64 = 16 << 20;
+/// Share of what is left beyond [`SPARE_BYTES`] the buffers may take.
+const LEFT_SHARE: f64 = 0.5;
 
 /// What the calibration needs to know about the run.
 #[derive(Clone, Debug)]
@@ -90,6 +101,25 @@ pub fn calibrate(
     let (c_tx, c_tx_source, c_tx_reads_per_op) = tx_cycles(db, spec)?;
     let c_descent = descent_cycles(db, &c_tx_source, spec.records)?;
     let page_size = db.handle().tree().buffer().page_size();
+    let pool_bytes = (db.handle().tree().buffer().config().frames * page_size) as u64;
+    let least_bytes = (page_size * spec.tasks.max(1)) as u64;
+    let headroom = ringdb_io::limits::memory_headroom();
+    let raw_buffer_bytes = raw_buffer_bytes(pool_bytes, least_bytes, headroom.as_ref())?;
+    let checksum_bytes = usable_bytes(headroom.as_ref())
+        .map_or(CHECKSUM_REGION_BYTES, |usable| {
+            CHECKSUM_REGION_BYTES.min(usable as usize)
+        })
+        .max(page_size);
+    if raw_buffer_bytes < pool_bytes || checksum_bytes < CHECKSUM_REGION_BYTES {
+        progress(&format!(
+            "raw runs' buffers over {:.1} MiB (the pool's: {:.1} MiB), a page's checksum timed over {:.1} MiB (not {} MiB): {} leaves no more",
+            raw_buffer_bytes as f64 / MIB,
+            pool_bytes as f64 / MIB,
+            checksum_bytes as f64 / MIB,
+            CHECKSUM_REGION_BYTES >> 20,
+            within(headroom.as_ref())
+        ));
+    }
     let io = effective_config(&spec.io, &db.stats().io);
     let runs = RawRuns {
         opts: LadderOpts {
@@ -101,8 +131,9 @@ pub fn calibrate(
         data: &spec.data,
         read_bytes: readable_bytes(&spec.data, db.stats().pages, page_size),
         // The run's reads land in the pool's frames, and its write-backs leave from them: the
-        // raw runs' buffers spread over as much memory (`ringdb io --buffer-span`).
-        pool_bytes: (db.handle().tree().buffer().config().frames * page_size) as u64,
+        // raw runs' buffers spread over as much memory (`ringdb io --buffer-span`), where the
+        // memory left allows.
+        buffer_bytes: raw_buffer_bytes,
         io,
         progress,
     };
@@ -126,13 +157,14 @@ pub fn calibrate(
         c_tx_reads_per_op,
         c_restart: c_tx,
         c_descent,
-        c_checksum: checksum_cycles(page_size),
+        c_checksum: checksum_cycles_over(page_size, checksum_bytes),
         c_checksum_read,
         c_read,
         c_write,
         write_target,
         interrupt_cpu,
         io_by_cpu,
+        raw_buffer_bytes,
         secs: start.elapsed().as_secs_f64(),
     })
 }
@@ -278,6 +310,49 @@ pub(crate) fn map_op(op: Op, records: u64, first: u64, keys: u64) -> Op {
     }
 }
 
+/// Bytes in a MiB, for messages.
+const MIB: f64 = (1u64 << 20) as f64;
+
+/// The memory the raw runs' buffers spread over: `pool_bytes` (as the run's I/O does), or
+/// half of what `headroom` leaves beyond [`SPARE_BYTES`] when that is less; refused when not
+/// even `least_bytes` (a page per task) fits. Without a known headroom: the pool's.
+fn raw_buffer_bytes(
+    pool_bytes: u64,
+    least_bytes: u64,
+    headroom: Option<&ringdb_io::limits::MemoryHeadroom>,
+) -> Result<u64> {
+    let (Some(headroom), Some(usable)) = (headroom, usable_bytes(headroom)) else {
+        return Ok(pool_bytes);
+    };
+    if usable < least_bytes.min(pool_bytes) {
+        return Err(BenchError::CalibrationMemory {
+            needed_bytes: least_bytes,
+            spare_bytes: SPARE_BYTES,
+            left_bytes: headroom.bytes,
+            within: within(Some(headroom)),
+        });
+    }
+    Ok(pool_bytes.min(usable).max(least_bytes.min(pool_bytes)))
+}
+
+/// What the calibration's buffers may take of `headroom`: [`LEFT_SHARE`] of what it leaves
+/// beyond [`SPARE_BYTES`]; `None` when nothing is known.
+fn usable_bytes(headroom: Option<&ringdb_io::limits::MemoryHeadroom>) -> Option<u64> {
+    headroom.map(|h| (h.bytes.saturating_sub(SPARE_BYTES) as f64 * LEFT_SHARE) as u64)
+}
+
+/// Which limit leaves the headroom, for messages.
+fn within(headroom: Option<&ringdb_io::limits::MemoryHeadroom>) -> String {
+    match headroom.and_then(|h| h.cgroup.as_ref().filter(|c| c.left_bytes == h.bytes)) {
+        Some(cgroup) => format!(
+            "the memory cgroup {} (limit {:.1} MiB)",
+            cgroup.path.display(),
+            cgroup.limit_bytes as f64 / MIB
+        ),
+        None => "the machine's available memory".to_string(),
+    }
+}
+
 /// The run's configuration with the engine and switches that actually run (what `auto`
 /// resolved to).
 fn effective_config(asked: &IoConfig, effective: &EffectiveIo) -> IoConfig {
@@ -309,8 +384,8 @@ struct RawRuns<'a> {
     data: &'a Path,
     /// Bytes of the data the reads spread over.
     read_bytes: u64,
-    /// Memory the buffers spread over: the pool's.
-    pool_bytes: u64,
+    /// Memory the buffers spread over: the pool's, or what is left ([`raw_buffer_bytes`]).
+    buffer_bytes: u64,
     io: IoConfig,
     progress: &'a dyn Fn(&str),
 }
@@ -331,7 +406,7 @@ impl RawRuns<'_> {
         (self.progress)(&format!(
             "c_read: raw page reads of the run's engine over the data{on}"
         ));
-        let span = Some(self.pool_bytes);
+        let span = Some(self.buffer_bytes);
         let (c_read, c_checksum_read) =
             read_cycles_and_checksum(&opts, self.read_bytes, self.data, io.clone(), span)?;
         (self.progress)(&format!(
@@ -352,7 +427,7 @@ impl RawRuns<'_> {
         let Some(scratch) = scratch_file(self.data) else {
             return Ok(None);
         };
-        let span = Some(self.pool_bytes);
+        let span = Some(self.buffer_bytes);
         let cycles = io_cycles(opts, SCRATCH_BYTES, &scratch, RwMode::RandWrite, io, span);
         let _ = std::fs::remove_file(&scratch);
         Ok(Some(cycles?))
@@ -375,6 +450,42 @@ mod tests {
         assert_eq!(
             map_op(Op::Read(101), 100, 0, 100),
             Op::Read(CALIBRATION_INSERT_BASE + 1)
+        );
+    }
+
+    fn headroom(bytes: u64) -> ringdb_io::limits::MemoryHeadroom {
+        ringdb_io::limits::MemoryHeadroom {
+            bytes,
+            available_bytes: Some(bytes),
+            cgroup: None,
+        }
+    }
+
+    #[test]
+    fn the_raw_runs_buffers_fit_what_is_left_beside_the_pool() {
+        const MIB: u64 = 1 << 20;
+        let pool = 64 * MIB;
+        let least = 512 * 1024;
+        // Room enough (or nothing known): the pool's span.
+        assert_eq!(raw_buffer_bytes(pool, least, None).unwrap(), pool);
+        let plenty = headroom(20_000 * MIB);
+        assert_eq!(raw_buffer_bytes(pool, least, Some(&plenty)).unwrap(), pool);
+        // A cgroup leaving 40 MiB: half of what is left beyond the spare 16 MiB.
+        let tight = headroom(40 * MIB);
+        assert_eq!(
+            raw_buffer_bytes(pool, least, Some(&tight)).unwrap(),
+            12 * MIB
+        );
+        // Not even a page per task: refused, saying how much it needs.
+        let none_left = headroom(16 * MIB + MIB / 2);
+        let refused = raw_buffer_bytes(pool, least, Some(&none_left)).unwrap_err();
+        assert!(
+            matches!(refused, BenchError::CalibrationMemory { .. }),
+            "{refused}"
+        );
+        assert!(
+            refused.to_string().contains("only 16 MiB are left"),
+            "{refused}"
         );
     }
 }

@@ -126,6 +126,9 @@ pub struct ModelCosts {
     /// `c_read`, `c_checksum_read` and `c_write` above), then, for an unpinned run where one
     /// CPU takes the device's interrupts, a CPU of the other kind ([`placement`]).
     pub io_by_cpu: Vec<placement::CpuIoCosts>,
+    /// The memory the raw runs' buffers spread over: the pool's, or less where the memory
+    /// left to the process (a cgroup's limit) could not hold that beside the pool.
+    pub raw_buffer_bytes: u64,
     /// Seconds the calibration took.
     pub secs: f64,
 }

@@ -18,6 +18,7 @@ pub(super) fn costs(c_write: Option<f64>) -> ModelCosts {
         write_target: None,
         interrupt_cpu: None,
         io_by_cpu: Vec::new(),
+        raw_buffer_bytes: 64 << 20,
         secs: 1.0,
     }
 }

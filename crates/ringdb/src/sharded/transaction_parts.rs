@@ -134,7 +134,10 @@ impl DbTransaction {
         assert!(!self.ended, "an ended transaction writes nothing");
         let shard = shard.unwrap_or_else(|| self.db.shard_of(key));
         assert!(shard < self.db.shard_count());
-        if self.db.is_local(shard) || self.db.check_blocking_allowed().is_err() {
+        let local = self.db.local_handle(shard);
+        // A handle of the own shard means a shard's thread; otherwise blocking is refused
+        // only on a shard's thread.
+        if local.is_some() || self.db.check_blocking_allowed().is_err() {
             // On a shard's thread (a task): locked when made, as a transaction of one shard
             // writes: no round trip on the thread's own shard, and on another one a round
             // trip now instead of a prepare, holding every lock, at the commit.
@@ -145,7 +148,7 @@ impl DbTransaction {
                 self.writes.remove(&(table, key.to_vec()));
             }
             self.wrote_in_place = true;
-            if let Some(handle) = self.db.local_handle(shard) {
+            if let Some(handle) = local {
                 self.note_part(shard);
                 self.in_flight = true;
                 let written =
