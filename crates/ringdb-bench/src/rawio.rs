@@ -463,7 +463,7 @@ const FILL_FLUSH_BYTES: u64 = 8 << 20;
 /// Extends a regular file to `size` bytes of pattern data (seed 0), 1 MiB at a time. Bytes the
 /// file already holds are never rewritten: the target may be somebody's data (a database's own
 /// file, read to compare the engine with raw I/O on it), so the pattern starts at the file's
-/// end (after zeros up to the pattern's next 8-byte word). Every [`FILL_FLUSH_BYTES`] are
+/// end (after zeros up to the pattern's next 8-byte word). Every 8 MiB (`FILL_FLUSH_BYTES`) are
 /// synced and dropped from the page cache as they go: a fill never holds more than that in
 /// memory (a process under a memory cgroup's limit is charged for its page cache, and dirty
 /// pages cannot be reclaimed until written), and the runs read with `O_DIRECT` anyway.

@@ -6,15 +6,16 @@
 //! the balances are exactly what the present records say (no transfer half applied), and the
 //! sum never changed. `RINGDB_TXN_CRASH_KILLS` sets the number of kills (default 12).
 
-use ringdb::{Db, Durability, Options, TxnError};
+mod bank;
+
+use bank::{check, next_transfer, transfer};
+use ringdb::{Db, Durability, Options};
 use std::collections::HashSet;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-const ACCOUNTS: u64 = 16;
-const START_BALANCE: i64 = 10_000;
 const SHARDS: usize = 2;
 const CHILD_DIR: &str = "RINGDB_TXN_CRASH_DIR";
 const CHILD_ROUND: &str = "RINGDB_TXN_CRASH_ROUND";
@@ -41,31 +42,6 @@ fn open(d: &Path) -> Db {
         .unwrap()
 }
 
-fn account(i: u64) -> Vec<u8> {
-    format!("account{i:04}").into_bytes()
-}
-
-fn amount(value: &[u8]) -> i64 {
-    i64::from_be_bytes(value[..8].try_into().expect("8 bytes"))
-}
-
-/// A transfer's record: from, to, amount.
-fn record_value(from: u64, to: u64, moved: i64) -> Vec<u8> {
-    [moved.to_be_bytes(), from.to_be_bytes(), to.to_be_bytes()].concat()
-}
-
-fn transfer(db: &Db, from: u64, to: u64, moved: i64, record: &[u8]) -> Result<(), TxnError> {
-    db.transaction(|txn| {
-        let a = txn
-            .get_for_update(&account(from))?
-            .map_or(0, |v| amount(&v));
-        let b = txn.get_for_update(&account(to))?.map_or(0, |v| amount(&v));
-        txn.insert(&account(from), &(a - moved).to_be_bytes())?;
-        txn.insert(&account(to), &(b + moved).to_be_bytes())?;
-        txn.insert(record, &record_value(from, to, moved))
-    })
-}
-
 /// The child's side: transfers until killed, printing each acknowledged one.
 #[test]
 fn child_transfers_until_killed() {
@@ -80,12 +56,7 @@ fn child_transfers_until_killed() {
             std::thread::spawn(move || {
                 let mut state = (round * 7 + thread + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
                 for n in 0..u64::MAX {
-                    state ^= state << 13;
-                    state ^= state >> 7;
-                    state ^= state << 17;
-                    let from = state % ACCOUNTS;
-                    let to = (from + 1 + (state >> 20) % (ACCOUNTS - 1)) % ACCOUNTS;
-                    let moved = (state >> 40) as i64 % 100 + 1;
+                    let (from, to, moved) = next_transfer(&mut state);
                     let record = format!("transfer/{round}/{thread}/{n:08}");
                     transfer(&db, from, to, moved, record.as_bytes()).unwrap();
                     let mut out = std::io::stdout().lock();
@@ -98,39 +69,6 @@ fn child_transfers_until_killed() {
     for t in threads {
         t.join().unwrap();
     }
-}
-
-/// Every acknowledged transfer present; the balances what the present records say.
-fn check(db: &Db, acked: &HashSet<String>) -> usize {
-    let mut expected = vec![START_BALANCE; ACCOUNTS as usize];
-    let mut present = 0;
-    for pair in db.prefix(b"transfer/") {
-        let (key, value) = pair.unwrap();
-        let moved = amount(&value);
-        let from = u64::from_be_bytes(value[8..16].try_into().unwrap());
-        let to = u64::from_be_bytes(value[16..24].try_into().unwrap());
-        expected[from as usize] -= moved;
-        expected[to as usize] += moved;
-        present += 1;
-        let _ = key;
-    }
-    for record in acked {
-        assert!(
-            db.get(record.as_bytes()).unwrap().is_some(),
-            "acknowledged transfer {record} lost"
-        );
-    }
-    for (i, balance) in expected.iter().enumerate() {
-        let stored = db.get(&account(i as u64)).unwrap().map(|v| amount(&v));
-        assert_eq!(
-            stored,
-            Some(*balance),
-            "account {i}: a transfer half applied"
-        );
-    }
-    let sum: i64 = expected.iter().sum();
-    assert_eq!(sum, START_BALANCE * ACCOUNTS as i64);
-    present
 }
 
 /// Runs the child on `dir` for `run` and kills it; the transfers it acknowledged.
@@ -173,10 +111,7 @@ fn cross_shard_transactions_survive_sigkill_all_or_nothing() {
         std::env::temp_dir().join(format!("ringdb-txn-crash-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let db = open(&dir);
-    for i in 0..ACCOUNTS {
-        db.insert(&account(i), &START_BALANCE.to_be_bytes())
-            .unwrap();
-    }
+    bank::open_accounts(&db);
     db.close().unwrap();
     let mut acked = HashSet::new();
     let mut state = u64::from(std::process::id()) | 1;
@@ -187,7 +122,7 @@ fn cross_shard_transactions_survive_sigkill_all_or_nothing() {
         let run = Duration::from_millis(150 + state % 400);
         acked.extend(run_and_kill(&dir, round, run));
         let db = open(&dir);
-        let present = check(&db, &acked);
+        let present = check(&db, &acked, &format!("kill {round}"));
         assert!(present >= acked.len());
         eprintln!(
             "kill {round}: after {run:?}, {} acknowledged in all, {present} present",

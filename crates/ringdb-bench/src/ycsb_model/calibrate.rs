@@ -102,24 +102,8 @@ pub fn calibrate(
     let c_descent = descent_cycles(db, &c_tx_source, spec.records)?;
     let page_size = db.handle().tree().buffer().page_size();
     let pool_bytes = (db.handle().tree().buffer().config().frames * page_size) as u64;
-    let least_bytes = (page_size * spec.tasks.max(1)) as u64;
-    let headroom = ringdb_io::limits::memory_headroom();
-    let raw_buffer_bytes = raw_buffer_bytes(pool_bytes, least_bytes, headroom.as_ref())?;
-    let checksum_bytes = usable_bytes(headroom.as_ref())
-        .map_or(CHECKSUM_REGION_BYTES, |usable| {
-            CHECKSUM_REGION_BYTES.min(usable as usize)
-        })
-        .max(page_size);
-    if raw_buffer_bytes < pool_bytes || checksum_bytes < CHECKSUM_REGION_BYTES {
-        progress(&format!(
-            "raw runs' buffers over {:.1} MiB (the pool's: {:.1} MiB), a page's checksum timed over {:.1} MiB (not {} MiB): {} leaves no more",
-            raw_buffer_bytes as f64 / MIB,
-            pool_bytes as f64 / MIB,
-            checksum_bytes as f64 / MIB,
-            CHECKSUM_REGION_BYTES >> 20,
-            within(headroom.as_ref())
-        ));
-    }
+    let (raw_buffer_bytes, checksum_bytes) =
+        memory_budget(pool_bytes, page_size, spec.tasks, progress)?;
     let io = effective_config(&spec.io, &db.stats().io);
     let runs = RawRuns {
         opts: LadderOpts {
@@ -333,6 +317,36 @@ fn raw_buffer_bytes(
         });
     }
     Ok(pool_bytes.min(usable).max(least_bytes.min(pool_bytes)))
+}
+
+/// The memory the raw runs' buffers spread over and the checksum's region, in bytes: as
+/// usual (the pool's, [`CHECKSUM_REGION_BYTES`]) unless what the process has left says less
+/// (then `progress` says so); refused when not even a page per task fits.
+fn memory_budget(
+    pool_bytes: u64,
+    page_size: usize,
+    tasks: usize,
+    progress: &dyn Fn(&str),
+) -> Result<(u64, usize)> {
+    let least_bytes = (page_size * tasks.max(1)) as u64;
+    let headroom = ringdb_io::limits::memory_headroom();
+    let raw_buffer_bytes = raw_buffer_bytes(pool_bytes, least_bytes, headroom.as_ref())?;
+    let checksum_bytes = usable_bytes(headroom.as_ref())
+        .map_or(CHECKSUM_REGION_BYTES, |usable| {
+            CHECKSUM_REGION_BYTES.min(usable as usize)
+        })
+        .max(page_size);
+    if raw_buffer_bytes < pool_bytes || checksum_bytes < CHECKSUM_REGION_BYTES {
+        progress(&format!(
+            "raw runs' buffers over {:.1} MiB (the pool's: {:.1} MiB), a page's checksum timed over {:.1} MiB (not {} MiB): {} leaves no more",
+            raw_buffer_bytes as f64 / MIB,
+            pool_bytes as f64 / MIB,
+            checksum_bytes as f64 / MIB,
+            CHECKSUM_REGION_BYTES >> 20,
+            within(headroom.as_ref())
+        ));
+    }
+    Ok((raw_buffer_bytes, checksum_bytes))
 }
 
 /// What the calibration's buffers may take of `headroom`: [`LEFT_SHARE`] of what it leaves
