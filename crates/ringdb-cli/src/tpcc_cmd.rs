@@ -41,9 +41,15 @@ pub struct TpccArgs {
     /// across a crash).
     #[arg(long, conflicts_with = "ladder")]
     pub(crate) shards: Option<usize>,
-    /// Concurrent tasks (each runs one transaction at a time; with --shards, in all).
-    #[arg(long, default_value_t = 128)]
-    pub(crate) tasks: usize,
+    /// Concurrent tasks (each runs one transaction at a time; with --shards, in all): the
+    /// paper's 128, say. Without it (and without --terminals-per-warehouse) a run has the
+    /// spec's 10 terminals per warehouse, and the ladder the paper's 128 tasks.
+    #[arg(long, conflicts_with = "terminals_per_warehouse")]
+    pub(crate) tasks: Option<usize>,
+    /// Tasks per warehouse (TPC-C's terminals, each homed at its warehouse; the spec has 10):
+    /// --tasks is then this times the warehouses.
+    #[arg(long)]
+    pub(crate) terminals_per_warehouse: Option<usize>,
     /// How long the run lasts (with --ladder: each step's measured time).
     #[arg(long, default_value = "10s")]
     pub(crate) duration: String,
@@ -151,8 +157,12 @@ pub fn run(a: TpccArgs) -> CmdResult<bool> {
         )?;
         return Ok(checks.passed());
     }
-    eprintln!("tpcc: {scale}, {} tasks, {:?}", a.tasks, settings.duration);
-    let spec = run_spec(&a, &settings);
+    eprintln!(
+        "tpcc: {scale}, {} tasks, {:?}",
+        a.tasks_for(scale.warehouses),
+        settings.duration
+    );
+    let spec = run_spec(&a, &settings, scale.warehouses);
     let report = tpcc::run(&mut db, &tables, &scale, &constants, &spec)?;
     let checks = tpcc::check(&mut db, &tables, &scale)?;
     let stats = db.stats();
@@ -171,10 +181,28 @@ pub fn run(a: TpccArgs) -> CmdResult<bool> {
     Ok(checks.passed())
 }
 
-/// The run the arguments ask for.
-pub(crate) fn run_spec(a: &TpccArgs, settings: &Settings) -> TpccRunSpec {
+/// The tasks of a run the spec's way: 10 terminals per warehouse.
+const TERMINALS_PER_WAREHOUSE: usize = 10;
+/// The tasks of each ladder step: the paper's.
+const LADDER_TASKS: usize = 128;
+
+impl TpccArgs {
+    /// The tasks of a run over `warehouses`: `--tasks`, else `--terminals-per-warehouse`
+    /// (default [`TERMINALS_PER_WAREHOUSE`]) times the warehouses.
+    pub(crate) fn tasks_for(&self, warehouses: u32) -> usize {
+        let terminals = self
+            .terminals_per_warehouse
+            .unwrap_or(TERMINALS_PER_WAREHOUSE);
+        self.tasks
+            .unwrap_or(terminals.saturating_mul(warehouses.max(1) as usize))
+            .max(1)
+    }
+}
+
+/// The run the arguments ask for, over `warehouses`.
+pub(crate) fn run_spec(a: &TpccArgs, settings: &Settings, warehouses: u32) -> TpccRunSpec {
     TpccRunSpec {
-        tasks: a.tasks,
+        tasks: a.tasks_for(warehouses),
         duration: settings.duration,
         max_transactions: a.max_transactions,
         isolation: settings.isolation,
@@ -255,7 +283,7 @@ impl Settings {
             page_size: self.page_size,
             pool_pages: self.pool_pages,
             io: IoConfig {
-                queue_depth: a.tasks.clamp(8, 256) as u32,
+                queue_depth: a.tasks_for(a.warehouses.unwrap_or(1)).clamp(8, 256) as u32,
                 batching: self.batching,
                 fixed_buffers: a.fixedbufs,
                 setup: if self.engine.accepts_uring_switches() {
@@ -278,7 +306,8 @@ impl Settings {
 fn load(a: &TpccArgs, settings: &Settings) -> CmdResult<Value> {
     let scale = settings.scale(a.warehouses.unwrap_or(1));
     scale.validate()?;
-    check_pool(&scale, settings.page_size, settings.pool_pages, a.tasks)?;
+    let tasks = a.tasks_for(scale.warehouses);
+    check_pool(&scale, settings.page_size, settings.pool_pages, tasks)?;
     eprintln!("tpcc: loading {scale}");
     let mut db = LocalDb::open(&a.path, settings.options(a, true)?)?;
     let started = std::time::Instant::now();
@@ -298,7 +327,10 @@ fn run_ladder(a: &TpccArgs, settings: &Settings) -> CmdResult<bool> {
     opts.warehouses_out = a.warehouses_out;
     opts.page_size = settings.page_size;
     opts.pool_pages = settings.pool_pages;
-    opts.tasks = a.tasks;
+    opts.tasks = match (a.tasks, a.terminals_per_warehouse) {
+        (None, None) => LADDER_TASKS,
+        _ => a.tasks_for(opts.warehouses),
+    };
     opts.warmup = parse_duration(&a.warmup)?;
     opts.duration = settings.duration;
     opts.max_transactions = a.max_transactions;

@@ -30,7 +30,7 @@ pub fn run(a: &TpccArgs, settings: &Settings) -> CmdResult<bool> {
             &scale,
             settings.page_size,
             settings.pool_pages / shards,
-            a.tasks.div_ceil(shards),
+            a.tasks_for(scale.warehouses).div_ceil(shards),
         )?;
         eprintln!("tpcc: loading {scale} over {shards} shards");
         let started = std::time::Instant::now();
@@ -56,9 +56,10 @@ pub fn run(a: &TpccArgs, settings: &Settings) -> CmdResult<bool> {
     }
     eprintln!(
         "tpcc: {scale} over {shards} shards, {} tasks, {:?}",
-        a.tasks, settings.duration
+        a.tasks_for(scale.warehouses),
+        settings.duration
     );
-    let spec = run_spec(a, settings);
+    let spec = run_spec(a, settings, scale.warehouses);
     let report = tpcc::run_sharded(&db, &tables, &scale, &constants, &spec)?;
     let checks = tpcc::check_sharded(&db, &tables, &scale)?;
     let stats = db.stats()?;

@@ -136,7 +136,8 @@ fn a_pool_too_small_for_the_hot_set_is_refused_before_loading() {
         "{err}"
     );
     assert!(!dir.join("data.ringdb").exists(), "refused before loading");
-    let out = tpcc(&dir, &["--pool", "256k"]);
+    // The small population's hot set grows with the tasks (each holds its rows' pages).
+    let out = tpcc(&dir, &["--pool", "256k", "--tasks", "128"]);
     assert_refused(&out, "hot set");
 }
 
@@ -349,4 +350,34 @@ fn warehouses_over_two_shards_pass_the_checks_also_after_a_kill_with_the_log_on(
     let batch_log = dir.join(ringdb::BATCH_LOG_FILE);
     kill_and_check(child, &batch_log, Duration::from_millis(1000), &dir, &[]);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Without `--tasks` a run has the spec's 10 terminals per warehouse; `--terminals-per-warehouse`
+/// sets another count; both at once are refused.
+#[test]
+fn tasks_default_to_ten_terminals_per_warehouse() {
+    let dir = fresh_dir("tpcc-terminals");
+    let json = tmp("tpcc-terminals.json");
+    load_small(&dir, &["--warehouses", "2"]);
+    let tasks_of = |extra: &[&str]| {
+        let mut args = vec!["--max-transactions", "50", "--json", json.to_str().unwrap()];
+        args.extend_from_slice(extra);
+        let out = tpcc(&dir, &args);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&json).unwrap()).expect("the JSON report");
+        assert_eq!(v["checks"]["passed"], true);
+        v["run"]["tasks"].as_u64().unwrap()
+    };
+    assert_eq!(tasks_of(&[]), 20, "10 terminals x 2 warehouses");
+    assert_eq!(tasks_of(&["--terminals-per-warehouse", "3"]), 6);
+    assert_eq!(tasks_of(&["--tasks", "7"]), 7);
+    let both = tpcc(&dir, &["--tasks", "7", "--terminals-per-warehouse", "3"]);
+    assert!(!both.status.success(), "both counts at once are refused");
+    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_file(&json);
 }
