@@ -33,7 +33,9 @@ async fn terminal(
         for attempt in 1..=ATTEMPTS_MAX {
             match tpcc::execute(&h, &tables, &input, Isolation::Serializable, timestamp).await {
                 Ok(_) => break,
-                Err(TpccError::Conflict { timestamp: first }) if attempt < ATTEMPTS_MAX => {
+                Err(TpccError::Conflict {
+                    timestamp: first, ..
+                }) if attempt < ATTEMPTS_MAX => {
                     conflicts.set(conflicts.get() + 1);
                     timestamp = Some(first);
                 }

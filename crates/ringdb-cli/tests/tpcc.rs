@@ -87,6 +87,16 @@ fn a_run_with_128_tasks_passes_the_checks_and_runs_every_type() {
         let finished = t["committed"].as_u64().unwrap() + t["rolled_back"].as_u64().unwrap();
         assert!(finished > 0, "{} never ran: {text}", t["kind"]);
         assert!(t["lat_us"]["p99"].as_f64().unwrap() > 0.0, "{}", t["kind"]);
+        // Every conflict is counted under one cause (a table and a lock).
+        let causes = t["conflict_causes"].as_array().unwrap();
+        let by_cause: u64 = causes
+            .iter()
+            .map(|c| c["conflicts"].as_u64().unwrap())
+            .sum();
+        assert_eq!(by_cause, t["conflicts"].as_u64().unwrap(), "{}", t["kind"]);
+        assert!(causes
+            .iter()
+            .all(|c| c["table"].as_str().unwrap().starts_with("tpcc.")));
     }
     // --check on the database the run left.
     let out = tpcc(&dir, &["--check"]);

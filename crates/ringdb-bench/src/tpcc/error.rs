@@ -3,7 +3,7 @@
 //! NewOrder rollback is no error at all but an outcome (`TxOutcome::RolledBack`).
 
 use super::codec::RowError;
-use ringdb::{TxnError, TxnTimestamp};
+use ringdb::{ConflictWith, TableId, TxnError, TxnTimestamp};
 
 /// Why a TPC-C transaction did not commit.
 #[non_exhaustive]
@@ -15,6 +15,8 @@ pub enum TpccError {
     Conflict {
         /// The transaction's timestamp, to retry with.
         timestamp: TxnTimestamp,
+        /// The table of the lock it met and what the older transaction held there.
+        cause: Option<(TableId, ConflictWith)>,
     },
 
     /// The transaction API failed (a read or the commit's write).

@@ -12,7 +12,7 @@ use super::stock_level::stock_level;
 use super::tables::TpccTables;
 use super::txn::{PlacedContext, TpccTxn};
 use ringdb::{Db, DbHandle, DbTransaction, Transaction};
-use ringdb::{Isolation, TxnTimestamp};
+use ringdb::{Isolation, TableId, TxnTimestamp};
 
 /// How a transaction ended when it did not fail.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
@@ -128,16 +128,18 @@ pub(crate) async fn execute_in(
 /// Runs `input` (only `district`'s part of a Delivery, when given) as one transaction of
 /// `db` across its shards, placed as `context` says, with `Db::transaction_async`: the
 /// engine retries a conflict (with the first attempt's timestamp) and commits. Returns the
-/// outcome and the attempts that were retried.
+/// outcome and the attempts that were retried; `on_conflict` gets each retried attempt's
+/// cause (`None`: a conflict the body never saw, met while the commit ran).
 pub(crate) async fn execute_placed(
     db: &Db,
     context: &PlacedContext,
     input: &TxInput,
-    options: TxOptions,
-    district: Option<u32>,
+    (options, district): (TxOptions, Option<u32>),
+    on_conflict: &dyn Fn(Option<(TableId, ringdb::ConflictWith)>),
 ) -> Result<(TxOutcome, u64), TpccError> {
     input.validate()?;
     let mut attempts = 0u64;
+    let mut seen = 0u64;
     let mut spanned = false;
     let tables = &context.tables;
     let committed = db
@@ -149,6 +151,12 @@ pub(crate) async fn execute_placed(
             let mut tpcc = TpccTxn::placed(txn, context);
             let done = run_body(&mut tpcc, tables, input, options, attempts == 1, district).await;
             spanned = tpcc.reached_elsewhere();
+            if let Err(TpccError::Txn(e)) = &done {
+                if e.is_conflict() {
+                    seen += 1;
+                    on_conflict(conflict_cause(e));
+                }
+            }
             match done? {
                 TxOutcome::Committed => Ok(()),
                 // An error out of the body aborts the transaction (and is no conflict).
@@ -166,6 +174,7 @@ pub(crate) async fn execute_placed(
         context.spanning_commits.set(commits);
     }
     assert!(attempts >= 1, "the body ran");
+    (seen..attempts - 1).for_each(|_| on_conflict(None));
     Ok((outcome, attempts - 1))
 }
 
@@ -214,10 +223,21 @@ async fn run_choice(
     }
 }
 
+/// The table and the lock of a conflict, when `error` is one that names them.
+pub(crate) fn conflict_cause(error: &ringdb::TxnError) -> Option<(TableId, ringdb::ConflictWith)> {
+    match error {
+        ringdb::TxnError::Conflict { table, with, .. } => Some((*table, *with)),
+        _ => None,
+    }
+}
+
 /// A transaction-API conflict as [`TpccError::Conflict`] with the timestamp to retry with.
 fn conflict_or(e: TpccError, timestamp: TxnTimestamp) -> TpccError {
     match e {
-        TpccError::Txn(t) if t.is_conflict() => TpccError::Conflict { timestamp },
+        TpccError::Txn(t) if t.is_conflict() => TpccError::Conflict {
+            timestamp,
+            cause: conflict_cause(&t),
+        },
         e => e,
     }
 }

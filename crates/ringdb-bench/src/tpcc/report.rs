@@ -26,6 +26,8 @@ pub struct TxTypeReport {
     pub conflicts: u64,
     /// Conflicts over attempts (attempts = conflicts + committed + rolled back).
     pub conflict_rate: f64,
+    /// The conflicts by cause, most first.
+    pub conflict_causes: Vec<ConflictCause>,
     /// Rollbacks over finished transactions (committed + rolled back).
     pub rollback_rate: f64,
     /// Latency from the first attempt to the commit or rollback, microseconds.
@@ -43,6 +45,7 @@ impl TxTypeReport {
             rolled_back: counters.rolled_back,
             conflicts: counters.conflicts,
             conflict_rate: ratio(counters.conflicts, attempts),
+            conflict_causes: ConflictCause::of(counters),
             rollback_rate: ratio(counters.rolled_back, finished),
             lat_us: counters.latency.summary(),
         }
@@ -52,6 +55,49 @@ impl TxTypeReport {
     pub fn finished(&self) -> u64 {
         self.committed + self.rolled_back
     }
+}
+
+/// Conflicts of one cause: the table and the lock the losing transaction met there, or "at
+/// commit" / "a part" for one met while a commit across shards ran.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ConflictCause {
+    /// The table (`tpcc.stock`, ...).
+    pub table: String,
+    /// The lock the older transaction held or waited for there.
+    pub lock: String,
+    /// Conflicts of this cause.
+    pub conflicts: u64,
+}
+
+impl ConflictCause {
+    /// `counters`' causes, most first.
+    fn of(counters: &TypeCounters) -> Vec<ConflictCause> {
+        let mut causes: Vec<ConflictCause> = (counters.causes.iter())
+            .map(|(&(table, lock), &conflicts)| ConflictCause {
+                table: table.to_string(),
+                lock: lock.to_string(),
+                conflicts,
+            })
+            .collect();
+        causes.sort_by_key(|c| std::cmp::Reverse(c.conflicts));
+        causes
+    }
+}
+
+/// The conflicts of every type by cause, most first, as one line of text (at most
+/// `CAUSES_SHOWN` causes).
+fn causes_line(per_type: &[TxTypeReport]) -> Option<String> {
+    const CAUSES_SHOWN: usize = 6;
+    let mut all = std::collections::BTreeMap::<(&str, &str), u64>::new();
+    for cause in per_type.iter().flat_map(|t| &t.conflict_causes) {
+        *all.entry((&cause.table, &cause.lock)).or_default() += cause.conflicts;
+    }
+    let mut all: Vec<_> = all.into_iter().collect();
+    all.sort_by_key(|a| std::cmp::Reverse(a.1));
+    let shown: Vec<String> = (all.iter().take(CAUSES_SHOWN))
+        .map(|((table, lock), n)| format!("{table} {lock} {n}"))
+        .collect();
+    (!shown.is_empty()).then(|| format!("  conflicts by cause: {}\n", shown.join(", ")))
 }
 
 /// `part / whole`, 0 when `whole` is 0.
@@ -202,6 +248,9 @@ impl TpccRunReport {
         ));
         for t in &self.per_type {
             s.push_str(&type_row(t));
+        }
+        if let Some(line) = causes_line(&self.per_type) {
+            s.push_str(&line);
         }
         let seconds: Vec<String> = self.per_second.iter().map(u64::to_string).collect();
         s.push_str(&format!("  tx per second: {}\n", seconds.join(" ")));

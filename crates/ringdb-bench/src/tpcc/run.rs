@@ -195,6 +195,30 @@ pub(crate) fn kind_index(kind: TxKind) -> usize {
     }
 }
 
+/// A conflict's cause as the report counts it: the table and the lock the transaction met
+/// there, or ("at commit", "a part") for one its body never saw (a part on another shard that
+/// died while the commit ran).
+pub(crate) type CauseKey = (&'static str, &'static str);
+
+/// The [`CauseKey`] of a conflict whose error named `cause`.
+pub(crate) fn cause_key(
+    tables: &TpccTables,
+    cause: Option<(ringdb::TableId, ringdb::ConflictWith)>,
+) -> CauseKey {
+    use ringdb::ConflictWith;
+    let Some((table, with)) = cause else {
+        return ("at commit", "a part");
+    };
+    let lock = match with {
+        ConflictWith::SharedKey => "shared key lock",
+        ConflictWith::ExclusiveKey => "exclusive key lock",
+        ConflictWith::Range => "range lock",
+        ConflictWith::Queued => "queued first",
+        _ => "another lock",
+    };
+    (tables.name_of(table), lock)
+}
+
 /// What the tasks of one transaction type counted.
 #[derive(Default)]
 pub(crate) struct TypeCounters {
@@ -204,6 +228,8 @@ pub(crate) struct TypeCounters {
     pub(crate) rolled_back: u64,
     /// Attempts that lost a conflict and were retried.
     pub(crate) conflicts: u64,
+    /// Those conflicts by cause (bounded: a table name and a lock kind of a few each).
+    pub(crate) causes: std::collections::BTreeMap<CauseKey, u64>,
     /// Latency from the first attempt to the commit (or the rollback), nanoseconds.
     pub(crate) latency: LatencyHist,
 }
@@ -273,6 +299,12 @@ impl Shared {
         }
         per_second[second] += 1;
         (finished, elapsed)
+    }
+
+    /// Counts the cause of one conflict a transaction of `kind` lost.
+    pub(crate) fn note_conflict(&self, kind: TxKind, cause: CauseKey) {
+        let mut per_type = self.per_type.borrow_mut();
+        *per_type[kind_index(kind)].causes.entry(cause).or_default() += 1;
     }
 
     /// Keeps the run's first error and stops every task.
@@ -499,7 +531,11 @@ async fn run_part(
         prefetch: context.prefetch,
     };
     if let Some(placed) = &context.placed {
-        let run = execute_placed(&placed.db, placed, input, options, district);
+        let note = |cause| {
+            let key = cause_key(tables, cause);
+            context.shared.note_conflict(input.kind(), key)
+        };
+        let run = execute_placed(&placed.db, placed, input, (options, district), &note);
         return Ok(run.await?);
     }
     for attempt in 0..MAX_ATTEMPTS {
@@ -508,7 +544,12 @@ async fn run_part(
         let run = execute_in(txn, tables, input, options, first_attempt, district);
         match run.await {
             Ok(outcome) => return Ok((outcome, attempt as u64)),
-            Err(TpccError::Conflict { timestamp: first }) => {
+            Err(TpccError::Conflict {
+                timestamp: first,
+                cause,
+            }) => {
+                let key = cause_key(tables, cause);
+                context.shared.note_conflict(input.kind(), key);
                 timestamp = Some(first);
                 // Let the older transaction that won go on before this one tries again.
                 ringdb_io::yield_now().await;
@@ -589,6 +630,9 @@ impl RunOutcome {
             mine.committed += theirs.committed;
             mine.rolled_back += theirs.rolled_back;
             mine.conflicts += theirs.conflicts;
+            for (cause, count) in theirs.causes {
+                *mine.causes.entry(cause).or_default() += count;
+            }
             mine.latency.merge(&theirs.latency);
         }
         if self.per_second.len() < other.per_second.len() {

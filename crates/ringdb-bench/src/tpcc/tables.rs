@@ -79,6 +79,27 @@ impl TpccTables {
         }
     }
 
+    /// The name of table `id` (one of [`TABLE_NAMES`]), "another table" for any other id.
+    pub(crate) fn name_of(&self, id: TableId) -> &'static str {
+        let ids = [
+            self.warehouse,
+            self.district,
+            self.customer,
+            self.customer_by_name,
+            self.history,
+            self.new_order,
+            self.order,
+            self.order_by_customer,
+            self.order_line,
+            self.item,
+            self.stock,
+            self.meta,
+        ];
+        ids.iter()
+            .position(|&t| t == id)
+            .map_or("another table", |i| TABLE_NAMES[i])
+    }
+
     /// Creates the tables (or finds them: creating is idempotent).
     pub(crate) fn create(db: &mut LocalDb) -> Result<Self> {
         let mut ids = [TableId::DEFAULT; 12];
