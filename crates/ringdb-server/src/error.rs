@@ -16,6 +16,12 @@ pub enum ServeError {
         /// The system's error.
         source: std::io::Error,
     },
+    /// The table of large values' chunks could not be opened or created.
+    #[error("cannot open the table of large values: {source}")]
+    Chunks {
+        /// The engine's error.
+        source: ringdb::WriteError,
+    },
     /// A worker's io_uring could not be set up (io_uring disabled, blocked by seccomp, or
     /// out of locked memory), or a worker failed.
     #[error("network worker: {source} (io_uring is required by ringdb serve)")]

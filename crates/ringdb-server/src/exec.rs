@@ -9,6 +9,7 @@
 //! wait for durability, however long the pipeline. Groups of different shards run at once.
 //! Other commands (the connection's, the whole database's) end the segment and run in order.
 
+use crate::chunks::{Anywhere, Chunks, KEPT_CHANGING};
 use crate::command::{errors, plan, run_session, After, Combine, KeyOp, Plan, Reply, Session};
 use crate::shared::ServerShared;
 use crate::value::now_ms;
@@ -76,7 +77,7 @@ pub async fn run_batch(
     while let Some(request) = requests.next() {
         run += 1;
         if run.is_multiple_of(BUDGET_CHECK_REQUESTS) {
-            flush(&db, &mut segment, &session, &mut replies).await;
+            flush(&db, &shared, &mut segment, &session, &mut replies).await;
             if replies.len() > reply_budget {
                 let mut leftover = vec![request];
                 leftover.extend(requests);
@@ -92,12 +93,12 @@ pub async fn run_batch(
             .commands
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         if !session.authenticated && !allowed_unauthenticated(&request[0]) {
-            flush(&db, &mut segment, &session, &mut replies).await;
+            flush(&db, &shared, &mut segment, &session, &mut replies).await;
             write_reply(&Reply::error(errors::NO_AUTH), &session, &mut replies);
             continue;
         }
         if session.queued.is_some() && !runs_inside_multi(&request[0]) {
-            flush(&db, &mut segment, &session, &mut replies).await;
+            flush(&db, &shared, &mut segment, &session, &mut replies).await;
             let reply = queue(&db, &mut session, request);
             write_reply(&reply, &session, &mut replies);
             continue;
@@ -105,7 +106,7 @@ pub async fn run_batch(
         match plan(request, |key| db.shard_of(key)) {
             Plan::Keys { ops, combine } => segment.commands.push((ops, combine)),
             other => {
-                flush(&db, &mut segment, &session, &mut replies).await;
+                flush(&db, &shared, &mut segment, &session, &mut replies).await;
                 let (reply, stop) = run_other(&db, &shared, &mut session, other).await;
                 write_reply(&reply, &session, &mut replies);
                 if stop {
@@ -115,7 +116,7 @@ pub async fn run_batch(
             }
         }
     }
-    flush(&db, &mut segment, &session, &mut replies).await;
+    flush(&db, &shared, &mut segment, &session, &mut replies).await;
     BatchOutcome {
         session,
         replies,
@@ -184,22 +185,28 @@ async fn exec(
         match plan(request, |key| db.shard_of(key)) {
             Plan::Keys { ops, combine } => segment.commands.push((ops, combine)),
             other => {
-                items.extend(run_segment(db, std::mem::take(&mut segment)).await);
+                items.extend(run_segment(db, &shared.chunks, std::mem::take(&mut segment)).await);
                 let (reply, _) = Box::pin(run_other(db, shared, session, other)).await;
                 items.push(reply);
             }
         }
     }
-    items.extend(run_segment(db, segment).await);
+    items.extend(run_segment(db, &shared.chunks, segment).await);
     Reply::Array(items)
 }
 
 /// Runs the segment and appends its replies.
-async fn flush(db: &Db, segment: &mut Segment, session: &Session, out: &mut Vec<u8>) {
+async fn flush(
+    db: &Db,
+    shared: &ServerShared,
+    segment: &mut Segment,
+    session: &Session,
+    out: &mut Vec<u8>,
+) {
     if segment.commands.is_empty() {
         return;
     }
-    for reply in run_segment(db, std::mem::take(segment)).await {
+    for reply in run_segment(db, &shared.chunks, std::mem::take(segment)).await {
         write_reply(&reply, session, out);
     }
 }
@@ -208,7 +215,7 @@ async fn flush(db: &Db, segment: &mut Segment, session: &Session, out: &mut Vec<
 type ShardGroup = (Vec<(usize, usize)>, Vec<KeyOp>);
 
 /// The replies of a segment's commands, in order.
-async fn run_segment(db: &Db, segment: Segment) -> Vec<Reply> {
+async fn run_segment(db: &Db, chunks: &Chunks, segment: Segment) -> Vec<Reply> {
     let shards = db.shard_count();
     // Per shard: the (command, operation) positions and the operations.
     let mut groups: Vec<ShardGroup> = vec![(Vec::new(), Vec::new()); shards];
@@ -227,9 +234,9 @@ async fn run_segment(db: &Db, segment: Segment) -> Vec<Reply> {
         .filter(|(_, (positions, _))| !positions.is_empty())
         .map(|(shard, (positions, ops))| async move {
             let replies = if ops.iter().any(|op| op.writes) {
-                crate::hop::run_on_shard(db, shard, ops).await
+                crate::hop::run_on_shard(db, chunks, shard, ops).await
             } else {
-                read_here(db, ops).await
+                read_here(db, chunks, shard, ops).await
             };
             (positions, replies)
         });
@@ -254,22 +261,40 @@ async fn run_segment(db: &Db, segment: Segment) -> Vec<Reply> {
         .collect()
 }
 
-/// Reads on the worker's thread: each key read in place where its page is in the pool.
-async fn read_here(db: &Db, ops: Vec<KeyOp>) -> Vec<Reply> {
+/// Reads on the worker's thread: each key read in place where its page is in the pool. A
+/// large value that kept changing under the read is read again on its shard, under its lock.
+async fn read_here(db: &Db, chunks: &Chunks, shard: usize, ops: Vec<KeyOp>) -> Vec<Reply> {
     let mut replies = Vec::with_capacity(ops.len());
-    for op in ops {
+    let mut again = Vec::new();
+    for (index, op) in ops.iter().enumerate() {
         debug_assert!(!op.writes);
-        let reply = match db.get_async(&op.key).await {
-            Ok(value) => {
-                let now = now_ms();
-                match crate::apply::live(value.as_deref(), now) {
-                    Ok(current) => (op.run)(&op.arguments, current, now).reply,
-                    Err(reply) => reply,
-                }
+        let now = now_ms();
+        let reply = match chunks.load(&Anywhere(chunks), &op.key, now).await {
+            Ok(loaded) => match crate::apply::live(loaded.value.as_deref(), now) {
+                Ok(current) => (op.run)(&op.arguments, current, now).reply,
+                Err(reply) => reply,
+            },
+            Err(Reply::Error(text)) if text == KEPT_CHANGING => {
+                // Marked as writing so the shard locks the key; the function writes nothing.
+                again.push((
+                    index,
+                    KeyOp {
+                        writes: true,
+                        ..op.clone()
+                    },
+                ));
+                Reply::Null
             }
-            Err(error) => Reply::error(format!("ERR read failed: {error}")),
+            Err(reply) => reply,
         };
         replies.push(reply);
+    }
+    if !again.is_empty() {
+        let (positions, ops): (Vec<usize>, Vec<KeyOp>) = again.into_iter().unzip();
+        let locked = crate::hop::run_on_shard(db, chunks, shard, ops).await;
+        for (index, reply) in positions.into_iter().zip(locked) {
+            replies[index] = reply;
+        }
     }
     replies
 }

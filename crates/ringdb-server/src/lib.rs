@@ -14,6 +14,8 @@
 //!   the expired ones.
 //! - `value.rs`: values carry their type and expiry deadline in a 9-byte header, logged with
 //!   the value, so an expiry is as durable as the write that set it.
+//! - `chunks.rs`: a value too large for one B+tree record is a header and chunks on the same
+//!   shard, written in one batch, read without tearing from any thread.
 //!
 //! Replies to writes are sent after the write is durable (per the database's durability
 //! mode): `--durability fdatasync` is Redis's `appendfsync always` with group commit.
@@ -29,6 +31,7 @@
 #![deny(missing_docs)]
 
 mod apply;
+mod chunks;
 mod command;
 mod config;
 mod error;
@@ -81,7 +84,8 @@ impl Server {
         };
         let listen = config.listen;
         let (interval, chunk) = (config.sweep_interval, config.sweep_chunk_keys);
-        let shared = Arc::new(ServerShared::new(config));
+        let chunks = chunks::Chunks::open(&db).map_err(|source| ServeError::Chunks { source })?;
+        let shared = Arc::new(ServerShared::new(config, chunks));
         let threads = net::start_workers(&db, &shared, workers, listen, unix)?;
         let sweeper = match sweep::start(db.clone(), shared.clone(), interval, chunk) {
             Ok(sweeper) => sweeper,

@@ -1,6 +1,7 @@
 //! What every worker of a server shares: the settings that may change at run time, the
 //! counters INFO reports, the client ids and the shutdown flag.
 
+use crate::chunks::Chunks;
 use crate::config::ServerConfig;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
@@ -24,6 +25,8 @@ pub struct ServerShared {
     pub output_limit_closes: AtomicU64,
     /// Expired keys the sweep removed.
     pub expired_keys: AtomicU64,
+    /// Where values too large for one record keep their chunks.
+    pub chunks: Chunks,
     next_client_id: AtomicU64,
     last_save_secs: AtomicU64,
     shutdown: AtomicBool,
@@ -32,7 +35,7 @@ pub struct ServerShared {
 
 impl ServerShared {
     /// The shared state of a server with `config`.
-    pub fn new(config: ServerConfig) -> ServerShared {
+    pub fn new(config: ServerConfig, chunks: Chunks) -> ServerShared {
         ServerShared {
             config: Mutex::new(config),
             started: Instant::now(),
@@ -43,6 +46,7 @@ impl ServerShared {
             protocol_errors: AtomicU64::new(0),
             output_limit_closes: AtomicU64::new(0),
             expired_keys: AtomicU64::new(0),
+            chunks,
             next_client_id: AtomicU64::new(1),
             last_save_secs: AtomicU64::new(crate::value::now_ms() / 1000),
             shutdown: AtomicBool::new(false),

@@ -4,7 +4,7 @@
 //! nobody reads again. A full pass over N keys takes N / chunk intervals.
 
 use crate::shared::ServerShared;
-use crate::value::{now_ms, Stored};
+use crate::value::{now_ms, Physical};
 use ringdb::Db;
 use std::ops::Bound;
 use std::sync::atomic::Ordering;
@@ -52,7 +52,7 @@ fn sweep_chunk(
             return None;
         };
         seen += 1;
-        if Stored::decode(&value).is_ok_and(|stored| stored.expired_at(now)) {
+        if Physical::decode(&value).is_ok_and(|physical| physical.expired_at(now)) {
             expired[db.shard_of(&key)].push(key.clone());
         }
         last = Some(key);
@@ -62,9 +62,10 @@ fn sweep_chunk(
         .enumerate()
         .filter(|(_, keys)| !keys.is_empty())
     {
+        let chunks = shared.chunks.clone();
         let removed = db.run_on(shard, move |shard| {
             let handle = shard.local().clone();
-            async move { crate::apply::sweep(handle, keys).await }
+            async move { crate::apply::sweep(chunks, handle, keys).await }
         });
         if let Ok(Ok(removed)) = removed {
             shared

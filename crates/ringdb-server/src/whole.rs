@@ -3,10 +3,11 @@
 //! (iterators merged across shards, batches atomic across shards), so they run on a helper
 //! thread while the worker goes on serving its other connections.
 
+use crate::chunks::Chunks;
 use crate::command::{Reply, Session, WholeDb};
 use crate::glob;
 use crate::shared::ServerShared;
-use crate::value::{encode, now_ms, Kind, Stored};
+use crate::value::{encode, now_ms, Kind, Physical};
 use ringdb::{Db, WriteBatch};
 use std::future::Future;
 use std::pin::Pin;
@@ -72,9 +73,9 @@ fn live_keys(db: &Db, start: Option<Vec<u8>>, limit: usize) -> Result<Vec<(Vec<u
     };
     for pair in range {
         let (key, value) = pair.map_err(|e| failed("scan", e))?;
-        if let Ok(stored) = Stored::decode(&value) {
-            if !stored.expired_at(now) {
-                keys.push((key, stored.kind));
+        if let Ok(physical) = Physical::decode(&value) {
+            if !physical.expired_at(now) {
+                keys.push((key, physical.kind()));
             }
         }
         if keys.len() >= limit {
@@ -123,7 +124,10 @@ pub async fn run_whole(
             })
             .await
         }
-        WholeDb::Flush => on_helper(move || flush_all(&db)).await,
+        WholeDb::Flush => {
+            let chunks = shared.chunks.clone();
+            on_helper(move || flush_all(&db, &chunks)).await
+        }
         WholeDb::Save => {
             let reply = on_helper(move || {
                 db.flush()
@@ -136,23 +140,19 @@ pub async fn run_whole(
             reply
         }
         WholeDb::MsetAcross(pairs) => {
-            on_helper(move || {
-                let mut batch = WriteBatch::new();
-                for (key, value) in &pairs {
-                    batch.put(key, &encode(Kind::String, None, value));
-                }
-                db.write(&batch)
-                    .map_or_else(|e| failed("write", e), |()| Reply::Ok)
-            })
-            .await
+            let chunks = shared.chunks.clone();
+            on_helper(move || mset(&db, &chunks, pairs, false)).await
         }
-        WholeDb::MsetNx(pairs) => on_helper(move || msetnx(&db, pairs)).await,
+        WholeDb::MsetNx(pairs) => {
+            let chunks = shared.chunks.clone();
+            on_helper(move || mset(&db, &chunks, pairs, true)).await
+        }
         WholeDb::Info(sections) => crate::info::info(&db, shared, &sections),
     }
 }
 
-/// Deletes every key, a batch at a time.
-fn flush_all(db: &Db) -> Reply {
+/// Deletes every key (and the chunks of large values), a batch at a time.
+fn flush_all(db: &Db, chunks: &Chunks) -> Reply {
     // Each pass deletes up to a batch; the loop ends when a pass finds nothing, and each pass
     // removes what it found, so it is bounded by the keys present at the start plus those
     // written meanwhile.
@@ -160,7 +160,12 @@ fn flush_all(db: &Db) -> Reply {
         let mut batch = WriteBatch::new();
         for pair in db.range::<&[u8], _>(..).take(FLUSH_BATCH_KEYS) {
             match pair {
-                Ok((key, _)) => {
+                Ok((key, value)) => {
+                    if let Some(header) = Chunks::header_of(&value) {
+                        if let Err(reply) = chunks.delete(&mut batch, &key, &header) {
+                            return reply;
+                        }
+                    }
                     batch.delete(&key);
                 }
                 Err(error) => return failed("flush", error),
@@ -175,28 +180,41 @@ fn flush_all(db: &Db) -> Reply {
     }
 }
 
-/// MSETNX: 1 and all set if no key exists, else 0 and nothing set.
-fn msetnx(db: &Db, pairs: Vec<(Vec<u8>, Vec<u8>)>) -> Reply {
+/// MSET over several shards, or MSETNX (`only_new`: 1 and all set if no key exists, else 0
+/// and nothing set): one batch, atomic across shards, that also deletes the chunks of the
+/// large values it replaces.
+fn mset(db: &Db, chunks: &Chunks, pairs: Vec<(Vec<u8>, Vec<u8>)>, only_new: bool) -> Reply {
     let keys: Vec<&[u8]> = pairs.iter().map(|(key, _)| key.as_slice()).collect();
     let now = now_ms();
-    match db.multi_get(&keys) {
+    let old = match db.multi_get(&keys) {
         Err(error) => return failed("read", error),
-        Ok(values) => {
-            let live = values
-                .iter()
-                .flatten()
-                .any(|value| Stored::decode(value).map_or(true, |stored| !stored.expired_at(now)));
-            if live {
-                return Reply::Integer(0);
-            }
-        }
+        Ok(values) => values,
+    };
+    let live = old
+        .iter()
+        .flatten()
+        .any(|value| Physical::decode(value).map_or(true, |physical| !physical.expired_at(now)));
+    if only_new && live {
+        return Reply::Integer(0);
     }
     let mut batch = WriteBatch::new();
-    for (key, value) in &pairs {
-        batch.put(key, &encode(Kind::String, None, value));
+    for ((key, value), old) in pairs.iter().zip(&old) {
+        let written = match old.as_deref().and_then(Chunks::header_of) {
+            Some(header) => chunks.delete(&mut batch, key, &header),
+            None => Ok(()),
+        }
+        .and_then(|()| chunks.put(&mut batch, key, &encode(Kind::String, None, value)));
+        if let Err(reply) = written {
+            return reply;
+        }
     }
+    let done = if only_new {
+        Reply::Integer(1)
+    } else {
+        Reply::Ok
+    };
     db.write(&batch)
-        .map_or_else(|e| failed("write", e), |()| Reply::Integer(1))
+        .map_or_else(|e| failed("write", e), |()| done)
 }
 
 /// SCAN cursor [MATCH pattern] [COUNT n] [TYPE type]: a cursor names the last key returned

@@ -409,3 +409,203 @@ fn a_unix_socket_serves_as_tcp_does() {
     server.wait().expect("stops");
     let _ = std::fs::remove_file(&socket);
 }
+
+/// One reply, as far as the large-value tests need.
+#[derive(Debug, PartialEq)]
+enum Resp {
+    Simple(String),
+    Error(String),
+    Integer(i64),
+    Bulk(Option<Vec<u8>>),
+}
+
+impl Client {
+    /// Sends one command of byte strings and reads its reply (no arrays).
+    fn call(&mut self, words: &[&[u8]]) -> Resp {
+        let mut wire = format!("*{}\r\n", words.len()).into_bytes();
+        for word in words {
+            wire.extend_from_slice(format!("${}\r\n", word.len()).as_bytes());
+            wire.extend_from_slice(word);
+            wire.extend_from_slice(b"\r\n");
+        }
+        self.stream.write_all(&wire).unwrap();
+        let line = self.read_line();
+        let text = String::from_utf8_lossy(&line[1..]).to_string();
+        match line[0] {
+            b'+' => Resp::Simple(text),
+            b'-' => Resp::Error(text),
+            b':' => Resp::Integer(text.parse().expect("integer")),
+            b'$' if text == "-1" => Resp::Bulk(None),
+            b'$' => {
+                let length: usize = text.parse().expect("length");
+                let mut body = vec![0u8; length + 2];
+                self.stream.read_exact(&mut body).expect("bulk");
+                body.truncate(length);
+                Resp::Bulk(Some(body))
+            }
+            other => panic!("unexpected reply type {}", other as char),
+        }
+    }
+
+    /// A line without its CRLF, read a byte at a time (replies here are short).
+    fn read_line(&mut self) -> Vec<u8> {
+        let mut line = Vec::new();
+        let mut byte = [0u8; 1];
+        while !line.ends_with(b"\r\n") {
+            self.stream.read_exact(&mut byte).expect("reply line");
+            line.push(byte[0]);
+        }
+        line.truncate(line.len() - 2);
+        line
+    }
+}
+
+/// `length` bytes that say where they are (a torn or shifted value does not look whole).
+fn pattern(seed: u8, length: usize) -> Vec<u8> {
+    (0..length)
+        .map(|i| seed.wrapping_add((i % 251) as u8))
+        .collect()
+}
+
+fn chunks_left(db: &Db) -> usize {
+    db.table("ringdb-server.chunks")
+        .expect("the chunk table")
+        .range::<&[u8], _>(..)
+        .count()
+}
+
+#[test]
+fn values_larger_than_a_record_work_and_leave_no_chunk_behind() {
+    let dir = temp_dir("large");
+    let config = ServerConfig {
+        sweep_interval: Duration::from_millis(20),
+        ..local_config()
+    };
+    let (server, address) = start_with(open(&dir, true), config.clone());
+    let mut client = Client::connect(address);
+    let big = pattern(1, 100_000);
+    assert_eq!(
+        client.call(&[b"SET", b"big", &big]),
+        Resp::Simple("OK".into())
+    );
+    assert_eq!(
+        client.call(&[b"GET", b"big"]),
+        Resp::Bulk(Some(big.clone()))
+    );
+    assert_eq!(
+        client.call(&[b"APPEND", b"big", b"tail"]),
+        Resp::Integer(100_004)
+    );
+    assert_eq!(client.call(&[b"STRLEN", b"big"]), Resp::Integer(100_004));
+    let range = client.call(&[b"GETRANGE", b"big", b"99998", b"-1"]);
+    assert_eq!(range, Resp::Bulk(Some([&big[99_998..], b"tail"].concat())));
+    // MSET across both shards, a key on each, replacing a large value with a small one.
+    let medium = pattern(2, 5_000);
+    let mset: Vec<&[u8]> = vec![b"MSET", b"m:a", &medium, b"m:b", &big, b"m:c", b"x"];
+    assert_eq!(client.call(&mset), Resp::Simple("OK".into()));
+    assert_eq!(
+        client.call(&[b"MSET", b"m:b", b"small"]),
+        Resp::Simple("OK".into())
+    );
+    assert_eq!(
+        client.call(&[b"GET", b"m:a"]),
+        Resp::Bulk(Some(medium.clone()))
+    );
+    assert_eq!(
+        client.call(&[b"SET", b"gone", &big, b"PX", b"100"]),
+        Resp::Simple("OK".into())
+    );
+    assert_eq!(
+        client.call(&[b"TYPE", b"big"]),
+        Resp::Simple("string".into())
+    );
+    drop(client);
+    server.shutdown();
+    server.wait().expect("stops");
+    whole_after_a_restart_and_gone_after_deletes(&dir, config, &big, &medium);
+}
+
+/// The large values of the test above survive a restart, whole; then every large value goes
+/// away, and its chunks with it.
+fn whole_after_a_restart_and_gone_after_deletes(
+    dir: &PathBuf,
+    config: ServerConfig,
+    big: &[u8],
+    medium: &[u8],
+) {
+    let db = open(dir, false);
+    let (server, address) = start_with(db.clone(), config);
+    let mut client = Client::connect(address);
+    let appended = [big, b"tail"].concat();
+    assert_eq!(client.call(&[b"GET", b"big"]), Resp::Bulk(Some(appended)));
+    assert_eq!(
+        client.call(&[b"GET", b"m:a"]),
+        Resp::Bulk(Some(medium.to_vec()))
+    );
+    assert_eq!(
+        client.call(&[b"GET", b"m:b"]),
+        Resp::Bulk(Some(b"small".to_vec()))
+    );
+    assert!(chunks_left(&db) > 0);
+    assert_eq!(client.call(&[b"DEL", b"big", b"m:a"]), Resp::Integer(2));
+    // The expired one is swept (or already was): its chunks go with it.
+    let mut left = usize::MAX;
+    for _ in 0..100 {
+        left = chunks_left(&db);
+        if left == 0 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(left, 0, "chunks of deleted and expired values are left");
+    assert_eq!(client.call(&[b"GET", b"gone"]), Resp::Bulk(None));
+    server.shutdown();
+    server.wait().expect("stops");
+}
+
+#[test]
+fn readers_of_a_large_value_never_see_a_torn_one() {
+    let dir = temp_dir("large-race");
+    let (server, address) = start_with(open(&dir, true), local_config());
+    let lengths = [1_500usize, 7_000, 30_000];
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let readers: Vec<_> = (0..2)
+        .map(|_| {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let mut client = Client::connect(address);
+                let mut whole = 0usize;
+                // Until the writer is done (it stops after a bounded number of writes).
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    match client.call(&[b"GET", b"hot"]) {
+                        Resp::Bulk(None) => {}
+                        Resp::Bulk(Some(value)) => {
+                            let seed = value[0];
+                            assert!(lengths.contains(&value.len()), "length {}", value.len());
+                            assert_eq!(value, pattern(seed, value.len()), "a torn value");
+                            whole += 1;
+                        }
+                        other => panic!("unexpected {other:?}"),
+                    }
+                }
+                whole
+            })
+        })
+        .collect();
+    let mut writer = Client::connect(address);
+    for round in 0..600usize {
+        let value = pattern(round as u8, lengths[round % lengths.len()]);
+        assert_eq!(
+            writer.call(&[b"SET", b"hot", &value]),
+            Resp::Simple("OK".into())
+        );
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for reader in readers {
+        let whole = reader.join().expect("reader");
+        assert!(whole > 0, "the reader read whole values");
+        eprintln!("reader: {whole} whole values");
+    }
+    server.shutdown();
+    server.wait().expect("stops");
+}

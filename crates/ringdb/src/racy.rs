@@ -131,15 +131,33 @@ impl<'v> RacyPage<'v> {
         if end > self.len {
             return None;
         }
-        out.reserve(len);
-        let mut at = offset;
-        // Bounded: every step moves `at` forward by at least one byte, up to `end`.
-        while at < end {
-            let within = at % WORD_BYTES;
-            let take = (WORD_BYTES - within).min(end - at);
-            let word = u64::from_le(self.word(at / WORD_BYTES)).to_le_bytes();
-            out.extend_from_slice(&word[within..within + take]);
-            at += take;
+        let base = out.len();
+        out.resize(base + len, 0);
+        let dest = &mut out[base..];
+        // The head, up to the first word boundary.
+        let within = offset % WORD_BYTES;
+        let head = if within == 0 {
+            0
+        } else {
+            (WORD_BYTES - within).min(len)
+        };
+        if head > 0 {
+            let word = u64::from_le(self.word(offset / WORD_BYTES)).to_le_bytes();
+            dest[..head].copy_from_slice(&word[within..within + head]);
+        }
+        // Whole words, one load and one 8-byte store each (no call per word).
+        let first_word = (offset + head) / WORD_BYTES;
+        let mut words = dest[head..].chunks_exact_mut(WORD_BYTES);
+        for (slot, index) in (&mut words).zip(first_word..) {
+            slot.copy_from_slice(&u64::from_le(self.word(index)).to_le_bytes());
+        }
+        // The tail, in the word after the last whole one.
+        let tail = words.into_remainder();
+        if !tail.is_empty() {
+            let index = (end - tail.len()) / WORD_BYTES;
+            let word = u64::from_le(self.word(index)).to_le_bytes();
+            let tail_len = tail.len();
+            tail.copy_from_slice(&word[..tail_len]);
         }
         Some(())
     }

@@ -3,7 +3,7 @@
 Run by crates/ringdb-cli/tests/redis_py.rs, which starts the server and passes its port:
     python3 test_serve.py PORT
 Every implemented command is driven through redis-py's own methods, in both protocols, with
-pipelines with and without MULTI/EXEC; what the server does not do (pub/sub) must be refused
+pipelines with and without MULTI/EXEC and values large enough to be stored in chunks; what the server does not do (pub/sub) must be refused
 with an error reply, not a hang or a dropped connection. Exits non-zero on the first failure.
 """
 
@@ -122,6 +122,22 @@ def pipelines(r, p):
     check("multi/exec across keys", pipe.execute(), [True, [b"1", b"2"]])
 
 
+def large_values(r, p):
+    """Values past one B+tree record (stored in chunks) behave as small ones do."""
+    big = bytes(range(256)) * 4000  # 1,024,000 bytes
+    check("set large", r.set(p + "big", big), True)
+    check("get large", r.get(p + "big"), big)
+    check("strlen large", r.strlen(p + "big"), len(big))
+    check("append large", r.append(p + "big", b"!"), len(big) + 1)
+    check("getrange large", r.getrange(p + "big", len(big) - 2, -1), big[-2:] + b"!")
+    check("mget large", r.mget([p + "big", p + "nothing"]), [big + b"!", None])
+    pipe = r.pipeline(transaction=True)
+    pipe.set(p + "big2", big[:5000]).get(p + "big2").delete(p + "big2")
+    check("multi large", pipe.execute(), [True, big[:5000], 1])
+    check("del large", r.delete(p + "big"), 1)
+    check("get deleted", r.get(p + "big"), None)
+
+
 def refusals(r):
     try:
         r.publish("channel", "message")
@@ -140,6 +156,7 @@ def main():
         keys(r, prefix)
         session(r, protocol)
         pipelines(r, prefix)
+        large_values(r, prefix)
         refusals(r)
         r.close()
         print(f"redis-py {redis.__version__}, RESP{protocol}: every check passed")

@@ -156,16 +156,28 @@ impl Db {
     /// [`Db::get`] from a task (on a shard: in place for its own keys; another shard's keys
     /// are read in place too when their pages are resident, else handed over).
     pub async fn get_async(&self, key: &[u8]) -> Result<Option<Vec<u8>>, ReadError> {
+        self.get_async_in(TableId::DEFAULT, key).await
+    }
+
+    /// [`Db::get_async`] in `table`.
+    pub(super) async fn get_async_in(
+        &self,
+        table: TableId,
+        key: &[u8],
+    ) -> Result<Option<Vec<u8>>, ReadError> {
         let shard = self.shard_of(key);
         if super::context::local_handle(self.shared.id, shard).is_none() {
             let mut value = Vec::new();
-            if let Some(found) = self.get_here(shard, TableId::DEFAULT, key, &mut value)? {
+            if let Some(found) = self.get_here(shard, table, key, &mut value)? {
                 return Ok(found.then_some(value));
             }
         }
         let key = key.to_vec();
-        self.call_async(shard, move |h| async move { h.get(&key).await })
-            .await?
+        self.call_async(
+            shard,
+            move |h| async move { h.in_table(table).get(&key).await },
+        )
+        .await?
     }
 
     /// [`Db::insert`] from a task.

@@ -113,6 +113,13 @@ impl Table {
         Ok(found.then_some(value))
     }
 
+    /// [`Table::get`] from a task (on a shard, or any code that may not block): read in place
+    /// when its pages are in the pool, else handed over to the key's shard, as
+    /// [`Db::get_async`].
+    pub async fn get_async(&self, key: &[u8]) -> Result<Option<Vec<u8>>, ReadError> {
+        self.db.get_async_in(self.id, key).await
+    }
+
     /// [`Table::get`] into `out` (cleared first): whether `key` was present.
     pub fn get_into(&self, key: &[u8], out: &mut Vec<u8>) -> Result<bool, ReadError> {
         self.db.get_into_in(self.id, key, out)
