@@ -1,58 +1,41 @@
 //! What runs on a key's shard: a group of key operations under their keys' locks, each against
 //! the value the earlier ones left, their writes committed as one batch before any reply.
 
-use crate::chunks::{Chunks, OnShard};
-use crate::command::{errors, Effect, KeyOp, Reply, Write};
+use crate::command::{Effect, KeyFn, KeyOp, Reply, Run, Write};
+use crate::group::{live, Group};
 use crate::locks::lock_all;
-use crate::value::{now_ms, ChunkedHeader, Physical, Stored};
+use crate::store::Store;
+use crate::value::{now_ms, Kind, Physical};
 use ringdb::{DbHandle, WriteBatch};
-use std::collections::HashMap;
-
-/// The live value in `bytes` at `now`, or the error reply for bytes the server did not write.
-pub fn live(bytes: Option<&[u8]>, now: u64) -> Result<Option<Stored<'_>>, Reply> {
-    match bytes.map(Stored::decode) {
-        None => Ok(None),
-        Some(Err(_)) => Err(Reply::error(errors::FOREIGN)),
-        Some(Ok(stored)) => Ok((!stored.expired_at(now)).then_some(stored)),
-    }
-}
 
 /// On the shard: runs `ops` against the tree and the group's own earlier writes.
-pub async fn apply_group(chunks: Chunks, handle: DbHandle, ops: Vec<KeyOp>) -> Vec<Reply> {
+pub async fn apply_group(store: Store, handle: DbHandle, ops: Vec<KeyOp>) -> Vec<Reply> {
     let keys = ops
         .iter()
         .filter(|op| op.writes)
-        .map(|op| op.key.clone())
+        .flat_map(KeyOp::locked_keys)
+        .cloned()
         .collect();
     let _guard = lock_all(keys).await;
     let now = now_ms();
-    let source = OnShard {
-        handle: &handle,
-        table: chunks.table_id(),
-    };
     let mut group = Group::default();
     let mut replies = Vec::with_capacity(ops.len());
     let mut wrote = Vec::with_capacity(ops.len());
     for op in &ops {
-        let current = match group.overlay.get(&op.key) {
-            Some(pending) => Ok(pending.clone()),
-            None => chunks.load(&source, &op.key, now).await.map(|loaded| {
-                group.chunked.insert(op.key.clone(), loaded.chunked);
-                loaded.value
-            }),
+        let (reply, writes) = match op.run {
+            Run::Value(run) => run_value(&store, &handle, &mut group, (op, run), now).await,
+            Run::Hash(run, needs) => {
+                let hash = (run, needs);
+                crate::hashes::run_hash(&store, &handle, &mut group, op, hash, now).await
+            }
+            Run::Rename { only_new } => {
+                rename(&store, &handle, &mut group, (op, only_new), now).await
+            }
         };
-        let effect = match current {
-            Ok(current) => match live(current.as_deref(), now) {
-                Ok(value) => (op.run)(&op.arguments, value, now),
-                Err(reply) => Effect::reply(reply),
-            },
-            Err(reply) => Effect::reply(reply),
-        };
-        wrote.push(effect.write != Write::Keep);
-        group.record(&op.key, effect.write);
-        replies.push(effect.reply);
+        replies.push(reply);
+        wrote.push(writes);
     }
-    let failed = match group.batch(&chunks) {
+    let failed = match group.batch(&store, &handle).await {
         Ok(batch) if batch.is_empty() => None,
         Ok(batch) => handle
             .write(&batch)
@@ -71,56 +54,75 @@ pub async fn apply_group(chunks: Chunks, handle: DbHandle, ops: Vec<KeyOp>) -> V
     replies
 }
 
-/// A group's writes so far: what later operations on the same keys see, and what the tree
-/// held for each key (the chunks a write of it deletes).
-#[derive(Default)]
-struct Group {
-    overlay: HashMap<Vec<u8>, Option<Vec<u8>>>,
-    chunked: HashMap<Vec<u8>, Option<ChunkedHeader>>,
-    /// Keys written, in the order of their first write.
-    written: Vec<Vec<u8>>,
+/// Runs a command on one key's value inside `group`: the reply and whether it wrote.
+async fn run_value(
+    store: &Store,
+    handle: &DbHandle,
+    group: &mut Group,
+    (op, run): (&KeyOp, KeyFn),
+    now: u64,
+) -> (Reply, bool) {
+    let effect = match group.current(store, handle, &op.key, now).await {
+        Ok(current) => match live(current.as_deref(), now) {
+            Ok(value) => run(&op.arguments, value, now),
+            Err(reply) => Effect::reply(reply),
+        },
+        Err(reply) => Effect::reply(reply),
+    };
+    let writes = effect.write != Write::Keep;
+    group.record(&op.key, effect.write);
+    (effect.reply, writes)
 }
 
-impl Group {
-    fn record(&mut self, key: &[u8], write: Write) {
-        let value = match write {
-            Write::Keep => return,
-            Write::Put(bytes) => Some(bytes),
-            Write::Delete => None,
-        };
-        if self.overlay.insert(key.to_vec(), value).is_none() {
-            self.written.push(key.to_vec());
-        }
+/// RENAME/RENAMENX of two keys of this shard inside `group`: the value (its TTL with it)
+/// moves to the new key; a hash keeps its fields (they are placed by shard, not by key).
+async fn rename(
+    store: &Store,
+    handle: &DbHandle,
+    group: &mut Group,
+    (op, only_new): (&KeyOp, bool),
+    now: u64,
+) -> (Reply, bool) {
+    let to = &op.arguments[2];
+    let from = match group.current(store, handle, &op.key, now).await {
+        Ok(value) => value,
+        Err(reply) => return (reply, false),
+    };
+    let value = match live(from.as_deref(), now) {
+        Ok(Some(_)) => from.expect("a live value"),
+        Ok(None) => return (Reply::error(NO_SUCH_KEY), false),
+        Err(reply) => return (reply, false),
+    };
+    let done = if only_new {
+        Reply::Integer(1)
+    } else {
+        Reply::Ok
+    };
+    if *to == op.key {
+        return (if only_new { Reply::Integer(0) } else { done }, false);
     }
-
-    /// The batch of the group's writes: each written key's last value (split into chunks
-    /// where it is large), and the deletion of the chunks of the values they replace.
-    fn batch(&self, chunks: &Chunks) -> Result<WriteBatch, Reply> {
-        let mut batch = WriteBatch::new();
-        for key in &self.written {
-            debug_assert!(
-                self.chunked.contains_key(key),
-                "a key is read before it is written"
-            );
-            if let Some(Some(header)) = self.chunked.get(key) {
-                chunks.delete(&mut batch, key, header)?;
-            }
-            match &self.overlay[key] {
-                Some(bytes) => chunks.put(&mut batch, key, bytes)?,
-                None => {
-                    batch.delete(key);
-                }
-            }
-        }
-        Ok(batch)
+    let target = match group.current(store, handle, to, now).await {
+        Ok(value) => value,
+        Err(reply) => return (reply, false),
+    };
+    match live(target.as_deref(), now) {
+        Ok(Some(_)) if only_new => return (Reply::Integer(0), false),
+        Ok(_) => {}
+        Err(reply) => return (reply, false),
     }
+    group.record(to, Write::Put(value));
+    group.record(&op.key, Write::Delete);
+    (done, true)
 }
+
+/// RENAME's error for a key that does not exist.
+pub const NO_SUCH_KEY: &str = "ERR no such key";
 
 /// On the shard: removes those of `keys` whose value has expired, each checked again under its
 /// lock (a client may have written it since the sweep saw it), with its chunks; how many were
 /// removed.
 pub async fn sweep(
-    chunks: Chunks,
+    store: Store,
     handle: DbHandle,
     keys: Vec<Vec<u8>>,
 ) -> Result<usize, ringdb::WriteError> {
@@ -139,7 +141,16 @@ pub async fn sweep(
             continue;
         }
         if let Physical::Chunked(header) = physical {
-            if chunks.delete(&mut batch, key, &header).is_err() {
+            if store.chunks.delete(&mut batch, key, &header).is_err() {
+                continue;
+            }
+        }
+        if let Physical::Inline(stored) = physical {
+            if stored.kind == Kind::Hash
+                && delete_fields(&store, &handle, stored, &mut batch)
+                    .await
+                    .is_err()
+            {
                 continue;
             }
         }
@@ -150,4 +161,19 @@ pub async fn sweep(
         handle.write(&batch).await?;
     }
     Ok(removed)
+}
+
+/// Adds the deletion of every field of the hash `stored` holds to `batch`.
+async fn delete_fields(
+    store: &Store,
+    handle: &DbHandle,
+    stored: crate::value::Stored<'_>,
+    batch: &mut WriteBatch,
+) -> Result<(), Reply> {
+    let header = crate::value::HashHeader::decode(stored.payload)
+        .map_err(|_| Reply::error(crate::command::errors::FOREIGN))?;
+    for (record, _) in store.fields.scan(handle, header.generation).await? {
+        batch.delete_in(store.fields.table_id(), &record);
+    }
+    Ok(())
 }

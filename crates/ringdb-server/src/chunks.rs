@@ -39,8 +39,30 @@ pub const KEPT_CHANGING: &str = "ERR the value kept changing while it was read, 
 /// Times a read starts over when the value changed under it.
 const READ_ATTEMPTS: usize = 8;
 
-/// Salts tried for a chunk's key (with S shards the first fits with probability 1/S).
+/// Salts tried for a placed key (with S shards the first fits with probability 1/S).
 const SALTS: u32 = 1 << 16;
+
+/// Bytes of the salt at the end of a placed key.
+pub const SALT_BYTES: usize = 2;
+
+/// `base` with the smallest salt appended whose hash places the key on shard `owner` of `db`:
+/// records the engine routes by their own key, kept on the shard of another key.
+pub fn placed(db: &Db, owner: usize, base: &[u8]) -> Result<Vec<u8>, Reply> {
+    let mut key = Vec::with_capacity(base.len() + SALT_BYTES);
+    key.extend_from_slice(base);
+    key.extend_from_slice(&[0; SALT_BYTES]);
+    let at = base.len();
+    // Bounded by SALTS; with S shards each salt fits with probability 1/S.
+    for salt in 0..SALTS {
+        key[at..].copy_from_slice(&(salt as u16).to_be_bytes());
+        if db.shard_of(&key) == owner {
+            return Ok(key);
+        }
+    }
+    Err(Reply::error(
+        "ERR no salt places the record on its key's shard",
+    ))
+}
 
 /// The chunk store of one server's database.
 #[derive(Clone)]
@@ -121,6 +143,11 @@ impl Chunks {
         })
     }
 
+    /// The largest key + value the engine takes in one record.
+    pub fn max_record(&self) -> usize {
+        self.max_record
+    }
+
     /// The chunk table's id (for reads on a shard).
     pub fn table_id(&self) -> TableId {
         self.table.id()
@@ -132,21 +159,12 @@ impl Chunks {
     }
 
     /// The key of chunk `index` of `generation`, placed on shard `owner`.
-    fn chunk_key(&self, owner: usize, generation: u64, index: u64) -> Result<[u8; 14], Reply> {
+    fn chunk_key(&self, owner: usize, generation: u64, index: u64) -> Result<Vec<u8>, Reply> {
         let index = u32::try_from(index).map_err(|_| Reply::error("ERR value too large"))?;
-        let mut key = [0u8; CHUNK_KEY_BYTES];
-        key[..8].copy_from_slice(&generation.to_be_bytes());
-        key[8..12].copy_from_slice(&index.to_be_bytes());
-        // Bounded by SALTS; with S shards each salt fits with probability 1/S.
-        for salt in 0..SALTS {
-            key[12..].copy_from_slice(&(salt as u16).to_be_bytes());
-            if self.db.shard_of(&key) == owner {
-                return Ok(key);
-            }
-        }
-        Err(Reply::error(
-            "ERR no chunk key places a chunk on its value's shard",
-        ))
+        let mut base = [0u8; CHUNK_KEY_BYTES - SALT_BYTES];
+        base[..8].copy_from_slice(&generation.to_be_bytes());
+        base[8..].copy_from_slice(&index.to_be_bytes());
+        placed(&self.db, owner, &base)
     }
 
     /// Adds `key`'s value (`logical`, in its inline form) to `batch`: as it is when it fits
@@ -264,7 +282,7 @@ impl Chunks {
 
 /// 64 bits no other write draws (a fresh `RandomState` is seeded per process and advanced
 /// per call; the clock is mixed in too).
-fn fresh_generation() -> u64 {
+pub fn fresh_generation() -> u64 {
     let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)

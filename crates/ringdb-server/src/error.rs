@@ -16,9 +16,10 @@ pub enum ServeError {
         /// The system's error.
         source: std::io::Error,
     },
-    /// The table of large values' chunks could not be opened or created.
-    #[error("cannot open the table of large values: {source}")]
-    Chunks {
+    /// The tables of large values' chunks and of hashes' fields could not be opened or
+    /// created.
+    #[error("cannot open the server's tables: {source}")]
+    Tables {
         /// The engine's error.
         source: ringdb::WriteError,
     },

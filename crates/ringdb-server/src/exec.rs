@@ -9,9 +9,10 @@
 //! wait for durability, however long the pipeline. Groups of different shards run at once.
 //! Other commands (the connection's, the whole database's) end the segment and run in order.
 
-use crate::chunks::{Anywhere, Chunks, KEPT_CHANGING};
+use crate::chunks::{Anywhere, KEPT_CHANGING};
 use crate::command::{errors, plan, run_session, After, Combine, KeyOp, Plan, Reply, Session};
 use crate::shared::ServerShared;
+use crate::store::Store;
 use crate::value::now_ms;
 use crate::whole::run_whole;
 use futures_util::future::join_all;
@@ -185,13 +186,13 @@ async fn exec(
         match plan(request, |key| db.shard_of(key)) {
             Plan::Keys { ops, combine } => segment.commands.push((ops, combine)),
             other => {
-                items.extend(run_segment(db, &shared.chunks, std::mem::take(&mut segment)).await);
+                items.extend(run_segment(db, &shared.store, std::mem::take(&mut segment)).await);
                 let (reply, _) = Box::pin(run_other(db, shared, session, other)).await;
                 items.push(reply);
             }
         }
     }
-    items.extend(run_segment(db, &shared.chunks, segment).await);
+    items.extend(run_segment(db, &shared.store, segment).await);
     Reply::Array(items)
 }
 
@@ -206,7 +207,7 @@ async fn flush(
     if segment.commands.is_empty() {
         return;
     }
-    for reply in run_segment(db, &shared.chunks, std::mem::take(segment)).await {
+    for reply in run_segment(db, &shared.store, std::mem::take(segment)).await {
         write_reply(&reply, session, out);
     }
 }
@@ -215,7 +216,7 @@ async fn flush(
 type ShardGroup = (Vec<(usize, usize)>, Vec<KeyOp>);
 
 /// The replies of a segment's commands, in order.
-async fn run_segment(db: &Db, chunks: &Chunks, segment: Segment) -> Vec<Reply> {
+async fn run_segment(db: &Db, store: &Store, segment: Segment) -> Vec<Reply> {
     let shards = db.shard_count();
     // Per shard: the (command, operation) positions and the operations.
     let mut groups: Vec<ShardGroup> = vec![(Vec::new(), Vec::new()); shards];
@@ -234,9 +235,9 @@ async fn run_segment(db: &Db, chunks: &Chunks, segment: Segment) -> Vec<Reply> {
         .filter(|(_, (positions, _))| !positions.is_empty())
         .map(|(shard, (positions, ops))| async move {
             let replies = if ops.iter().any(|op| op.writes) {
-                crate::hop::run_on_shard(db, chunks, shard, ops).await
+                crate::hop::run_on_shard(db, store, shard, ops).await
             } else {
-                read_here(db, chunks, shard, ops).await
+                read_here(db, store, shard, ops).await
             };
             (positions, replies)
         });
@@ -263,15 +264,16 @@ async fn run_segment(db: &Db, chunks: &Chunks, segment: Segment) -> Vec<Reply> {
 
 /// Reads on the worker's thread: each key read in place where its page is in the pool. A
 /// large value that kept changing under the read is read again on its shard, under its lock.
-async fn read_here(db: &Db, chunks: &Chunks, shard: usize, ops: Vec<KeyOp>) -> Vec<Reply> {
+async fn read_here(db: &Db, store: &Store, shard: usize, ops: Vec<KeyOp>) -> Vec<Reply> {
     let mut replies = Vec::with_capacity(ops.len());
     let mut again = Vec::new();
     for (index, op) in ops.iter().enumerate() {
         debug_assert!(!op.writes);
         let now = now_ms();
+        let chunks = &store.chunks;
         let reply = match chunks.load(&Anywhere(chunks), &op.key, now).await {
-            Ok(loaded) => match crate::apply::live(loaded.value.as_deref(), now) {
-                Ok(current) => (op.run)(&op.arguments, current, now).reply,
+            Ok(loaded) => match crate::group::live(loaded.value.as_deref(), now) {
+                Ok(current) => op.run_value(current, now),
                 Err(reply) => reply,
             },
             Err(Reply::Error(text)) if text == KEPT_CHANGING => {
@@ -291,7 +293,7 @@ async fn read_here(db: &Db, chunks: &Chunks, shard: usize, ops: Vec<KeyOp>) -> V
     }
     if !again.is_empty() {
         let (positions, ops): (Vec<usize>, Vec<KeyOp>) = again.into_iter().unzip();
-        let locked = crate::hop::run_on_shard(db, chunks, shard, ops).await;
+        let locked = crate::hop::run_on_shard(db, store, shard, ops).await;
         for (index, reply) in positions.into_iter().zip(locked) {
             replies[index] = reply;
         }

@@ -9,8 +9,8 @@
 //!
 //! Off a worker's thread (a test driving `exec` directly), a group makes its own hop.
 
-use crate::chunks::Chunks;
 use crate::command::{KeyOp, Reply};
+use crate::store::Store;
 use futures_util::future::join_all;
 use ringdb::Db;
 use std::cell::RefCell;
@@ -63,7 +63,7 @@ impl Future for Waiting {
 }
 
 /// Runs `ops` on `shard` (see the module documentation) and returns their replies in order.
-pub async fn run_on_shard(db: &Db, chunks: &Chunks, shard: usize, ops: Vec<KeyOp>) -> Vec<Reply> {
+pub async fn run_on_shard(db: &Db, store: &Store, shard: usize, ops: Vec<KeyOp>) -> Vec<Reply> {
     let slot = Rc::new(RefCell::new(Slot::default()));
     // The operations come back when this thread is no worker.
     let unqueued = QUEUED.with(|queued| match queued.borrow_mut().as_mut() {
@@ -77,7 +77,7 @@ pub async fn run_on_shard(db: &Db, chunks: &Chunks, shard: usize, ops: Vec<KeyOp
         None => Some(ops),
     });
     match unqueued {
-        Some(ops) => hop(db.clone(), chunks.clone(), shard, vec![ops])
+        Some(ops) => hop(db.clone(), store.clone(), shard, vec![ops])
             .await
             .pop()
             .unwrap_or_default(),
@@ -87,7 +87,7 @@ pub async fn run_on_shard(db: &Db, chunks: &Chunks, shard: usize, ops: Vec<KeyOp
 
 /// The hops of this turn: one future per shard with queued groups, each delivering its
 /// groups' replies when it completes.
-pub fn take_hops(db: &Db, chunks: &Chunks) -> Vec<Pin<Box<dyn Future<Output = ()>>>> {
+pub fn take_hops(db: &Db, store: &Store) -> Vec<Pin<Box<dyn Future<Output = ()>>>> {
     let taken: Vec<(usize, Vec<Queued>)> = QUEUED.with(|queued| {
         let mut queued = queued.borrow_mut();
         let Some(shards) = queued.as_mut() else {
@@ -103,11 +103,11 @@ pub fn take_hops(db: &Db, chunks: &Chunks) -> Vec<Pin<Box<dyn Future<Output = ()
     taken
         .into_iter()
         .map(|(shard, groups)| {
-            let (db, chunks) = (db.clone(), chunks.clone());
+            let (db, store) = (db.clone(), store.clone());
             Box::pin(async move {
                 let (ops, slots): (Vec<_>, Vec<_>) =
                     groups.into_iter().map(|q| (q.ops, q.slot)).unzip();
-                let results = hop(db, chunks, shard, ops).await;
+                let results = hop(db, store, shard, ops).await;
                 debug_assert_eq!(results.len(), slots.len());
                 for (slot, replies) in slots.into_iter().zip(results) {
                     let waker = {
@@ -123,14 +123,14 @@ pub fn take_hops(db: &Db, chunks: &Chunks) -> Vec<Pin<Box<dyn Future<Output = ()
 }
 
 /// One hand-over to `shard` running every group at once there; their replies in order.
-async fn hop(db: Db, chunks: Chunks, shard: usize, groups: Vec<Vec<KeyOp>>) -> Vec<Vec<Reply>> {
+async fn hop(db: Db, store: Store, shard: usize, groups: Vec<Vec<KeyOp>>) -> Vec<Vec<Reply>> {
     let counts: Vec<usize> = groups.iter().map(Vec::len).collect();
     let result = db
         .call_on_async(shard, move |handle| async move {
             join_all(
                 groups
                     .into_iter()
-                    .map(|ops| crate::apply::apply_group(chunks.clone(), handle.clone(), ops)),
+                    .map(|ops| crate::apply::apply_group(store.clone(), handle.clone(), ops)),
             )
             .await
         })

@@ -16,6 +16,8 @@
 //!   the value, so an expiry is as durable as the write that set it.
 //! - `chunks.rs`: a value too large for one B+tree record is a header and chunks on the same
 //!   shard, written in one batch, read without tearing from any thread.
+//! - `hashes.rs`: a hash is a header under its key and a record per field on the same shard;
+//!   `group.rs` is what a group of commands on one shard has written and commits as one batch.
 //!
 //! Replies to writes are sent after the write is durable (per the database's durability
 //! mode): `--durability fdatasync` is Redis's `appendfsync always` with group commit.
@@ -37,12 +39,16 @@ mod config;
 mod error;
 mod exec;
 mod glob;
+mod group;
+mod hashes;
 mod hop;
 mod info;
 mod locks;
 mod net;
+mod rename;
 pub mod resp;
 mod shared;
+mod store;
 mod sweep;
 mod value;
 mod whole;
@@ -84,8 +90,8 @@ impl Server {
         };
         let listen = config.listen;
         let (interval, chunk) = (config.sweep_interval, config.sweep_chunk_keys);
-        let chunks = chunks::Chunks::open(&db).map_err(|source| ServeError::Chunks { source })?;
-        let shared = Arc::new(ServerShared::new(config, chunks));
+        let store = store::Store::open(&db).map_err(|source| ServeError::Tables { source })?;
+        let shared = Arc::new(ServerShared::new(config, store));
         let threads = net::start_workers(&db, &shared, workers, listen, unix)?;
         let sweeper = match sweep::start(db.clone(), shared.clone(), interval, chunk) {
             Ok(sweeper) => sweeper,

@@ -1,8 +1,8 @@
 //! What every worker of a server shares: the settings that may change at run time, the
 //! counters INFO reports, the client ids and the shutdown flag.
 
-use crate::chunks::Chunks;
 use crate::config::ServerConfig;
+use crate::store::Store;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::Instant;
@@ -25,8 +25,8 @@ pub struct ServerShared {
     pub output_limit_closes: AtomicU64,
     /// Expired keys the sweep removed.
     pub expired_keys: AtomicU64,
-    /// Where values too large for one record keep their chunks.
-    pub chunks: Chunks,
+    /// The chunk and field tables.
+    pub store: Store,
     next_client_id: AtomicU64,
     last_save_secs: AtomicU64,
     shutdown: AtomicBool,
@@ -35,7 +35,7 @@ pub struct ServerShared {
 
 impl ServerShared {
     /// The shared state of a server with `config`.
-    pub fn new(config: ServerConfig, chunks: Chunks) -> ServerShared {
+    pub fn new(config: ServerConfig, store: Store) -> ServerShared {
         ServerShared {
             config: Mutex::new(config),
             started: Instant::now(),
@@ -46,7 +46,7 @@ impl ServerShared {
             protocol_errors: AtomicU64::new(0),
             output_limit_closes: AtomicU64::new(0),
             expired_keys: AtomicU64::new(0),
-            chunks,
+            store,
             next_client_id: AtomicU64::new(1),
             last_save_secs: AtomicU64::new(crate::value::now_ms() / 1000),
             shutdown: AtomicBool::new(false),

@@ -62,10 +62,10 @@ fn sweep_chunk(
         .enumerate()
         .filter(|(_, keys)| !keys.is_empty())
     {
-        let chunks = shared.chunks.clone();
+        let store = shared.store.clone();
         let removed = db.run_on(shard, move |shard| {
             let handle = shard.local().clone();
-            async move { crate::apply::sweep(chunks, handle, keys).await }
+            async move { crate::apply::sweep(store, handle, keys).await }
         });
         if let Ok(Ok(removed)) = removed {
             shared

@@ -30,18 +30,22 @@ pub const HEADER_BYTES: usize = 9;
 pub enum Kind {
     /// A string (`SET`, `INCR`, `APPEND`, ...).
     String,
+    /// A hash: the payload is a [`HashHeader`], the fields are records of their own.
+    Hash,
 }
 
 impl Kind {
     fn tag(self) -> u8 {
         match self {
             Kind::String => b's',
+            Kind::Hash => b'h',
         }
     }
 
     fn from_tag(tag: u8) -> Result<Kind, ForeignValue> {
         match tag {
             b's' => Ok(Kind::String),
+            b'h' => Ok(Kind::Hash),
             _ => Err(ForeignValue),
         }
     }
@@ -50,6 +54,7 @@ impl Kind {
     pub fn name(self) -> &'static str {
         match self {
             Kind::String => "string",
+            Kind::Hash => "hash",
         }
     }
 }
@@ -87,6 +92,43 @@ impl<'a> Stored<'a> {
     /// Whether the value has expired at `now_ms`.
     pub fn expired_at(&self, now_ms: u64) -> bool {
         self.deadline_ms.is_some_and(|deadline| deadline <= now_ms)
+    }
+}
+
+/// The payload of a hash's value: which generation its fields carry and how many there are.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HashHeader {
+    /// Names the hash's field records (drawn at random when the hash is created).
+    pub generation: u64,
+    /// Fields in the hash (never 0: an empty hash is removed).
+    pub count: u64,
+}
+
+impl HashHeader {
+    /// The header's bytes (a value's payload).
+    pub fn encode(&self) -> [u8; 16] {
+        let mut out = [0u8; 16];
+        out[..8].copy_from_slice(&self.generation.to_le_bytes());
+        out[8..].copy_from_slice(&self.count.to_le_bytes());
+        out
+    }
+
+    /// The header in a hash's payload.
+    pub fn decode(payload: &[u8]) -> Result<HashHeader, ForeignValue> {
+        let bytes: &[u8; 16] = payload.try_into().map_err(|_| ForeignValue)?;
+        let word = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"));
+        Ok(HashHeader {
+            generation: word(0),
+            count: word(8),
+        })
+    }
+
+    /// The hash header in `bytes` (a value in its inline form), if they hold one.
+    pub fn of_value(bytes: &[u8]) -> Option<HashHeader> {
+        let stored = Stored::decode(bytes).ok()?;
+        (stored.kind == Kind::Hash)
+            .then(|| HashHeader::decode(stored.payload).ok())
+            .flatten()
     }
 }
 

@@ -7,7 +7,8 @@ use crate::chunks::Chunks;
 use crate::command::{Reply, Session, WholeDb};
 use crate::glob;
 use crate::shared::ServerShared;
-use crate::value::{encode, now_ms, Kind, Physical};
+use crate::store::Store;
+use crate::value::{encode, now_ms, HashHeader, Kind, Physical};
 use ringdb::{Db, WriteBatch};
 use std::future::Future;
 use std::pin::Pin;
@@ -125,8 +126,8 @@ pub async fn run_whole(
             .await
         }
         WholeDb::Flush => {
-            let chunks = shared.chunks.clone();
-            on_helper(move || flush_all(&db, &chunks)).await
+            let store = shared.store.clone();
+            on_helper(move || flush_all(&db, &store)).await
         }
         WholeDb::Save => {
             let reply = on_helper(move || {
@@ -140,19 +141,37 @@ pub async fn run_whole(
             reply
         }
         WholeDb::MsetAcross(pairs) => {
-            let chunks = shared.chunks.clone();
-            on_helper(move || mset(&db, &chunks, pairs, false)).await
+            let store = shared.store.clone();
+            on_helper(move || mset(&db, &store, pairs, false)).await
         }
         WholeDb::MsetNx(pairs) => {
-            let chunks = shared.chunks.clone();
-            on_helper(move || mset(&db, &chunks, pairs, true)).await
+            let store = shared.store.clone();
+            on_helper(move || mset(&db, &store, pairs, true)).await
         }
         WholeDb::Info(sections) => crate::info::info(&db, shared, &sections),
+        WholeDb::RenameAcross { from, to, only_new } => {
+            rename_across(&db, shared, (from, to), only_new).await
+        }
     }
 }
 
-/// Deletes every key (and the chunks of large values), a batch at a time.
-fn flush_all(db: &Db, chunks: &Chunks) -> Reply {
+/// RENAME/RENAMENX of keys on different shards, its batch written on a helper thread.
+async fn rename_across(
+    db: &Db,
+    shared: &ServerShared,
+    keys: (Vec<u8>, Vec<u8>),
+    only_new: bool,
+) -> Reply {
+    let write = async |batch: WriteBatch| {
+        let db = db.clone();
+        on_helper(move || db.write(&batch).map_err(|e| failed("write", e))).await
+    };
+    crate::rename::rename_across(db, &shared.store, keys, only_new, write).await
+}
+
+/// Deletes every key (and the chunks of large values, the fields of hashes), a batch at a
+/// time.
+fn flush_all(db: &Db, store: &Store) -> Reply {
     // Each pass deletes up to a batch; the loop ends when a pass finds nothing, and each pass
     // removes what it found, so it is bounded by the keys present at the start plus those
     // written meanwhile.
@@ -161,10 +180,8 @@ fn flush_all(db: &Db, chunks: &Chunks) -> Reply {
         for pair in db.range::<&[u8], _>(..).take(FLUSH_BATCH_KEYS) {
             match pair {
                 Ok((key, value)) => {
-                    if let Some(header) = Chunks::header_of(&value) {
-                        if let Err(reply) = chunks.delete(&mut batch, &key, &header) {
-                            return reply;
-                        }
+                    if let Err(reply) = delete_parts(store, &key, &value, &mut batch) {
+                        return reply;
                     }
                     batch.delete(&key);
                 }
@@ -180,10 +197,27 @@ fn flush_all(db: &Db, chunks: &Chunks) -> Reply {
     }
 }
 
+/// Adds the deletion of what the value `bytes` under `key` keeps elsewhere (a large value's
+/// chunks, a hash's fields) to `batch`.
+fn delete_parts(
+    store: &Store,
+    key: &[u8],
+    bytes: &[u8],
+    batch: &mut WriteBatch,
+) -> Result<(), Reply> {
+    if let Some(header) = Chunks::header_of(bytes) {
+        store.chunks.delete(batch, key, &header)?;
+    }
+    if let Some(hash) = HashHeader::of_value(bytes) {
+        store.fields.delete_all_blocking(hash.generation, batch)?;
+    }
+    Ok(())
+}
+
 /// MSET over several shards, or MSETNX (`only_new`: 1 and all set if no key exists, else 0
 /// and nothing set): one batch, atomic across shards, that also deletes the chunks of the
 /// large values it replaces.
-fn mset(db: &Db, chunks: &Chunks, pairs: Vec<(Vec<u8>, Vec<u8>)>, only_new: bool) -> Reply {
+fn mset(db: &Db, store: &Store, pairs: Vec<(Vec<u8>, Vec<u8>)>, only_new: bool) -> Reply {
     let keys: Vec<&[u8]> = pairs.iter().map(|(key, _)| key.as_slice()).collect();
     let now = now_ms();
     let old = match db.multi_get(&keys) {
@@ -199,11 +233,14 @@ fn mset(db: &Db, chunks: &Chunks, pairs: Vec<(Vec<u8>, Vec<u8>)>, only_new: bool
     }
     let mut batch = WriteBatch::new();
     for ((key, value), old) in pairs.iter().zip(&old) {
-        let written = match old.as_deref().and_then(Chunks::header_of) {
-            Some(header) => chunks.delete(&mut batch, key, &header),
+        let written = match old {
+            Some(old) => delete_parts(store, key, old, &mut batch),
             None => Ok(()),
         }
-        .and_then(|()| chunks.put(&mut batch, key, &encode(Kind::String, None, value)));
+        .and_then(|()| {
+            let value = encode(Kind::String, None, value);
+            store.chunks.put(&mut batch, key, &value)
+        });
         if let Err(reply) = written {
             return reply;
         }

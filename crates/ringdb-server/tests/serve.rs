@@ -609,3 +609,171 @@ fn readers_of_a_large_value_never_see_a_torn_one() {
     server.shutdown();
     server.wait().expect("stops");
 }
+
+/// The field records of every hash, each checked to be where the engine's routing finds it.
+fn field_records(db: &Db) -> usize {
+    let table = db.table("ringdb-server.fields").expect("the field table");
+    let records: Vec<Vec<u8>> = table
+        .range::<&[u8], _>(..)
+        .map(|pair| pair.expect("scan").0)
+        .collect();
+    for record in &records {
+        assert!(
+            table.get(record).expect("get").is_some(),
+            "a field off its shard"
+        );
+    }
+    records.len()
+}
+
+#[test]
+fn hashes_keep_their_fields_together_and_leave_none_behind() {
+    let dir = temp_dir("hashes");
+    let config = ServerConfig {
+        sweep_interval: Duration::from_millis(20),
+        ..local_config()
+    };
+    let (server, address) = start_with(open(&dir, true), config.clone());
+    let mut client = Client::connect(address);
+    // Ten hashes of 30 fields each, their keys on both shards.
+    for hash in 0..10 {
+        let key = format!("hash:{hash}");
+        let mut request: Vec<Vec<u8>> = vec![b"HSET".to_vec(), key.into_bytes()];
+        for field in 0..30 {
+            request.push(format!("f{field}").into_bytes());
+            request.push(format!("v{hash}.{field}").into_bytes());
+        }
+        let words: Vec<&[u8]> = request.iter().map(Vec::as_slice).collect();
+        assert_eq!(client.call(&words), Resp::Integer(30));
+    }
+    assert_eq!(
+        client.call(&[b"HSET", b"hash:0", b"f0", b"changed"]),
+        Resp::Integer(0)
+    );
+    assert_eq!(
+        client.call(&[b"PEXPIRE", b"hash:9", b"100"]),
+        Resp::Integer(1)
+    );
+    drop(client);
+    server.shutdown();
+    server.wait().expect("stops");
+    let db = open(&dir, false);
+    let (server, address) = start_with(db.clone(), config);
+    let mut client = Client::connect(address);
+    assert_eq!(
+        client.call(&[b"HGET", b"hash:0", b"f0"]),
+        Resp::Bulk(Some(b"changed".to_vec()))
+    );
+    assert_eq!(
+        client.call(&[b"HGET", b"hash:3", b"f29"]),
+        Resp::Bulk(Some(b"v3.29".to_vec()))
+    );
+    assert_eq!(client.call(&[b"HLEN", b"hash:3"]), Resp::Integer(30));
+    assert_eq!(
+        client.call(&[b"GET", b"hash:3"]),
+        Resp::Error(WRONG_TYPE.into())
+    );
+    // Each way a hash goes away takes its fields with it: DEL, SET over it, HDEL of its last
+    // fields, expiry and the sweep, MSET over several shards, FLUSHDB.
+    assert_eq!(client.call(&[b"DEL", b"hash:1"]), Resp::Integer(1));
+    assert_eq!(
+        client.call(&[b"SET", b"hash:2", b"now a string"]),
+        Resp::Simple("OK".into())
+    );
+    let fields: Vec<Vec<u8>> = (0..30).map(|f| format!("f{f}").into_bytes()).collect();
+    let mut hdel: Vec<&[u8]> = vec![b"HDEL", b"hash:4"];
+    hdel.extend(fields.iter().map(Vec::as_slice));
+    assert_eq!(client.call(&hdel), Resp::Integer(30));
+    assert_eq!(client.call(&[b"EXISTS", b"hash:4"]), Resp::Integer(0));
+    let mset: Vec<&[u8]> = vec![b"MSET", b"hash:5", b"x", b"hash:6", b"y", b"hash:7", b"z"];
+    assert_eq!(client.call(&mset), Resp::Simple("OK".into()));
+    // hash:0, hash:3 and hash:8 are left.
+    wait_for_fields(&db, 3 * 30, "after DEL, SET, HDEL, MSET and the sweep");
+    assert_eq!(client.call(&[b"FLUSHDB"]), Resp::Simple("OK".into()));
+    assert_eq!(field_records(&db), 0, "FLUSHDB leaves fields");
+    server.shutdown();
+    server.wait().expect("stops");
+}
+
+const WRONG_TYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
+
+/// Waits (bounded) until `expected` field records are left.
+fn wait_for_fields(db: &Db, expected: usize, when: &str) {
+    let mut left = usize::MAX;
+    for _ in 0..100 {
+        left = field_records(db);
+        if left == expected {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(left, expected, "field records {when}");
+}
+
+/// A key named `prefix` and a number whose shard is (or is not, `same` false) `key`'s.
+fn key_beside(db: &Db, key: &[u8], prefix: &str, same: bool) -> Vec<u8> {
+    (0..1000)
+        .map(|n| format!("{prefix}{n}").into_bytes())
+        .find(|candidate| (db.shard_of(candidate) == db.shard_of(key)) == same)
+        .expect("a key on the shard asked for")
+}
+
+#[test]
+fn renames_move_strings_large_values_and_hashes_within_and_across_shards() {
+    let dir = temp_dir("rename");
+    let db = open(&dir, true);
+    let (server, address) = start_with(db.clone(), local_config());
+    let mut client = Client::connect(address);
+    let big = pattern(3, 20_000);
+    for same in [true, false] {
+        let tag = if same { "same" } else { "across" };
+        let (string, large, hash) = (format!("{tag}:s"), format!("{tag}:l"), format!("{tag}:h"));
+        assert_eq!(
+            client.call(&[b"SET", string.as_bytes(), b"v", b"EX", b"1000"]),
+            Resp::Simple("OK".into())
+        );
+        assert_eq!(
+            client.call(&[b"SET", large.as_bytes(), &big]),
+            Resp::Simple("OK".into())
+        );
+        let hset: Vec<&[u8]> = vec![b"HSET", hash.as_bytes(), b"f1", b"a", b"f2", b"b"];
+        assert_eq!(client.call(&hset), Resp::Integer(2));
+        for (key, kind) in [(&string, "s"), (&large, "l"), (&hash, "h")] {
+            let target = key_beside(&db, key.as_bytes(), &format!("{tag}:{kind}:to"), same);
+            // The target holds a hash whose fields must go.
+            let old: Vec<&[u8]> = vec![b"HSET", &target, b"old", b"x"];
+            assert_eq!(client.call(&old), Resp::Integer(1));
+            assert_eq!(
+                client.call(&[b"RENAMENX", key.as_bytes(), &target]),
+                Resp::Integer(0)
+            );
+            assert_eq!(
+                client.call(&[b"RENAME", key.as_bytes(), &target]),
+                Resp::Simple("OK".into())
+            );
+            assert_eq!(client.call(&[b"EXISTS", key.as_bytes()]), Resp::Integer(0));
+            let moved = match kind {
+                "s" => {
+                    client.call(&[b"GET", &target]) == Resp::Bulk(Some(b"v".to_vec()))
+                        && client.call(&[b"TTL", &target]) == Resp::Integer(1000)
+                }
+                "l" => client.call(&[b"GET", &target]) == Resp::Bulk(Some(big.clone())),
+                _ => {
+                    client.call(&[b"HGET", &target, b"f2"]) == Resp::Bulk(Some(b"b".to_vec()))
+                        && client.call(&[b"HLEN", &target]) == Resp::Integer(2)
+                }
+            };
+            assert!(moved, "{tag} rename of the {kind} value");
+        }
+    }
+    assert_eq!(
+        client.call(&[b"RENAME", b"absent", b"x"]),
+        Resp::Error("ERR no such key".into())
+    );
+    // Only the two renamed hashes' fields and the two large values' chunks are left.
+    assert_eq!(field_records(&db), 4);
+    // 4 KiB pages: records of 990 bytes, chunks of 976 (a 14-byte key).
+    assert_eq!(chunks_left(&db), 2 * big.len().div_ceil(976));
+    server.shutdown();
+    server.wait().expect("stops");
+}

@@ -138,6 +138,61 @@ def large_values(r, p):
     check("get deleted", r.get(p + "big"), None)
 
 
+def hashes(r, p, protocol):
+    h = p + "h"
+    check("hset mapping", r.hset(h, mapping={"a": 1, "b": 2}), 2)
+    check("hset existing", r.hset(h, "a", 3), 0)
+    check("hget", r.hget(h, "a"), b"3")
+    check("hget missing", r.hget(h, "zz"), None)
+    check("hmget", r.hmget(h, ["a", "b", "zz"]), [b"3", b"2", None])
+    check("hlen", r.hlen(h), 2)
+    check("hgetall", r.hgetall(h), {b"a": b"3", b"b": b"2"})
+    check("hkeys", sorted(r.hkeys(h)), [b"a", b"b"])
+    check("hvals", sorted(r.hvals(h)), [b"2", b"3"])
+    check("hexists", (r.hexists(h, "a"), r.hexists(h, "zz")), (True, False))
+    check("hstrlen", r.hstrlen(h, "a"), 1)
+    check("hincrby", r.hincrby(h, "n", 5), 5)
+    check("hincrbyfloat", r.hincrbyfloat(h, "f", 1.5), 1.5)
+    check("hsetnx taken", r.hsetnx(h, "a", "x"), 0)
+    check("hsetnx new", r.hsetnx(h, "c", "x"), 1)
+    check("hscan", r.hscan(h, 0, match="[ab]"), (0, {b"a": b"3", b"b": b"2"}))
+    check("type hash", r.type(h), b"hash")
+    check("hdel", r.hdel(h, "a", "zz"), 1)
+    try:
+        r.get(h)
+        raise AssertionError("GET on a hash must fail")
+    except redis.ResponseError as error:
+        check("wrongtype", str(error).startswith("WRONGTYPE"), True)
+    try:
+        r.hincrby(h, "c", 1)
+        raise AssertionError("HINCRBY on a non-integer must fail")
+    except redis.ResponseError as error:
+        check("hincrby error", str(error), "hash value is not an integer")
+    pipe = r.pipeline(transaction=True)
+    pipe.hset(h + "2", "x", 1).hincrby(h + "2", "x", 1).hgetall(h + "2").delete(h + "2")
+    check("hash in multi", pipe.execute(), [1, 2, {b"x": b"2"}, 1])
+    check("del hash", r.delete(h), 1)
+    check("hgetall gone", r.hgetall(h), {})
+
+
+def renames(r, p):
+    # Keys on either shard: some pairs share one, others do not.
+    for n in range(4):
+        a, b = f"{p}ra{n}", f"{p}rb{n}"
+        r.set(a, "v", ex=100)
+        check("rename", r.rename(a, b), True)
+        check("renamed value", (r.get(a), r.get(b), r.ttl(b)), (None, b"v", 100))
+        r.hset(a, "f", n)
+        check("renamenx taken", r.renamenx(a, b), False)
+        check("rename hash over string", r.rename(a, b), True)
+        check("renamed hash", (r.type(b), r.hget(b, "f")), (b"hash", str(n).encode()))
+    try:
+        r.rename(p + "absent", p + "x")
+        raise AssertionError("RENAME of a missing key must fail")
+    except redis.ResponseError as error:
+        check("rename missing", str(error), "no such key")
+
+
 def refusals(r):
     try:
         r.publish("channel", "message")
@@ -157,6 +212,8 @@ def main():
         session(r, protocol)
         pipelines(r, prefix)
         large_values(r, prefix)
+        hashes(r, prefix, protocol)
+        renames(r, prefix)
         refusals(r)
         r.close()
         print(f"redis-py {redis.__version__}, RESP{protocol}: every check passed")

@@ -8,6 +8,7 @@
 //! combined ([`Combine`]). Commands on the connection (`PING`, `HELLO`, `CLIENT`) and on the
 //! whole database (`DBSIZE`, `KEYS`, `FLUSHDB`) are the other kinds ([`Plan`]).
 
+pub mod hashes;
 mod keys;
 mod session;
 mod strings;
@@ -19,7 +20,7 @@ pub use table::{plan, Plan, WholeDb};
 use crate::value::Stored;
 
 /// A reply, owned (it crosses back from a shard), written out in the connection's protocol.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub enum Reply {
     /// `+OK`.
     Ok,
@@ -32,6 +33,7 @@ pub enum Reply {
     /// A bulk string.
     Bulk(Vec<u8>),
     /// The null.
+    #[default]
     Null,
     /// The null array (RESP2 `*-1`).
     NullArray,
@@ -144,17 +146,53 @@ impl Effect {
 /// or expired) and the clock.
 pub type KeyFn = fn(&[Vec<u8>], Option<Stored<'_>>, u64) -> Effect;
 
+/// What an operation does with its key.
+#[derive(Clone, Copy)]
+pub enum Run {
+    /// A function of the key's value.
+    Value(KeyFn),
+    /// A function of a hash's fields, and which fields it reads (always on the key's shard).
+    Hash(hashes::HashFn, hashes::Needs),
+    /// `RENAME key newkey` (`only_new`: RENAMENX) with both keys on the op's shard.
+    Rename {
+        /// RENAMENX: only when the new key does not exist.
+        only_new: bool,
+    },
+}
+
 /// One operation on one key.
 #[derive(Clone)]
 pub struct KeyOp {
     /// The key.
     pub key: Vec<u8>,
-    /// What to do with its value.
-    pub run: KeyFn,
+    /// What to do with it.
+    pub run: Run,
     /// The command's arguments, as the function reads them.
     pub arguments: std::sync::Arc<Vec<Vec<u8>>>,
     /// Whether it may write (runs on the shard, under the key's lock).
     pub writes: bool,
+}
+
+impl KeyOp {
+    /// The keys the operation locks on its shard (a rename's new key too).
+    pub fn locked_keys(&self) -> impl Iterator<Item = &Vec<u8>> {
+        let renamed = match self.run {
+            Run::Rename { .. } => self.arguments.get(2),
+            _ => None,
+        };
+        std::iter::once(&self.key).chain(renamed)
+    }
+
+    /// The reply of a read-only operation on one key's value, run on the worker (a hash
+    /// command never is: it runs on its shard).
+    pub fn run_value(&self, current: Option<Stored<'_>>, now_ms: u64) -> Reply {
+        match self.run {
+            Run::Value(run) => run(&self.arguments, current, now_ms).reply,
+            Run::Hash(..) | Run::Rename { .. } => {
+                Reply::error("ERR a command of several records ran off its shard")
+            }
+        }
+    }
 }
 
 /// How the replies of a command's key operations become the command's reply.

@@ -2,7 +2,7 @@
 //! rule: a positive arity is exact, a negative one a minimum, both counting the name), and its
 //! keys and functions laid out.
 
-use super::{errors, keys, strings, Combine, KeyFn, KeyOp, Reply};
+use super::{errors, hashes, keys, strings, Combine, KeyFn, KeyOp, Reply, Run};
 use std::sync::Arc;
 
 /// What a request turns into.
@@ -43,6 +43,16 @@ pub enum WholeDb {
     MsetNx(Vec<(Vec<u8>, Vec<u8>)>),
     /// `INFO [section ...]`.
     Info(Vec<Vec<u8>>),
+    /// `RENAME`/`RENAMENX` with the keys on different shards: one batch, atomic across
+    /// shards and across a crash.
+    RenameAcross {
+        /// The key renamed.
+        from: Vec<u8>,
+        /// Its new name.
+        to: Vec<u8>,
+        /// RENAMENX.
+        only_new: bool,
+    },
 }
 
 /// A command on one key: name, arity, function, whether it writes.
@@ -121,6 +131,11 @@ pub fn known_commands() -> Vec<(&'static str, i32)> {
         .map(|(name, arity, _, _)| (*name, *arity))
         .collect();
     all.extend(MULTI_KEY_COMMANDS.iter().map(|(name, ..)| (*name, -2)));
+    all.extend(
+        hashes::HASH_COMMANDS
+            .iter()
+            .map(|(name, arity, ..)| (*name, *arity)),
+    );
     all.extend(SESSION_COMMANDS.iter().copied());
     all.extend([
         ("MSET", -3),
@@ -134,6 +149,8 @@ pub fn known_commands() -> Vec<(&'static str, i32)> {
         ("SAVE", 1),
         ("BGSAVE", -1),
         ("INFO", -1),
+        ("RENAME", 3),
+        ("RENAMENX", 3),
     ]);
     all
 }
@@ -170,9 +187,25 @@ pub fn plan(arguments: Vec<Vec<u8>>, shard_of: impl Fn(&[u8]) -> usize) -> Plan 
         let key = arguments[1].clone();
         let op = KeyOp {
             key,
-            run: *run,
+            run: Run::Value(*run),
             arguments: Arc::new(arguments),
             writes: *writes,
+        };
+        return Plan::Keys {
+            ops: vec![op],
+            combine: Combine::Single,
+        };
+    }
+    if let Some((_, arity, run, needs)) = hashes::HASH_COMMANDS.iter().find(|(n, ..)| *n == name) {
+        if !arity_ok(*arity, arguments.len()) || !hashes::pairs_complete(name, arguments.len()) {
+            return Plan::Reply(Reply::error(errors::arity(name)));
+        }
+        // A hash is several records: its commands run on its shard, under its key's lock.
+        let op = KeyOp {
+            key: arguments[1].clone(),
+            run: Run::Hash(*run, *needs),
+            arguments: Arc::new(arguments),
+            writes: true,
         };
         return Plan::Keys {
             ops: vec![op],
@@ -188,7 +221,7 @@ pub fn plan(arguments: Vec<Vec<u8>>, shard_of: impl Fn(&[u8]) -> usize) -> Plan 
             .iter()
             .map(|key| KeyOp {
                 key: key.clone(),
-                run: *run,
+                run: Run::Value(*run),
                 arguments: shared.clone(),
                 writes: *writes,
             })
@@ -232,7 +265,7 @@ fn plan_whole(name: &str, arguments: Vec<Vec<u8>>, shard_of: impl Fn(&[u8]) -> u
                 .map(|(key, value)| KeyOp {
                     arguments: Arc::new(vec![arguments[0].clone(), key.clone(), value]),
                     key,
-                    run: strings::mset_part,
+                    run: Run::Value(strings::mset_part),
                     writes: true,
                 })
                 .collect();
@@ -257,6 +290,26 @@ fn plan_whole(name: &str, arguments: Vec<Vec<u8>>, shard_of: impl Fn(&[u8]) -> u
             Some(_) => Plan::Reply(Reply::error(errors::SYNTAX)),
         },
         "INFO" => Plan::Whole(WholeDb::Info(arguments[1..].to_vec())),
+        "RENAME" | "RENAMENX" if count != 3 => arity_error(),
+        "RENAME" | "RENAMENX" => plan_rename(name == "RENAMENX", arguments, shard_of),
         _ => Plan::Reply(unknown(&arguments)),
+    }
+}
+
+/// RENAME/RENAMENX: on the keys' shard when they share one, else across shards.
+fn plan_rename(only_new: bool, arguments: Vec<Vec<u8>>, shard_of: impl Fn(&[u8]) -> usize) -> Plan {
+    let (from, to) = (arguments[1].clone(), arguments[2].clone());
+    if shard_of(&from) != shard_of(&to) {
+        return Plan::Whole(WholeDb::RenameAcross { from, to, only_new });
+    }
+    let op = KeyOp {
+        key: from,
+        run: Run::Rename { only_new },
+        arguments: Arc::new(arguments),
+        writes: true,
+    };
+    Plan::Keys {
+        ops: vec![op],
+        combine: Combine::Single,
     }
 }

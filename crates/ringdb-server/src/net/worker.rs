@@ -381,7 +381,7 @@ impl Worker {
 
     /// Starts this turn's hops to the shards (the groups the batches just queued).
     fn start_hops(&mut self) {
-        for hop in crate::hop::take_hops(&self.db, &self.shared.chunks) {
+        for hop in crate::hop::take_hops(&self.db, &self.shared.store) {
             let index = match self.hops.iter().position(Option::is_none) {
                 Some(index) => index,
                 None => {

@@ -1,0 +1,404 @@
+//! Hash commands as pure functions of the hash's fields: HSET, HMSET, HSETNX, HGET, HMGET, HDEL,
+//! HEXISTS, HLEN, HSTRLEN, HINCRBY, HINCRBYFLOAT, HGETALL, HKEYS, HVALS, HSCAN.
+//!
+//! A hash is stored as one record per field (`hashes.rs` at the crate's root says where); a
+//! command names the fields it needs ([`Needs`]), the shard reads those (or all of them) into a
+//! [`HashView`], and the function answers and says which fields to put and delete. The header
+//! (field count, expiry) is kept by the caller from those writes.
+
+use super::{errors, parse_float, parse_integer, Reply};
+use std::collections::BTreeMap;
+
+/// Which fields a hash command reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Needs {
+    /// None: the header's count is enough (HLEN).
+    Nothing,
+    /// The arguments from index `first`, every `step`-th (HSET's fields, HGET's field).
+    Named {
+        /// The index of the first field among the arguments.
+        first: usize,
+        /// The distance between fields (2 when values sit between them).
+        step: usize,
+    },
+    /// Every field (HGETALL, HKEYS, HVALS, HSCAN).
+    All,
+}
+
+impl Needs {
+    /// The fields named in `arguments` (empty for the other needs).
+    pub fn named<'a>(&self, arguments: &'a [Vec<u8>]) -> Vec<&'a [u8]> {
+        match *self {
+            Needs::Named { first, step } => arguments
+                .iter()
+                .skip(first)
+                .step_by(step)
+                .map(Vec::as_slice)
+                .collect(),
+            _ => Vec::new(),
+        }
+    }
+}
+
+/// A hash as a command sees it: the header's field count and the fields it asked for (those
+/// present), by field.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct HashView {
+    /// Fields in the hash.
+    pub count: u64,
+    /// The fields read, with their values.
+    pub fields: BTreeMap<Vec<u8>, Vec<u8>>,
+}
+
+/// What a hash command answers and writes.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct HashEffect {
+    /// The reply.
+    pub reply: Reply,
+    /// Fields to set.
+    pub puts: Vec<(Vec<u8>, Vec<u8>)>,
+    /// Fields to remove (present ones only).
+    pub deletes: Vec<Vec<u8>>,
+}
+
+impl HashEffect {
+    fn reply(reply: Reply) -> HashEffect {
+        HashEffect {
+            reply,
+            ..HashEffect::default()
+        }
+    }
+}
+
+/// A hash command's function: its arguments and the hash (`None`: absent or expired).
+pub type HashFn = fn(&[Vec<u8>], Option<&HashView>) -> HashEffect;
+
+/// Hash commands: name, arity, function, the fields it reads. All run on the hash's shard,
+/// under its key's lock (reads too: a hash is several records).
+pub const HASH_COMMANDS: &[(&str, i32, HashFn, Needs)] = &[
+    ("HSET", -4, hset, Needs::Named { first: 2, step: 2 }),
+    ("HMSET", -4, hset, Needs::Named { first: 2, step: 2 }),
+    ("HSETNX", 4, hsetnx, Needs::Named { first: 2, step: 2 }),
+    ("HGET", 3, hget, Needs::Named { first: 2, step: 1 }),
+    ("HMGET", -3, hmget, Needs::Named { first: 2, step: 1 }),
+    ("HDEL", -3, hdel, Needs::Named { first: 2, step: 1 }),
+    ("HEXISTS", 3, hexists, Needs::Named { first: 2, step: 1 }),
+    ("HSTRLEN", 3, hstrlen, Needs::Named { first: 2, step: 1 }),
+    ("HLEN", 2, hlen, Needs::Nothing),
+    ("HINCRBY", 4, hincrby, Needs::Named { first: 2, step: 2 }),
+    (
+        "HINCRBYFLOAT",
+        4,
+        hincrbyfloat,
+        Needs::Named { first: 2, step: 2 },
+    ),
+    ("HGETALL", 2, hgetall, Needs::All),
+    ("HKEYS", 2, hkeys, Needs::All),
+    ("HVALS", 2, hvals, Needs::All),
+    ("HSCAN", -3, hscan, Needs::All),
+];
+
+/// Whether the argument count suits the command beyond its arity (HSET's fields come in pairs).
+pub fn pairs_complete(name: &str, count: usize) -> bool {
+    !matches!(name, "HSET" | "HMSET") || count.is_multiple_of(2)
+}
+
+fn field<'a>(hash: Option<&'a HashView>, name: &[u8]) -> Option<&'a Vec<u8>> {
+    hash.and_then(|hash| hash.fields.get(name))
+}
+
+/// `HSET key field value [field value ...]` (and HMSET): the number of new fields.
+pub fn hset(arguments: &[Vec<u8>], hash: Option<&HashView>) -> HashEffect {
+    let mut puts: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
+    for pair in arguments[2..].chunks_exact(2) {
+        puts.insert(pair[0].clone(), pair[1].clone());
+    }
+    let new = puts.keys().filter(|f| field(hash, f).is_none()).count();
+    let reply = if arguments[0].eq_ignore_ascii_case(b"hmset") {
+        Reply::Ok
+    } else {
+        Reply::Integer(new as i64)
+    };
+    HashEffect {
+        reply,
+        puts: puts.into_iter().collect(),
+        deletes: Vec::new(),
+    }
+}
+
+/// `HSETNX key field value`: 1 if the field was new and is set.
+pub fn hsetnx(arguments: &[Vec<u8>], hash: Option<&HashView>) -> HashEffect {
+    if field(hash, &arguments[2]).is_some() {
+        return HashEffect::reply(Reply::Integer(0));
+    }
+    HashEffect {
+        reply: Reply::Integer(1),
+        puts: vec![(arguments[2].clone(), arguments[3].clone())],
+        deletes: Vec::new(),
+    }
+}
+
+/// `HGET key field`.
+pub fn hget(arguments: &[Vec<u8>], hash: Option<&HashView>) -> HashEffect {
+    HashEffect::reply(field(hash, &arguments[2]).map_or(Reply::Null, |v| Reply::Bulk(v.clone())))
+}
+
+/// `HMGET key field [field ...]`.
+pub fn hmget(arguments: &[Vec<u8>], hash: Option<&HashView>) -> HashEffect {
+    let values = arguments[2..]
+        .iter()
+        .map(|name| field(hash, name).map_or(Reply::Null, |v| Reply::Bulk(v.clone())))
+        .collect();
+    HashEffect::reply(Reply::Array(values))
+}
+
+/// `HDEL key field [field ...]`: the number removed.
+pub fn hdel(arguments: &[Vec<u8>], hash: Option<&HashView>) -> HashEffect {
+    let mut deletes: Vec<Vec<u8>> = arguments[2..]
+        .iter()
+        .filter(|name| field(hash, name).is_some())
+        .cloned()
+        .collect();
+    deletes.sort_unstable();
+    deletes.dedup();
+    HashEffect {
+        reply: Reply::Integer(deletes.len() as i64),
+        puts: Vec::new(),
+        deletes,
+    }
+}
+
+/// `HEXISTS key field`.
+pub fn hexists(arguments: &[Vec<u8>], hash: Option<&HashView>) -> HashEffect {
+    HashEffect::reply(Reply::Integer(i64::from(
+        field(hash, &arguments[2]).is_some(),
+    )))
+}
+
+/// `HSTRLEN key field`.
+pub fn hstrlen(arguments: &[Vec<u8>], hash: Option<&HashView>) -> HashEffect {
+    let length = field(hash, &arguments[2]).map_or(0, Vec::len);
+    HashEffect::reply(Reply::Integer(length as i64))
+}
+
+/// `HLEN key`.
+pub fn hlen(_arguments: &[Vec<u8>], hash: Option<&HashView>) -> HashEffect {
+    HashEffect::reply(Reply::Integer(hash.map_or(0, |hash| hash.count as i64)))
+}
+
+/// `HINCRBY key field increment`.
+pub fn hincrby(arguments: &[Vec<u8>], hash: Option<&HashView>) -> HashEffect {
+    let Some(step) = parse_integer(&arguments[3]) else {
+        return HashEffect::reply(Reply::error(errors::NOT_INTEGER));
+    };
+    let old = match field(hash, &arguments[2]) {
+        None => 0,
+        Some(value) => match parse_integer(value) {
+            Some(old) => old,
+            None => return HashEffect::reply(Reply::error("ERR hash value is not an integer")),
+        },
+    };
+    let Some(new) = old.checked_add(step) else {
+        return HashEffect::reply(Reply::error(errors::OVERFLOW));
+    };
+    HashEffect {
+        reply: Reply::Integer(new),
+        puts: vec![(arguments[2].clone(), new.to_string().into_bytes())],
+        deletes: Vec::new(),
+    }
+}
+
+/// `HINCRBYFLOAT key field increment`.
+pub fn hincrbyfloat(arguments: &[Vec<u8>], hash: Option<&HashView>) -> HashEffect {
+    let Some(step) = parse_float(&arguments[3]) else {
+        return HashEffect::reply(Reply::error(errors::NOT_FLOAT));
+    };
+    let old = match field(hash, &arguments[2]) {
+        None => 0.0,
+        Some(value) => match parse_float(value) {
+            Some(old) => old,
+            None => return HashEffect::reply(Reply::error("ERR hash value is not a float")),
+        },
+    };
+    let new = old + step;
+    if !new.is_finite() {
+        return HashEffect::reply(Reply::error("ERR increment would produce NaN or Infinity"));
+    }
+    let text = crate::resp::format_double(new).into_bytes();
+    HashEffect {
+        reply: Reply::Bulk(text.clone()),
+        puts: vec![(arguments[2].clone(), text)],
+        deletes: Vec::new(),
+    }
+}
+
+fn all(hash: Option<&HashView>) -> impl Iterator<Item = (&Vec<u8>, &Vec<u8>)> {
+    hash.into_iter().flat_map(|hash| hash.fields.iter())
+}
+
+/// `HGETALL key`: a map (RESP3) or a flat array of fields and values (RESP2).
+pub fn hgetall(_arguments: &[Vec<u8>], hash: Option<&HashView>) -> HashEffect {
+    let pairs = all(hash)
+        .map(|(name, value)| (Reply::Bulk(name.clone()), Reply::Bulk(value.clone())))
+        .collect();
+    HashEffect::reply(Reply::Map(pairs))
+}
+
+/// `HKEYS key`.
+pub fn hkeys(_arguments: &[Vec<u8>], hash: Option<&HashView>) -> HashEffect {
+    HashEffect::reply(Reply::Array(
+        all(hash)
+            .map(|(name, _)| Reply::Bulk(name.clone()))
+            .collect(),
+    ))
+}
+
+/// `HVALS key`.
+pub fn hvals(_arguments: &[Vec<u8>], hash: Option<&HashView>) -> HashEffect {
+    HashEffect::reply(Reply::Array(
+        all(hash)
+            .map(|(_, value)| Reply::Bulk(value.clone()))
+            .collect(),
+    ))
+}
+
+/// `HSCAN key cursor [MATCH pattern] [COUNT count] [NOVALUES]`: the whole hash in one reply
+/// (cursor 0), as Redis answers for hashes in its compact encoding; MATCH filters.
+pub fn hscan(arguments: &[Vec<u8>], hash: Option<&HashView>) -> HashEffect {
+    if parse_integer(&arguments[2]).is_none_or(|cursor| cursor < 0) {
+        return HashEffect::reply(Reply::error("ERR invalid cursor"));
+    }
+    let (mut pattern, mut values) = (None, true);
+    let mut at = 3;
+    // Bounded by the arguments: each step consumes one or two.
+    while at < arguments.len() {
+        match arguments[at].to_ascii_uppercase().as_slice() {
+            b"MATCH" if at + 1 < arguments.len() => pattern = Some(&arguments[at + 1]),
+            b"COUNT" if at + 1 < arguments.len() => {
+                if parse_integer(&arguments[at + 1]).is_none_or(|count| count < 1) {
+                    return HashEffect::reply(Reply::error(errors::SYNTAX));
+                }
+            }
+            b"NOVALUES" => {
+                values = false;
+                at += 1;
+                continue;
+            }
+            _ => return HashEffect::reply(Reply::error(errors::SYNTAX)),
+        }
+        at += 2;
+    }
+    let mut items = Vec::new();
+    for (name, value) in all(hash) {
+        if pattern.is_none_or(|p| crate::glob::matches(p, name)) {
+            items.push(Reply::Bulk(name.clone()));
+            if values {
+                items.push(Reply::Bulk(value.clone()));
+            }
+        }
+    }
+    HashEffect::reply(Reply::Array(vec![
+        Reply::Bulk(b"0".to_vec()),
+        Reply::Array(items),
+    ]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(words: &[&str]) -> Vec<Vec<u8>> {
+        words.iter().map(|w| w.as_bytes().to_vec()).collect()
+    }
+
+    fn view(pairs: &[(&str, &str)]) -> HashView {
+        HashView {
+            count: pairs.len() as u64,
+            fields: pairs
+                .iter()
+                .map(|(f, v)| (f.as_bytes().to_vec(), v.as_bytes().to_vec()))
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn hset_counts_new_fields_and_the_last_value_of_a_repeated_one_wins() {
+        let hash = view(&[("a", "1")]);
+        let effect = hset(
+            &args(&["HSET", "h", "a", "2", "b", "3", "b", "4"]),
+            Some(&hash),
+        );
+        assert_eq!(effect.reply, Reply::Integer(1));
+        assert_eq!(
+            effect.puts,
+            vec![
+                (b"a".to_vec(), b"2".to_vec()),
+                (b"b".to_vec(), b"4".to_vec())
+            ]
+        );
+        let effect = hset(&args(&["HMSET", "h", "c", "1"]), None);
+        assert_eq!(effect.reply, Reply::Ok);
+        let request = args(&["HSET", "h", "a", "1", "b", "2"]);
+        let named = Needs::Named { first: 2, step: 2 }.named(&request);
+        assert_eq!(named, vec![&b"a"[..], &b"b"[..]]);
+    }
+
+    #[test]
+    fn increments_follow_redis_errors() {
+        let hash = view(&[("n", "41"), ("s", "x"), ("f", "1.5")]);
+        assert_eq!(
+            hincrby(&args(&["HINCRBY", "h", "n", "1"]), Some(&hash)).reply,
+            Reply::Integer(42)
+        );
+        assert_eq!(
+            hincrby(&args(&["HINCRBY", "h", "s", "1"]), Some(&hash)).reply,
+            Reply::error("ERR hash value is not an integer")
+        );
+        assert_eq!(
+            hincrby(&args(&["HINCRBY", "h", "n", "x"]), Some(&hash)).reply,
+            Reply::error(errors::NOT_INTEGER)
+        );
+        let max = view(&[("n", &i64::MAX.to_string())]);
+        assert_eq!(
+            hincrby(&args(&["HINCRBY", "h", "n", "1"]), Some(&max)).reply,
+            Reply::error(errors::OVERFLOW)
+        );
+        let effect = hincrbyfloat(&args(&["HINCRBYFLOAT", "h", "f", "0.25"]), Some(&hash));
+        assert_eq!(effect.reply, Reply::Bulk(b"1.75".to_vec()));
+        assert_eq!(
+            hincrbyfloat(&args(&["HINCRBYFLOAT", "h", "s", "1"]), Some(&hash)).reply,
+            Reply::error("ERR hash value is not a float")
+        );
+    }
+
+    #[test]
+    fn hdel_removes_present_fields_once_and_hscan_filters() {
+        let hash = view(&[("a", "1"), ("b", "2"), ("ab", "3")]);
+        let effect = hdel(&args(&["HDEL", "h", "a", "a", "zz"]), Some(&hash));
+        assert_eq!(effect.reply, Reply::Integer(1));
+        assert_eq!(effect.deletes, vec![b"a".to_vec()]);
+        let scanned = hscan(
+            &args(&["HSCAN", "h", "0", "MATCH", "a*", "NOVALUES"]),
+            Some(&hash),
+        );
+        assert_eq!(
+            scanned.reply,
+            Reply::Array(vec![
+                Reply::Bulk(b"0".to_vec()),
+                Reply::Array(vec![
+                    Reply::Bulk(b"a".to_vec()),
+                    Reply::Bulk(b"ab".to_vec())
+                ])
+            ])
+        );
+        assert_eq!(
+            hscan(&args(&["HSCAN", "h", "x"]), Some(&hash)).reply,
+            Reply::error("ERR invalid cursor")
+        );
+        assert_eq!(hlen(&args(&["HLEN", "h"]), None).reply, Reply::Integer(0));
+        assert_eq!(
+            hgetall(&args(&["HGETALL", "h"]), None).reply,
+            Reply::Map(Vec::new())
+        );
+    }
+}
