@@ -10,7 +10,7 @@
 //! Other commands (the connection's, the whole database's) end the segment and run in order.
 
 use crate::chunks::{Anywhere, KEPT_CHANGING};
-use crate::command::{errors, plan, run_session, After, Combine, KeyOp, Plan, Reply, Session};
+use crate::command::{errors, plan, run_session, After, Combine, KeyOp, Plan, Reply, Run, Session};
 use crate::shared::ServerShared;
 use crate::store::Store;
 use crate::value::now_ms;
@@ -272,9 +272,12 @@ async fn read_here(db: &Db, store: &Store, shard: usize, ops: Vec<KeyOp>) -> Vec
         let now = now_ms();
         let chunks = &store.chunks;
         let reply = match chunks.load(&Anywhere(chunks), &op.key, now).await {
-            Ok(loaded) => match crate::group::live(loaded.value.as_deref(), now) {
-                Ok(current) => op.run_value(current, now),
-                Err(reply) => reply,
+            Ok(loaded) => match (crate::group::live(loaded.value.as_deref(), now), op.run) {
+                (Ok(current), Run::Hash(run, needs)) => {
+                    crate::hashes::read_anywhere(store, op, (run, needs), current).await
+                }
+                (Ok(current), _) => op.run_value(current, now),
+                (Err(reply), _) => reply,
             },
             Err(Reply::Error(text)) if text == KEPT_CHANGING => {
                 // Marked as writing so the shard locks the key; the function writes nothing.

@@ -19,7 +19,7 @@ use crate::command::hashes::{HashFn, HashView, Needs};
 use crate::command::{errors, KeyOp, Reply, Write};
 use crate::group::{live, Group};
 use crate::store::Store;
-use crate::value::{encode, HashHeader, Kind};
+use crate::value::{encode, HashHeader, Kind, Stored};
 use ringdb::{Db, DbHandle, Direction, Table, TableId, WriteBatch, WriteError};
 use std::ops::Bound;
 
@@ -168,6 +168,52 @@ impl HashFields {
         }
         Ok(view)
     }
+}
+
+/// Whether hash command `name` reads at most one field and writes nothing: such a command
+/// runs where the request arrived, reading in place, as GET does.
+pub fn reads_in_place(name: &str) -> bool {
+    matches!(name, "HGET" | "HEXISTS" | "HSTRLEN" | "HLEN")
+}
+
+/// A command of [`reads_in_place`] on any thread, given the key's live value: the header, then
+/// the one field it names. The answer is the field as it was at some moment after the header
+/// was read (absent if the hash was removed since), as a read on the shard would give.
+pub async fn read_anywhere(
+    store: &Store,
+    op: &KeyOp,
+    (run, needs): (HashFn, Needs),
+    current: Option<Stored<'_>>,
+) -> Reply {
+    let header = match current {
+        None => None,
+        Some(stored) if stored.kind != Kind::Hash => return Reply::error(errors::WRONG_TYPE),
+        Some(stored) => match HashHeader::decode(stored.payload) {
+            Ok(header) => Some(header),
+            Err(_) => return Reply::error(errors::FOREIGN),
+        },
+    };
+    let Some(header) = header else {
+        return run(&op.arguments, None).reply;
+    };
+    let mut view = HashView {
+        count: header.count,
+        ..HashView::default()
+    };
+    for field in needs.named(&op.arguments) {
+        let record = match store.fields.field_key(&op.key, header.generation, field) {
+            Ok(record) => record,
+            Err(reply) => return reply,
+        };
+        match store.fields.table.get_async(&record).await {
+            Ok(Some(value)) => {
+                view.fields.insert(field.to_vec(), value);
+            }
+            Ok(None) => {}
+            Err(error) => return Reply::error(format!("ERR read failed: {error}")),
+        }
+    }
+    run(&op.arguments, Some(&view)).reply
 }
 
 /// The field in a field record's key.

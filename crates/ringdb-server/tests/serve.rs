@@ -549,15 +549,7 @@ fn whole_after_a_restart_and_gone_after_deletes(
     assert!(chunks_left(&db) > 0);
     assert_eq!(client.call(&[b"DEL", b"big", b"m:a"]), Resp::Integer(2));
     // The expired one is swept (or already was): its chunks go with it.
-    let mut left = usize::MAX;
-    for _ in 0..100 {
-        left = chunks_left(&db);
-        if left == 0 {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    assert_eq!(left, 0, "chunks of deleted and expired values are left");
+    wait_for(&db, chunks_left, 0, "chunks of deleted and expired values");
     assert_eq!(client.call(&[b"GET", b"gone"]), Resp::Bulk(None));
     server.shutdown();
     server.wait().expect("stops");
@@ -565,9 +557,41 @@ fn whole_after_a_restart_and_gone_after_deletes(
 
 #[test]
 fn readers_of_a_large_value_never_see_a_torn_one() {
-    let dir = temp_dir("large-race");
+    const LENGTHS: [usize; 3] = [1_500, 7_000, 30_000];
+    let lengths = &LENGTHS;
+    let write = move |round: usize| {
+        let value = pattern(round as u8, lengths[round % lengths.len()]);
+        vec![vec![b"SET".to_vec(), b"hot".to_vec(), value]]
+    };
+    race("large-race", &[b"GET", b"hot"], write, lengths);
+}
+
+#[test]
+fn readers_of_a_hash_field_in_place_see_whole_values_or_none() {
+    const LENGTHS: [usize; 3] = [100, 500, 900];
+    let lengths = &LENGTHS;
+    let write = move |round: usize| {
+        let value = pattern(round as u8, lengths[round % lengths.len()]);
+        let set = vec![b"HSET".to_vec(), b"hot".to_vec(), b"f".to_vec(), value];
+        // Every fifth round the hash is removed first, so it is created again, anew.
+        match round % 5 {
+            0 => vec![vec![b"DEL".to_vec(), b"hot".to_vec()], set],
+            _ => vec![set],
+        }
+    };
+    race("hash-race", &[b"HGET", b"hot", b"f"], write, lengths);
+}
+
+/// Two readers send `read` while a writer sends `write(round)` for 600 rounds: every value
+/// read is absent or a whole `pattern` of one of `lengths`.
+fn race(
+    name: &str,
+    read: &'static [&'static [u8]],
+    write: impl Fn(usize) -> Vec<Vec<Vec<u8>>>,
+    lengths: &'static [usize],
+) {
+    let dir = temp_dir(name);
     let (server, address) = start_with(open(&dir, true), local_config());
-    let lengths = [1_500usize, 7_000, 30_000];
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let readers: Vec<_> = (0..2)
         .map(|_| {
@@ -577,12 +601,11 @@ fn readers_of_a_large_value_never_see_a_torn_one() {
                 let mut whole = 0usize;
                 // Until the writer is done (it stops after a bounded number of writes).
                 while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                    match client.call(&[b"GET", b"hot"]) {
+                    match client.call(read) {
                         Resp::Bulk(None) => {}
                         Resp::Bulk(Some(value)) => {
-                            let seed = value[0];
                             assert!(lengths.contains(&value.len()), "length {}", value.len());
-                            assert_eq!(value, pattern(seed, value.len()), "a torn value");
+                            assert_eq!(value, pattern(value[0], value.len()), "a torn value");
                             whole += 1;
                         }
                         other => panic!("unexpected {other:?}"),
@@ -594,17 +617,16 @@ fn readers_of_a_large_value_never_see_a_torn_one() {
         .collect();
     let mut writer = Client::connect(address);
     for round in 0..600usize {
-        let value = pattern(round as u8, lengths[round % lengths.len()]);
-        assert_eq!(
-            writer.call(&[b"SET", b"hot", &value]),
-            Resp::Simple("OK".into())
-        );
+        for command in write(round) {
+            let words: Vec<&[u8]> = command.iter().map(Vec::as_slice).collect();
+            assert!(!matches!(writer.call(&words), Resp::Error(_)));
+        }
     }
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     for reader in readers {
         let whole = reader.join().expect("reader");
         assert!(whole > 0, "the reader read whole values");
-        eprintln!("reader: {whole} whole values");
+        eprintln!("{name} reader: {whole} whole values");
     }
     server.shutdown();
     server.wait().expect("stops");
@@ -688,7 +710,8 @@ fn hashes_keep_their_fields_together_and_leave_none_behind() {
     let mset: Vec<&[u8]> = vec![b"MSET", b"hash:5", b"x", b"hash:6", b"y", b"hash:7", b"z"];
     assert_eq!(client.call(&mset), Resp::Simple("OK".into()));
     // hash:0, hash:3 and hash:8 are left.
-    wait_for_fields(&db, 3 * 30, "after DEL, SET, HDEL, MSET and the sweep");
+    let what = "field records after DEL, SET, HDEL, MSET and the sweep";
+    wait_for(&db, field_records, 3 * 30, what);
     assert_eq!(client.call(&[b"FLUSHDB"]), Resp::Simple("OK".into()));
     assert_eq!(field_records(&db), 0, "FLUSHDB leaves fields");
     server.shutdown();
@@ -697,17 +720,17 @@ fn hashes_keep_their_fields_together_and_leave_none_behind() {
 
 const WRONG_TYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
 
-/// Waits (bounded) until `expected` field records are left.
-fn wait_for_fields(db: &Db, expected: usize, when: &str) {
+/// Waits (bounded: 5 s) until `count` gives `expected`, else fails naming `what`.
+fn wait_for(db: &Db, count: fn(&Db) -> usize, expected: usize, what: &str) {
     let mut left = usize::MAX;
     for _ in 0..100 {
-        left = field_records(db);
+        left = count(db);
         if left == expected {
             return;
         }
         std::thread::sleep(Duration::from_millis(50));
     }
-    assert_eq!(left, expected, "field records {when}");
+    assert_eq!(left, expected, "{what}");
 }
 
 /// A key named `prefix` and a number whose shard is (or is not, `same` false) `key`'s.

@@ -183,8 +183,8 @@ impl KeyOp {
         std::iter::once(&self.key).chain(renamed)
     }
 
-    /// The reply of a read-only operation on one key's value, run on the worker (a hash
-    /// command never is: it runs on its shard).
+    /// The reply of a read-only operation on one key's value, run on the worker (hash reads
+    /// there go through `hashes::read_anywhere`).
     pub fn run_value(&self, current: Option<Stored<'_>>, now_ms: u64) -> Reply {
         match self.run {
             Run::Value(run) => run(&self.arguments, current, now_ms).reply,

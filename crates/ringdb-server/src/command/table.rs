@@ -200,12 +200,13 @@ pub fn plan(arguments: Vec<Vec<u8>>, shard_of: impl Fn(&[u8]) -> usize) -> Plan 
         if !arity_ok(*arity, arguments.len()) || !hashes::pairs_complete(name, arguments.len()) {
             return Plan::Reply(Reply::error(errors::arity(name)));
         }
-        // A hash is several records: its commands run on its shard, under its key's lock.
+        // A hash is several records: its commands run on its shard, under its key's lock,
+        // except reads of one field (or of the count), which read in place where they arrive.
         let op = KeyOp {
             key: arguments[1].clone(),
             run: Run::Hash(*run, *needs),
             arguments: Arc::new(arguments),
-            writes: true,
+            writes: !crate::hashes::reads_in_place(name),
         };
         return Plan::Keys {
             ops: vec![op],
