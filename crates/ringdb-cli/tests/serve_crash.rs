@@ -1,6 +1,7 @@
-//! `ringdb serve` killed with SIGKILL under load: clients log every SET and MSET the server
-//! acknowledged; after the restart (recovery), every acknowledged write is there and every
-//! MSET (its keys on both shards) is all there or all absent.
+//! `ringdb serve` killed with SIGKILL under load: clients log every SET, MSET and HSET the
+//! server acknowledged; after the restart (recovery), every acknowledged write is there (large
+//! values, stored in chunks, whole; hashes with every field) and every MSET (its keys on both
+//! shards) is all there or all absent.
 //!
 //! `RINGDB_SERVE_KILLS` (default 3) kills per run, each at a random time after the clients
 //! start; `RINGDB_CRASH_SEED` replays a run.
@@ -51,6 +52,10 @@ fn call(stream: &mut TcpStream, words: &[String]) -> std::io::Result<String> {
 #[derive(Default)]
 struct Acked {
     sets: Vec<String>,
+    /// Keys whose SET of a value past one record (`large_value(key)`) was acknowledged.
+    large: Vec<String>,
+    /// Keys whose HSET of three fields was acknowledged.
+    hashes: Vec<String>,
     msets: Vec<[String; 3]>,
     /// The MSET whose reply never came (the server was killed while it ran).
     in_flight: Option<[String; 3]>,
@@ -86,18 +91,53 @@ fn client(address: SocketAddr, id: usize, round: usize, stop: Arc<AtomicBool>) -
             }
             result.map(drop)
         } else {
-            let words = ["SET".to_string(), key.clone(), format!("v{n}")];
-            call(&mut stream, &words).map(|reply| {
-                if reply == "+OK" {
-                    acked.sets.push(key)
-                }
-            })
+            single_key_write(&mut stream, key, n, &mut acked)
         };
         if result.is_err() {
             break;
         }
     }
     acked
+}
+
+/// A value of about 3 KB (stored in chunks) that says which key it belongs to.
+fn large_value(key: &str) -> String {
+    key.repeat(3_000 / key.len() + 1)
+}
+
+/// A SET of a small value, a SET of a large one or an HSET of three fields, by `n`.
+fn single_key_write(
+    stream: &mut TcpStream,
+    key: String,
+    n: u64,
+    acked: &mut Acked,
+) -> std::io::Result<()> {
+    let value = format!("v{n}");
+    // `n % 3 == 0` went to MSET: cycle over the kinds by the next digit.
+    let (words, expected, list) = match (n / 3) % 3 {
+        1 => (
+            vec!["SET".into(), key.clone(), large_value(&key)],
+            "+OK",
+            &mut acked.large,
+        ),
+        2 => {
+            let mut words = vec!["HSET".to_string(), key.clone()];
+            for field in ["f1", "f2", "f3"] {
+                words.extend([field.to_string(), value.clone()]);
+            }
+            (words, ":3", &mut acked.hashes)
+        }
+        _ => (
+            vec!["SET".into(), key.clone(), value],
+            "+OK",
+            &mut acked.sets,
+        ),
+    };
+    let reply = call(stream, &words)?;
+    if reply == expected {
+        list.push(key);
+    }
+    Ok(())
 }
 
 fn get(stream: &mut TcpStream, key: &str) -> String {
@@ -151,12 +191,16 @@ fn kill_under_load(dir: &std::path::Path, seed: u64, kills: usize) -> (Acked, Ve
         for handle in clients {
             let told = handle.join().expect("client");
             acked.sets.extend(told.sets);
+            acked.large.extend(told.large);
+            acked.hashes.extend(told.hashes);
             acked.msets.extend(told.msets);
             in_flight.extend(told.in_flight);
         }
         eprintln!(
-            "serve crash: kill {round}: {} SETs and {} MSETs acknowledged so far, {} MSETs cut by kills",
-            acked.sets.len(),
+            "serve crash: kill {round}: {} SETs ({} large), {} HSETs and {} MSETs acknowledged so far, {} MSETs cut by kills",
+            acked.sets.len() + acked.large.len(),
+            acked.large.len(),
+            acked.hashes.len(),
             acked.msets.len(),
             in_flight.len()
         );
@@ -183,6 +227,7 @@ fn check_after_restart(dir: &std::path::Path, seed: u64, acked: &Acked, in_fligh
             "acknowledged write of {key} lost (seed {seed})"
         );
     }
+    check_large_and_hashes(&mut stream, seed, acked);
     // The MSETs a kill cut: all or nothing.
     let mut whole = 0;
     for keys in in_flight {
@@ -201,4 +246,24 @@ fn check_after_restart(dir: &std::path::Path, seed: u64, acked: &Acked, in_fligh
         in_flight.len()
     );
     drop(child);
+}
+
+/// Every acknowledged large value is whole, every acknowledged hash has its three fields.
+fn check_large_and_hashes(stream: &mut TcpStream, seed: u64, acked: &Acked) {
+    for key in &acked.large {
+        let value = get(stream, key);
+        assert!(
+            value == large_value(key),
+            "large value of {key} lost or torn (seed {seed})"
+        );
+    }
+    for key in &acked.hashes {
+        let fields = call(stream, &["HLEN".to_string(), key.clone()]).expect("HLEN");
+        assert_eq!(fields, ":3", "hash {key} lost fields (seed {seed})");
+    }
+    eprintln!(
+        "serve crash: {} large values whole, {} hashes with all their fields",
+        acked.large.len(),
+        acked.hashes.len()
+    );
 }
