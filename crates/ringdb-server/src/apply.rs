@@ -62,7 +62,8 @@ async fn run_value(
     (op, run): (&KeyOp, KeyFn),
     now: u64,
 ) -> (Reply, bool) {
-    let effect = match group.current(store, handle, &op.key, now).await {
+    let current = group.current_for(store, handle, (&op.key, op.payload), now);
+    let effect = match current.await {
         Ok(current) => match live(current.as_deref(), now) {
             Ok(value) => run(&op.arguments, value, now),
             Err(reply) => Effect::reply(reply),

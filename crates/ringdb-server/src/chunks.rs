@@ -225,6 +225,18 @@ impl Chunks {
         key: &[u8],
         now_ms: u64,
     ) -> Result<Loaded, Reply> {
+        self.load_for(source, key, now_ms, true).await
+    }
+
+    /// [`Chunks::load`] for a command that reads the value's bytes (`payload`) or only its
+    /// kind and expiry: a large value is then not assembled, its payload left empty.
+    pub async fn load_for(
+        &self,
+        source: &impl Source,
+        key: &[u8],
+        now_ms: u64,
+        payload: bool,
+    ) -> Result<Loaded, Reply> {
         for _ in 0..READ_ATTEMPTS {
             let Some(bytes) = source.value(key).await.map_err(read_failed)? else {
                 return Ok(Loaded::default());
@@ -238,6 +250,12 @@ impl Chunks {
             if header.expired_at(now_ms) {
                 return Ok(Loaded {
                     value: None,
+                    chunked: Some(header),
+                });
+            }
+            if !payload {
+                return Ok(Loaded {
+                    value: Some(encode(header.kind, header.deadline_ms, &[])),
                     chunked: Some(header),
                 });
             }

@@ -271,7 +271,8 @@ async fn read_here(db: &Db, store: &Store, shard: usize, ops: Vec<KeyOp>) -> Vec
         debug_assert!(!op.writes);
         let now = now_ms();
         let chunks = &store.chunks;
-        let reply = match chunks.load(&Anywhere(chunks), &op.key, now).await {
+        let anywhere = Anywhere(chunks);
+        let reply = match chunks.load_for(&anywhere, &op.key, now, op.payload).await {
             Ok(loaded) => match (crate::group::live(loaded.value.as_deref(), now), op.run) {
                 (Ok(current), Run::Hash(run, needs)) => {
                     crate::hashes::read_anywhere(store, op, (run, needs), current).await

@@ -47,6 +47,18 @@ impl Group {
         key: &[u8],
         now: u64,
     ) -> Result<Option<Vec<u8>>, Reply> {
+        self.current_for(store, handle, (key, true), now).await
+    }
+
+    /// [`Group::current`] for a command that reads the value's bytes (`payload`) or only
+    /// its kind and expiry (a large value's payload is then left empty).
+    pub async fn current_for(
+        &mut self,
+        store: &Store,
+        handle: &DbHandle,
+        (key, payload): (&[u8], bool),
+        now: u64,
+    ) -> Result<Option<Vec<u8>>, Reply> {
         if let Some(pending) = self.overlay.get(key) {
             return Ok(pending.clone());
         }
@@ -54,7 +66,7 @@ impl Group {
             handle,
             table: store.chunks.table_id(),
         };
-        let loaded = store.chunks.load(&source, key, now).await?;
+        let loaded = store.chunks.load_for(&source, key, now, payload).await?;
         self.chunked.insert(key.to_vec(), loaded.chunked);
         if let Some(header) = loaded.value.as_deref().and_then(HashHeader::of_value) {
             self.old_hash.insert(key.to_vec(), header.generation);

@@ -171,6 +171,9 @@ pub struct KeyOp {
     pub arguments: std::sync::Arc<Vec<Vec<u8>>>,
     /// Whether it may write (runs on the shard, under the key's lock).
     pub writes: bool,
+    /// Whether its function reads the value's bytes (else a large value is not assembled for
+    /// it: its kind and expiry are enough).
+    pub payload: bool,
 }
 
 impl KeyOp {

@@ -155,6 +155,18 @@ pub fn known_commands() -> Vec<(&'static str, i32)> {
     all
 }
 
+/// Whether command `name` (one key) reads its value's bytes: not those that replace the value
+/// (SET without GET, SETEX, PSETEX) nor those that read only its kind or expiry.
+fn reads_payload(name: &str, arguments: &[Vec<u8>]) -> bool {
+    match name {
+        "SET" => arguments[3..]
+            .iter()
+            .any(|word| word.eq_ignore_ascii_case(b"GET")),
+        "SETEX" | "PSETEX" | "TYPE" | "TTL" | "PTTL" | "EXPIRETIME" | "PEXPIRETIME" => false,
+        _ => true,
+    }
+}
+
 fn arity_ok(arity: i32, count: usize) -> bool {
     if arity >= 0 {
         count == arity as usize
@@ -188,6 +200,7 @@ pub fn plan(arguments: Vec<Vec<u8>>, shard_of: impl Fn(&[u8]) -> usize) -> Plan 
         let op = KeyOp {
             key,
             run: Run::Value(*run),
+            payload: reads_payload(name, &arguments),
             arguments: Arc::new(arguments),
             writes: *writes,
         };
@@ -207,6 +220,7 @@ pub fn plan(arguments: Vec<Vec<u8>>, shard_of: impl Fn(&[u8]) -> usize) -> Plan 
             run: Run::Hash(*run, *needs),
             arguments: Arc::new(arguments),
             writes: !crate::hashes::reads_in_place(name),
+            payload: true,
         };
         return Plan::Keys {
             ops: vec![op],
@@ -225,6 +239,7 @@ pub fn plan(arguments: Vec<Vec<u8>>, shard_of: impl Fn(&[u8]) -> usize) -> Plan 
                 run: Run::Value(*run),
                 arguments: shared.clone(),
                 writes: *writes,
+                payload: name == "MGET",
             })
             .collect();
         return Plan::Keys {
@@ -268,6 +283,7 @@ fn plan_whole(name: &str, arguments: Vec<Vec<u8>>, shard_of: impl Fn(&[u8]) -> u
                     key,
                     run: Run::Value(strings::mset_part),
                     writes: true,
+                    payload: false,
                 })
                 .collect();
             Plan::Keys {
@@ -308,9 +324,35 @@ fn plan_rename(only_new: bool, arguments: Vec<Vec<u8>>, shard_of: impl Fn(&[u8])
         run: Run::Rename { only_new },
         arguments: Arc::new(arguments),
         writes: true,
+        payload: true,
     };
     Plan::Keys {
         ops: vec![op],
         combine: Combine::Single,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn payload_of(words: &[&str]) -> bool {
+        let arguments: Vec<Vec<u8>> = words.iter().map(|w| w.as_bytes().to_vec()).collect();
+        match plan(arguments, |_| 0) {
+            Plan::Keys { ops, .. } => ops.iter().all(|op| op.payload),
+            _ => panic!("a command on keys"),
+        }
+    }
+
+    #[test]
+    fn only_commands_that_read_a_value_assemble_a_large_one() {
+        assert!(!payload_of(&["SET", "k", "v"]));
+        assert!(!payload_of(&["SET", "k", "v", "EX", "10", "KEEPTTL"]));
+        assert!(payload_of(&["SET", "k", "v", "get"]));
+        assert!(!payload_of(&["DEL", "a", "b"]));
+        assert!(!payload_of(&["TTL", "k"]));
+        assert!(payload_of(&["APPEND", "k", "v"]));
+        assert!(payload_of(&["MGET", "a", "b"]));
+        assert!(payload_of(&["EXPIRE", "k", "10"]));
     }
 }
