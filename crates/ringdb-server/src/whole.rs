@@ -18,6 +18,9 @@ use std::task::{Context, Poll, Waker};
 /// Keys a FLUSHDB deletes per batch.
 const FLUSH_BATCH_KEYS: usize = 1024;
 
+/// Records (keys, chunks, fields) past which a FLUSHDB batch takes no further key.
+const FLUSH_BATCH_RECORDS: usize = 16 * 1024;
+
 /// SCAN cursors a connection keeps (a cursor past this many is reported as expired).
 const SCAN_CURSORS_MAX: usize = 64;
 
@@ -186,6 +189,10 @@ fn flush_all(db: &Db, store: &Store) -> Reply {
                     batch.delete(&key);
                 }
                 Err(error) => return failed("flush", error),
+            }
+            // Hashes bring their fields: a batch stays well under what one log record holds.
+            if batch.len() >= FLUSH_BATCH_RECORDS {
+                break;
             }
         }
         if batch.is_empty() {
