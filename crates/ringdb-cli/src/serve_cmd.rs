@@ -4,7 +4,7 @@
 use crate::kv_cmd::DbArgs;
 use clap::Args;
 use ringdb_bench::units::parse_size;
-use ringdb_server::{Server, ServerConfig};
+use ringdb_server::{NetworkSettings, Server, ServerConfig};
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 
@@ -36,6 +36,18 @@ pub struct ServeArgs {
     /// Unsent replies past which a client that does not read is disconnected.
     #[arg(long, default_value = "256M")]
     client_output_limit: String,
+    /// How the network talks to the kernel: auto (io_uring, or epoll with a warning where
+    /// io_uring is blocked), io_uring (refuse to start without it) or epoll.
+    #[arg(long, default_value = "auto")]
+    net: ringdb_server::TransportKind,
+    /// How each network worker's io_uring runs completions' task work: default, coop or
+    /// defer (DEFER_TASKRUN; a kernel without it gets a plain ring).
+    #[arg(long, default_value = "defer")]
+    net_ring: ringdb_io::SetupMode,
+    /// How connections are read: multishot (into provided buffers shared by a worker's
+    /// connections) or single (one receive at a time, a buffer per connection).
+    #[arg(long, default_value = "multishot", value_parser = ["multishot", "single"])]
+    recv: String,
 }
 
 pub fn run(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
@@ -54,6 +66,11 @@ pub fn run(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
         max_clients: args.maxclients,
         max_bulk_bytes: parse_size(&args.proto_max_bulk_len)? as usize,
         max_reply_bytes: parse_size(&args.client_output_limit)? as usize,
+        network: NetworkSettings {
+            transport: args.net,
+            ring_mode: args.net_ring,
+            multishot_receive: args.recv == "multishot",
+        },
         ..ServerConfig::default()
     };
     let db = args.db.open(false)?;
@@ -68,6 +85,9 @@ pub fn run(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
             "ringdb serve: {shards} shard(s), listening on {:?}",
             args.unixsocket
         ),
+    }
+    if let Some(reason) = server.network().and_then(|choice| choice.fallback) {
+        eprintln!("ringdb: warning: {reason}");
     }
     server.wait()?;
     eprintln!("ringdb serve: stopped; everything acknowledged is durable");

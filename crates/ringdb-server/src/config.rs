@@ -33,6 +33,68 @@ pub struct ServerConfig {
     pub sweep_chunk_keys: usize,
     /// How often the expiry sweep takes a chunk.
     pub sweep_interval: std::time::Duration,
+    /// How the network workers use io_uring.
+    pub network: NetworkSettings,
+}
+
+/// How a network worker talks to the kernel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NetworkSettings {
+    /// io_uring, epoll, or io_uring falling back to epoll where it is blocked (the default).
+    pub transport: TransportKind,
+    /// The ring's task-work mode: `Defer` (the default) posts completions only when the worker
+    /// enters the kernel to collect them. A kernel that refuses the mode gets a plain ring.
+    pub ring_mode: ringdb_io::SetupMode,
+    /// Receives are multishot into the worker's provided buffers (the default), else one
+    /// receive at a time into a buffer of each connection's own. Kernels without provided
+    /// buffer rings or multishot receives fall back to the latter.
+    pub multishot_receive: bool,
+}
+
+/// How a server's network workers ended up talking to the kernel.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NetworkChoice {
+    /// `io_uring` or `epoll` (INFO's `multiplexing_api`).
+    pub api: &'static str,
+    /// `multishot` (into provided buffers) or `single` receives.
+    pub receive: &'static str,
+    /// Why the workers do without io_uring or multishot receives, where they do.
+    pub fallback: Option<String>,
+}
+
+/// Which way the network workers talk to the kernel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TransportKind {
+    /// io_uring, falling back to epoll (with a warning) where io_uring cannot be set up.
+    Auto,
+    /// io_uring only: a server that cannot set it up refuses to start.
+    Uring,
+    /// epoll and non-blocking system calls.
+    Epoll,
+}
+
+impl std::str::FromStr for TransportKind {
+    type Err = String;
+    fn from_str(text: &str) -> Result<Self, String> {
+        match text {
+            "auto" => Ok(TransportKind::Auto),
+            "io_uring" | "uring" => Ok(TransportKind::Uring),
+            "epoll" => Ok(TransportKind::Epoll),
+            _ => Err(format!(
+                "{text:?}: not a network transport (auto, io_uring or epoll)"
+            )),
+        }
+    }
+}
+
+impl Default for NetworkSettings {
+    fn default() -> Self {
+        NetworkSettings {
+            transport: TransportKind::Auto,
+            ring_mode: ringdb_io::SetupMode::Defer,
+            multishot_receive: true,
+        }
+    }
 }
 
 impl Default for ServerConfig {
@@ -49,6 +111,7 @@ impl Default for ServerConfig {
             reply_stall_timeout: std::time::Duration::from_secs(60),
             sweep_chunk_keys: 1024,
             sweep_interval: std::time::Duration::from_millis(100),
+            network: NetworkSettings::default(),
         }
     }
 }

@@ -53,7 +53,7 @@ mod sweep;
 mod value;
 mod whole;
 
-pub use config::ServerConfig;
+pub use config::{NetworkChoice, NetworkSettings, ServerConfig, TransportKind};
 pub use error::ServeError;
 
 use ringdb::Db;
@@ -117,6 +117,11 @@ impl Server {
     /// The TCP address the server listens on (the port it was given when asked for port 0).
     pub fn local_address(&self) -> Option<SocketAddr> {
         self.local_address
+    }
+
+    /// How the network workers talk to the kernel (and why not as asked, where they could not).
+    pub fn network(&self) -> Option<crate::NetworkChoice> {
+        self.shared.network.get().cloned()
     }
 
     /// Asks the workers to stop (SHUTDOWN does the same).

@@ -27,6 +27,8 @@ pub struct ServerShared {
     pub expired_keys: AtomicU64,
     /// The chunk and field tables.
     pub store: Store,
+    /// How the network workers talk to the kernel, as the first worker to start found it.
+    pub network: std::sync::OnceLock<crate::NetworkChoice>,
     next_client_id: AtomicU64,
     last_save_secs: AtomicU64,
     shutdown: AtomicBool,
@@ -47,6 +49,7 @@ impl ServerShared {
             output_limit_closes: AtomicU64::new(0),
             expired_keys: AtomicU64::new(0),
             store,
+            network: std::sync::OnceLock::new(),
             next_client_id: AtomicU64::new(1),
             last_save_secs: AtomicU64::new(crate::value::now_ms() / 1000),
             shutdown: AtomicBool::new(false),

@@ -2,7 +2,7 @@
 //! transactions, bad input and a restart.
 
 use ringdb::{Db, Durability, Options};
-use ringdb_server::{Server, ServerConfig};
+use ringdb_server::{NetworkSettings, Server, ServerConfig, TransportKind};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::PathBuf;
@@ -148,6 +148,13 @@ fn strings_keys_and_expiry_answer_as_redis_does() {
 fn a_long_pipeline_of_writes_and_reads_keeps_request_order_across_shards() {
     let dir = temp_dir("pipeline");
     let (server, address) = start(open(&dir, true), None);
+    pipeline_across_shards(address);
+    server.shutdown();
+    server.wait().expect("stops");
+}
+
+/// 600 commands in one write, on keys of both shards: the replies come in request order.
+fn pipeline_across_shards(address: SocketAddr) {
     let mut client = Client::connect(address);
     let keys: Vec<String> = (0..200).map(|i| format!("key:{i}")).collect();
     let mut commands: Vec<Vec<&str>> = Vec::new();
@@ -160,20 +167,25 @@ fn a_long_pipeline_of_writes_and_reads_keeps_request_order_across_shards() {
     }
     let refs: Vec<&[&str]> = commands.iter().map(Vec::as_slice).collect();
     client.exchange(&refs, &expected);
-    server.shutdown();
-    server.wait().expect("stops");
 }
 
 #[test]
 fn concurrent_increments_from_many_clients_are_never_lost() {
     let dir = temp_dir("incr");
     let (server, address) = start(open(&dir, true), None);
+    increments_from_eight_clients(address, "counter");
+    server.shutdown();
+    server.wait().expect("stops");
+}
+
+/// 8 clients INCR `key` 50 times each, one at a time: it ends at 400.
+fn increments_from_eight_clients(address: SocketAddr, key: &'static str) {
     let clients: Vec<_> = (0..8)
         .map(|_| {
             std::thread::spawn(move || {
                 let mut client = Client::connect(address);
                 for _ in 0..50 {
-                    let wire = encode(&["INCR", "counter"]);
+                    let wire = encode(&["INCR", key]);
                     client.stream.write_all(&wire).unwrap();
                     let mut buffer = [0u8; 64];
                     let n = client.stream.read(&mut buffer).unwrap();
@@ -184,9 +196,7 @@ fn concurrent_increments_from_many_clients_are_never_lost() {
         .collect();
     clients.into_iter().for_each(|c| c.join().unwrap());
     let mut client = Client::connect(address);
-    client.exchange(&[&["GET", "counter"]], "$3\r\n400\r\n");
-    server.shutdown();
-    server.wait().expect("stops");
+    client.exchange(&[&["GET", key]], "$3\r\n400\r\n");
 }
 
 #[test]
@@ -299,7 +309,16 @@ fn a_client_past_the_limit_is_refused_and_one_that_never_reads_is_disconnected()
         String::from_utf8_lossy(&got),
         "-ERR max number of clients reached\r\n"
     );
-    // The second client asks for 40 MB of replies and reads none of them.
+    drop(third);
+    a_client_that_never_reads_is_disconnected(second);
+    first.exchange(&[&["GET", "missing"]], "$-1\r\n");
+    server.shutdown();
+    server.wait().expect("stops");
+}
+
+/// `second` asks for 40 MB of replies and reads none of them: with a 256 KiB reply limit, or
+/// a larger one and a 300 ms stall timeout, the server closes it well before sending them all.
+fn a_client_that_never_reads_is_disconnected(mut second: Client) {
     let big = "x".repeat(900);
     second.exchange(&[&["SET", "big", &big]], "+OK\r\n");
     let gets: Vec<u8> = (0..45_000).flat_map(|_| encode(&["GET", "big"])).collect();
@@ -325,9 +344,6 @@ fn a_client_past_the_limit_is_refused_and_one_that_never_reads_is_disconnected()
         drained < 400 * 100_000,
         "the server sent every reply ({drained} bytes)"
     );
-    first.exchange(&[&["GET", "missing"]], "$-1\r\n");
-    server.shutdown();
-    server.wait().expect("stops");
 }
 
 #[test]
@@ -799,4 +815,91 @@ fn renames_move_strings_large_values_and_hashes_within_and_across_shards() {
     assert_eq!(chunks_left(&db), 2 * big.len().div_ceil(976));
     server.shutdown();
     server.wait().expect("stops");
+}
+
+/// The ways a worker may talk to the kernel, each with what INFO says of it.
+fn networks() -> [(NetworkSettings, &'static str); 3] {
+    let uring = NetworkSettings {
+        transport: TransportKind::Uring,
+        ..NetworkSettings::default()
+    };
+    let single = NetworkSettings {
+        multishot_receive: false,
+        ring_mode: ringdb_io::SetupMode::Default,
+        ..uring
+    };
+    let epoll = NetworkSettings {
+        transport: TransportKind::Epoll,
+        ..uring
+    };
+    [
+        (
+            uring,
+            "multiplexing_api:io_uring\r\nringdb_receive:multishot\r\n",
+        ),
+        (
+            single,
+            "multiplexing_api:io_uring\r\nringdb_receive:single\r\n",
+        ),
+        (epoll, "multiplexing_api:epoll\r\nringdb_receive:single\r\n"),
+    ]
+}
+
+/// The `INFO server` text.
+fn info_server(address: SocketAddr) -> String {
+    let mut client = Client::connect(address);
+    client
+        .stream
+        .write_all(&encode(&["INFO", "server"]))
+        .unwrap();
+    let mut got = Vec::new();
+    let mut buffer = [0u8; 4096];
+    loop {
+        let n = client.stream.read(&mut buffer).expect("INFO reply");
+        assert!(n > 0, "closed during INFO");
+        got.extend_from_slice(&buffer[..n]);
+        let text = String::from_utf8_lossy(&got).to_string();
+        let Some((header, body)) = text.split_once("\r\n") else {
+            continue;
+        };
+        let length: usize = header[1..].parse().expect("a bulk length");
+        if body.len() >= length + 2 {
+            return body[..length].to_string();
+        }
+    }
+}
+
+/// A 6 MB value goes in and comes back whole: many receives, and more than the socket's
+/// buffers take at once, so the send waits for room at least once.
+fn a_large_value_round_trip(address: SocketAddr) {
+    let value: String = (0..6_000_000)
+        .map(|i| (b'a' + (i % 26) as u8) as char)
+        .collect();
+    let mut client = Client::connect(address);
+    client.exchange(&[&["SET", "large", &value]], "+OK\r\n");
+    let expected = format!("${}\r\n{value}\r\n", value.len());
+    client.exchange(&[&["GET", "large"]], &expected);
+}
+
+#[test]
+fn every_network_path_serves_pipelines_large_values_many_clients_and_slow_readers() {
+    for (index, (network, says)) in networks().into_iter().enumerate() {
+        let dir = temp_dir(&format!("network-{index}"));
+        let config = ServerConfig {
+            max_reply_bytes: 64 << 20,
+            reply_stall_timeout: Duration::from_millis(300),
+            network,
+            ..local_config()
+        };
+        let (server, address) = start_with(open(&dir, true), config);
+        let info = info_server(address);
+        assert!(info.contains(says), "{network:?}: INFO says\n{info}");
+        pipeline_across_shards(address);
+        a_large_value_round_trip(address);
+        increments_from_eight_clients(address, "counter");
+        a_client_that_never_reads_is_disconnected(Client::connect(address));
+        Client::connect(address).exchange(&[&["GET", "counter"]], "$3\r\n400\r\n");
+        server.shutdown();
+        server.wait().expect("stops");
+    }
 }

@@ -11,7 +11,7 @@ use std::future::Future;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::pin::Pin;
 
-/// Bytes of one receive.
+/// Bytes of one receive into a connection's own buffer.
 pub const RECV_BYTES: usize = 16 * 1024;
 
 /// A batch in progress.
@@ -21,9 +21,12 @@ pub type Running = Pin<Box<dyn Future<Output = BatchOutcome>>>;
 pub struct Conn {
     pub fd: OwnedFd,
     pub generation: u32,
-    /// Written by the kernel while `recv_in_flight`.
-    pub recv_buffer: Box<[u8]>,
+    /// Written by the kernel while a receive into it is in flight; only where receives are
+    /// not multishot (those land in the worker's provided buffers).
+    pub recv_buffer: Option<Box<[u8]>>,
     pub recv_in_flight: bool,
+    /// A cancel of the multishot receive in flight was asked for.
+    pub recv_cancelling: bool,
     /// Bytes received and not yet parsed into a batch.
     pub input: Vec<u8>,
     /// Requests parsed but not run (a batch stopped at its reply budget): they run first.
@@ -62,8 +65,9 @@ impl Conn {
         Conn {
             fd,
             generation,
-            recv_buffer: vec![0u8; RECV_BYTES].into_boxed_slice(),
+            recv_buffer: None,
             recv_in_flight: false,
+            recv_cancelling: false,
             input: Vec::new(),
             parked: Vec::new(),
             sending: Vec::new(),

@@ -2,6 +2,9 @@
 //! (`worker.rs`), and the handle that stops them.
 
 mod conn;
+mod epoll;
+mod provided;
+mod transport;
 mod wake;
 mod worker;
 

@@ -1,16 +1,24 @@
 //! A network worker: one thread, one io_uring, its own listeners (SO_REUSEPORT spreads the
 //! accepts over the workers) and the connections they accepted. Accepts are multishot; each
-//! connection always has a receive armed while it may read; the replies of a batch leave in
-//! one send. A batch that waits for a shard parks as a future and is polled again when its
-//! waker queues the connection (`wake.rs`).
+//! connection has a receive armed while it may read: multishot, into the worker's provided
+//! buffers (`provided.rs`), or where the kernel lacks those, one at a time into a buffer of the
+//! connection's own. The replies of a batch leave in one send. A batch that waits for a shard
+//! parks as a future and is polled again when its waker queues the connection (`wake.rs`).
+//!
+//! The ring defers its task work to this thread's own enters (`DEFER_TASKRUN`, with
+//! `SINGLE_ISSUER`): completions are posted in batches when the worker asks, never by an
+//! interrupt while it parses or runs commands. A kernel that refuses it gets a plain ring;
+//! where io_uring is blocked altogether, the same operations run on epoll (`transport.rs`).
 
 use super::conn::{Conn, RECV_BYTES};
+use super::provided::{self, ProvidedBuffers};
+use super::transport::{NetOp, Transport};
 use super::wake::{ConnWaker, WakeQueue};
 use crate::command::Session;
 use crate::exec::{run_batch, BatchOutcome};
 use crate::resp::{parse, Limits, Parsed};
 use crate::shared::ServerShared;
-use io_uring::{opcode, squeue, types, IoUring};
+use io_uring::cqueue;
 use ringdb::Db;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::Ordering;
@@ -29,6 +37,12 @@ const OP_ACCEPT: u64 = 1;
 const OP_RECV: u64 = 2;
 const OP_SEND: u64 = 3;
 const OP_WAKE: u64 = 4;
+const OP_CANCEL: u64 = 5;
+
+/// Provided buffers per worker (a power of two), and the bytes of each: what arrives on all
+/// the worker's connections between two turns of its loop.
+const PROVIDED_COUNT: u16 = 512;
+const PROVIDED_BYTES: usize = 4096;
 
 fn tag(op: u64, slot: u32, generation: u32) -> u64 {
     (op << 56) | (u64::from(generation & 0x00FF_FFFF) << 32) | u64::from(slot)
@@ -40,7 +54,13 @@ fn untag(data: u64) -> (u64, u32, u32) {
 
 /// A worker's state.
 pub struct Worker {
-    ring: IoUring,
+    transport: Transport,
+    /// Where multishot receives land; `None` where the kernel has no provided-buffer rings.
+    provided: Option<ProvidedBuffers>,
+    /// Receives are multishot (cleared if the kernel refuses them: before 6.0).
+    multishot: bool,
+    /// The ring refused an entry: the worker stops with this error.
+    failure: Option<std::io::Error>,
     listeners: Vec<OwnedFd>,
     conns: Vec<Option<Box<Conn>>>,
     free_slots: Vec<u32>,
@@ -48,6 +68,7 @@ pub struct Worker {
     wake: Arc<WakeQueue>,
     /// Written by the kernel while the eventfd read is in flight.
     wake_buffer: Box<u64>,
+    wake_in_flight: bool,
     db: Db,
     shared: Arc<ServerShared>,
     limits: Limits,
@@ -86,19 +107,54 @@ impl Worker {
         db: Db,
         shared: Arc<ServerShared>,
     ) -> std::io::Result<Worker> {
-        let ring = IoUring::new(RING_ENTRIES)?;
         let config = shared.config();
+        let network = config.network;
+        let (transport, mut fallback) =
+            Transport::open(network.transport, network.ring_mode, RING_ENTRIES)?;
+        let provided = match (network.multishot_receive, transport.ring()) {
+            (true, Some(ring)) => {
+                match ProvidedBuffers::register(ring.uring(), PROVIDED_COUNT, PROVIDED_BYTES) {
+                    Ok(provided) => Some(provided),
+                    Err(error) => {
+                        let reason =
+                            format!("no provided-buffer ring ({error}): receives one at a time");
+                        tracing::warn!("{reason}");
+                        fallback = Some(reason);
+                        None
+                    }
+                }
+            }
+            _ => None,
+        };
         let limits = Limits {
             max_bulk_bytes: config.max_bulk_bytes,
         };
+        let api = match transport {
+            Transport::Uring(_) => "io_uring",
+            Transport::Epoll(_) => "epoll",
+        };
+        let receive = if provided.is_some() {
+            "multishot"
+        } else {
+            "single"
+        };
+        let _ = shared.network.set(crate::NetworkChoice {
+            api,
+            receive,
+            fallback,
+        });
         Ok(Worker {
-            ring,
+            transport,
+            multishot: provided.is_some(),
+            provided,
+            failure: None,
             listeners,
             conns: Vec::new(),
             free_slots: Vec::new(),
             next_generation: 1,
             wake: Arc::new(WakeQueue::new()?),
             wake_buffer: Box::new(0),
+            wake_in_flight: false,
             db,
             shared,
             limits,
@@ -112,33 +168,30 @@ impl Worker {
         })
     }
 
-    fn push(&mut self, entry: squeue::Entry) {
-        // SAFETY (for every caller): each entry points only at memory owned by the worker or
-        // one of its connections (receive buffer, send buffer, eventfd buffer), which stays
-        // in place and alive until the entry's completion is reaped: connections are freed
-        // only when none of their operations is in flight, and the worker drains its ring
-        // before it drops.
-        while unsafe { self.ring.submission().push(&entry) }.is_err() {
-            if self.ring.submit().is_err() {
-                std::thread::yield_now();
-            }
+    fn push(&mut self, op: NetOp, user_data: u64) {
+        // SAFETY (for every caller): each operation points only at memory owned by the worker
+        // or one of its connections (receive buffer, provided buffers, send buffer, eventfd
+        // buffer), which stays in place and alive until the operation's completion is reaped:
+        // connections are freed only when none of their operations is in flight, and the
+        // worker drains its transport before it drops (or leaks that memory if it cannot).
+        if let Err(error) = unsafe { self.transport.push(op, user_data) } {
+            self.failure.get_or_insert(error);
         }
     }
 
     fn arm_accept(&mut self, index: usize) {
-        let fd = self.listeners[index].as_raw_fd();
-        let entry = opcode::AcceptMulti::new(types::Fd(fd))
-            .build()
-            .user_data(tag(OP_ACCEPT, index as u32, 0));
-        self.push(entry);
+        let listener = self.listeners[index].as_raw_fd();
+        self.push(
+            NetOp::AcceptMulti { listener },
+            tag(OP_ACCEPT, index as u32, 0),
+        );
     }
 
     fn arm_wake(&mut self) {
         let buffer: *mut u64 = &mut *self.wake_buffer;
-        let entry = opcode::Read::new(types::Fd(self.wake.eventfd()), buffer.cast(), 8)
-            .build()
-            .user_data(tag(OP_WAKE, 0, 0));
-        self.push(entry);
+        let fd = self.wake.eventfd();
+        self.wake_in_flight = true;
+        self.push(NetOp::ReadCounter { fd, buffer }, tag(OP_WAKE, 0, 0));
     }
 
     /// Serves until the server is asked to stop.
@@ -150,7 +203,7 @@ impl Worker {
         crate::hop::become_worker(self.db.shard_count());
         let mut woken = Vec::new();
         let mut completions = Vec::new();
-        while !self.shared.shutting_down() {
+        while !self.shared.shutting_down() && self.failure.is_none() {
             for _ in 0..PASSES_MAX {
                 self.wake.take(&mut woken);
                 if woken.is_empty() && self.ready.is_empty() {
@@ -160,44 +213,32 @@ impl Worker {
                 self.serve_ready();
                 self.start_hops();
             }
-            let wait = if self.ready.is_empty() && self.wake.prepare_sleep() {
-                1
-            } else {
-                0
-            };
-            let timeout = types::Timespec::from(WAIT_TIMEOUT);
-            let args = types::SubmitArgs::new().timespec(&timeout);
-            match self.ring.submitter().submit_with_args(wait, &args) {
-                Ok(_) => {}
-                Err(e)
-                    if matches!(
-                        e.raw_os_error(),
-                        Some(libc::ETIME | libc::EINTR | libc::EBUSY)
-                    ) => {}
-                Err(e) => return Err(e),
+            let sleep = self.ready.is_empty() && self.wake.prepare_sleep();
+            if let Err(error) = self.transport.enter(sleep, WAIT_TIMEOUT) {
+                self.failure.get_or_insert(error);
             }
             self.wake.awake();
             self.close_stalled();
-            completions.extend(
-                self.ring
-                    .completion()
-                    .map(|c| (c.user_data(), c.result(), c.flags())),
-            );
+            self.transport.completions(&mut completions);
             for (data, result, flags) in completions.drain(..) {
                 self.complete(data, result, flags);
             }
         }
         self.drain();
-        Ok(())
+        self.failure.take().map_or(Ok(()), Err)
     }
 
     fn complete(&mut self, data: u64, result: i32, flags: u32) {
         let (op, generation, slot) = untag(data);
         match op {
             OP_ACCEPT => self.accepted(slot as usize, result, flags),
-            OP_WAKE => self.arm_wake(),
-            OP_RECV => self.received(slot, generation, result),
+            OP_WAKE => {
+                self.wake_in_flight = false;
+                self.arm_wake();
+            }
+            OP_RECV => self.received(slot, generation, result, flags),
             OP_SEND => self.sent(slot, generation, result),
+            OP_CANCEL => {}
             _ => debug_assert!(false, "unknown completion tag {data:#x}"),
         }
     }
@@ -261,6 +302,7 @@ impl Worker {
     }
 
     fn arm_recv(&mut self, slot: u32) {
+        let multishot = self.multishot;
         let Some(conn) = self.conns[slot as usize].as_deref_mut() else {
             return;
         };
@@ -268,32 +310,90 @@ impl Worker {
             return;
         }
         conn.recv_in_flight = true;
-        let entry = opcode::Recv::new(
-            types::Fd(conn.raw()),
-            conn.recv_buffer.as_mut_ptr(),
-            RECV_BYTES as u32,
-        )
-        .build()
-        .user_data(tag(OP_RECV, slot, conn.generation));
-        self.push(entry);
+        let socket = conn.raw();
+        let op = if multishot {
+            NetOp::RecvMulti {
+                socket,
+                group: provided::GROUP,
+            }
+        } else {
+            let buffer = conn
+                .recv_buffer
+                .get_or_insert_with(|| vec![0u8; RECV_BYTES].into_boxed_slice());
+            NetOp::Recv {
+                socket,
+                buffer: buffer.as_mut_ptr(),
+                length: RECV_BYTES as u32,
+            }
+        };
+        let user_data = tag(OP_RECV, slot, conn.generation);
+        self.push(op, user_data);
     }
 
-    fn received(&mut self, slot: u32, generation: u32, result: i32) {
+    /// Ends a multishot receive early (its last completion comes with `ECANCELED`).
+    fn cancel_recv(&mut self, slot: u32, generation: u32) {
+        let target = tag(OP_RECV, slot, generation);
+        self.push(NetOp::Cancel { target }, tag(OP_CANCEL, slot, generation));
+    }
+
+    /// A receive's completion: its bytes go to the connection's input (a provided buffer goes
+    /// back to the ring whatever became of the connection); its last completion ends the
+    /// receive, which is armed again while the connection has room.
+    fn received(&mut self, slot: u32, generation: u32, result: i32, flags: u32) {
+        let length = usize::try_from(result).unwrap_or(0);
+        self.take_received(slot, generation, length, cqueue::buffer_select(flags));
+        let multishot = self.multishot;
         let Some(conn) = self.conn(slot, generation) else {
             return;
         };
-        conn.recv_in_flight = false;
-        if result <= 0 {
+        let last = !cqueue::more(flags);
+        if last {
+            conn.recv_in_flight = false;
+            conn.recv_cancelling = false;
+        }
+        let errno = result.saturating_neg();
+        let retry = matches!(
+            errno,
+            libc::ENOBUFS | libc::ECANCELED | libc::EINTR | libc::EAGAIN
+        );
+        if result > 0 || (result < 0 && retry) {
+            if result > 0 {
+                self.ready.push((slot, generation));
+            }
+            self.resume_reading(slot, generation);
+        } else if errno == libc::EINVAL && multishot && last {
+            tracing::warn!("the kernel refuses multishot receives: receives one at a time");
+            self.multishot = false;
+            self.resume_reading(slot, generation);
+        } else if last {
             conn.dead = true;
             conn.running = None;
             self.release_if_idle(slot);
-            return;
         }
-        let length = result as usize;
-        debug_assert!(length <= RECV_BYTES);
-        conn.input.extend_from_slice(&conn.recv_buffer[..length]);
-        self.ready.push((slot, generation));
-        self.resume_reading(slot, generation);
+    }
+
+    /// Appends `length` received bytes to the connection's input: from provided buffer `id`
+    /// (given back at once), else from the connection's own buffer.
+    fn take_received(&mut self, slot: u32, generation: u32, length: usize, id: Option<u16>) {
+        let conn = self
+            .conns
+            .get_mut(slot as usize)
+            .and_then(|conn| conn.as_deref_mut())
+            .filter(|conn| conn.generation == generation);
+        match (id, self.provided.as_mut()) {
+            (Some(id), Some(provided)) => provided.take(id, length, |bytes| {
+                if let Some(conn) = conn.filter(|conn| !conn.dead) {
+                    conn.input.extend_from_slice(bytes);
+                }
+            }),
+            (None, _) if length > 0 => {
+                let Some(conn) = conn else { return };
+                let own = conn.recv_buffer.as_deref().unwrap_or_default();
+                debug_assert!(length <= own.len());
+                conn.input.extend_from_slice(&own[..length.min(own.len())]);
+            }
+            _ => debug_assert!(id.is_none() || self.provided.is_some()),
+        }
     }
 
     fn sent(&mut self, slot: u32, generation: u32, result: i32) {
@@ -338,11 +438,13 @@ impl Worker {
         }
         conn.send_in_flight = true;
         let rest = &conn.sending[conn.sent..];
-        let entry = opcode::Send::new(types::Fd(conn.raw()), rest.as_ptr(), rest.len() as u32)
-            .flags(libc::MSG_NOSIGNAL)
-            .build()
-            .user_data(tag(OP_SEND, slot, conn.generation));
-        self.push(entry);
+        let op = NetOp::Send {
+            socket: conn.raw(),
+            buffer: rest.as_ptr(),
+            length: rest.len().min(u32::MAX as usize) as u32,
+        };
+        let user_data = tag(OP_SEND, slot, conn.generation);
+        self.push(op, user_data);
     }
 
     /// Frees a dead connection once the kernel holds none of its buffers.
@@ -354,6 +456,7 @@ impl Worker {
             return;
         }
         if !conn.in_flight() {
+            self.transport.forget(conn.raw());
             self.conns[slot as usize] = None;
             self.free_slots.push(slot);
             self.shared.clients.fetch_sub(1, Ordering::AcqRel);
@@ -550,6 +653,7 @@ impl Worker {
     /// Arms the receive again once the connection has room for more requests.
     fn resume_reading(&mut self, slot: u32, generation: u32) {
         let (pending_max, pause) = (self.pending_max, self.pause_bytes);
+        let multishot = self.multishot;
         let Some(conn) = self.conn(slot, generation) else {
             return;
         };
@@ -557,6 +661,10 @@ impl Worker {
             conn.input.len() < pending_max && conn.unsent_bytes() < pause && conn.parked.is_empty();
         if !conn.recv_in_flight && room {
             self.arm_recv(slot);
+        } else if conn.recv_in_flight && !room && multishot && !conn.recv_cancelling {
+            // A multishot receive would go on reading: end it until there is room again.
+            conn.recv_cancelling = true;
+            self.cancel_recv(slot, generation);
         }
     }
 
@@ -575,35 +683,64 @@ impl Worker {
         }
     }
 
-    /// At shutdown: ends every connection and waits for the kernel to give back every buffer.
+    /// At shutdown: ends every connection and the wake-up read, and waits for the kernel to
+    /// give back every buffer. Memory the kernel still holds after the bound is leaked, never
+    /// freed under it.
     fn drain(&mut self) {
         for slot in 0..self.conns.len() as u32 {
             if let Some(conn) = self.conns[slot as usize].as_deref_mut() {
                 conn.kill();
             }
         }
+        self.push(NetOp::CancelAll, tag(OP_CANCEL, 0, 0));
         // Bounded: each connection has at most two operations in flight, each ends once its
-        // socket is shut down.
-        for _ in 0..1000 {
-            let busy = self.conns.iter().flatten().any(|conn| conn.in_flight());
-            if !busy {
-                break;
+        // socket is shut down; the cancel ends the wake-up read.
+        for _ in 0..DRAIN_WAITS_MAX {
+            if !self.busy() {
+                return;
             }
-            let _ = self.ring.submit_and_wait(1);
-            let done: Vec<_> = self.ring.completion().map(|c| c.user_data()).collect();
-            for data in done {
-                let (op, generation, slot) = untag(data);
-                if let Some(conn) = self.conn(slot, generation) {
-                    match op {
-                        OP_RECV => conn.recv_in_flight = false,
-                        OP_SEND => conn.send_in_flight = false,
-                        _ => {}
-                    }
-                }
+            let _ = self.transport.enter(true, DRAIN_WAIT);
+            let mut done = Vec::new();
+            self.transport.completions(&mut done);
+            for (data, _, flags) in done {
+                self.drained(data, flags);
             }
+        }
+        tracing::warn!("the network kept buffers past shutdown: their memory is leaked");
+        std::mem::forget(std::mem::take(&mut self.conns));
+        std::mem::forget(self.provided.take());
+        std::mem::forget(std::mem::replace(&mut self.wake_buffer, Box::new(0)));
+    }
+
+    /// Whether the kernel may still write or read memory of this worker.
+    fn busy(&self) -> bool {
+        self.wake_in_flight || self.conns.iter().flatten().any(|conn| conn.in_flight())
+    }
+
+    /// A completion reaped at shutdown: only what it ends is recorded.
+    fn drained(&mut self, data: u64, flags: u32) {
+        let (op, generation, slot) = untag(data);
+        if op == OP_WAKE {
+            self.wake_in_flight = false;
+        }
+        if let (Some(id), Some(provided)) = (cqueue::buffer_select(flags), self.provided.as_mut()) {
+            provided.take(id, 0, |_| ());
+        }
+        let Some(conn) = self.conn(slot, generation) else {
+            return;
+        };
+        match op {
+            OP_RECV if !cqueue::more(flags) => conn.recv_in_flight = false,
+            OP_SEND => conn.send_in_flight = false,
+            _ => {}
         }
     }
 }
+
+/// How long shutdown waits for the kernel to give back buffers: at most this many waits of
+/// [`DRAIN_WAIT`].
+const DRAIN_WAITS_MAX: usize = 500;
+const DRAIN_WAIT: Duration = Duration::from_millis(10);
 
 fn peer_of(fd: &OwnedFd) -> String {
     // SAFETY: getpeername writes at most `length` bytes into the zeroed storage we own.
