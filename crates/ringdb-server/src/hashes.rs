@@ -225,13 +225,13 @@ pub fn field_of(record: &[u8]) -> &[u8] {
 
 /// The hash under `op.key` as the group sees it: header and expiry, or the error reply.
 async fn hash_of(
-    fields: &Store,
+    store: &Store,
     handle: &DbHandle,
     group: &mut Group,
     key: &[u8],
     now: u64,
 ) -> Result<Option<(HashHeader, Option<u64>)>, Reply> {
-    let current = group.current(fields, handle, key, now).await?;
+    let current = group.current(store, handle, key, now).await?;
     match live(current.as_deref(), now)? {
         None => Ok(None),
         Some(stored) if stored.kind != Kind::Hash => Err(Reply::error(errors::WRONG_TYPE)),

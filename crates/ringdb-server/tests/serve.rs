@@ -903,3 +903,20 @@ fn every_network_path_serves_pipelines_large_values_many_clients_and_slow_reader
         server.wait().expect("stops");
     }
 }
+
+#[test]
+fn a_hash_field_too_large_for_a_record_is_refused_and_changes_nothing() {
+    let dir = temp_dir("hash-field-size");
+    let (server, address) = start(open(&dir, true), None);
+    let mut client = Client::connect(address);
+    client.exchange(&[&["HSET", "h", "f", "small"]], ":1\r\n");
+    let large = "x".repeat(2000);
+    let refusal = "-ERR a hash field and its value may hold at most 980 bytes together\r\n";
+    client.exchange(&[&["HSET", "h", "f", "v2", "g", &large]], refusal);
+    client.exchange(
+        &[&["HLEN", "h"], &["HGET", "h", "f"], &["HEXISTS", "h", "g"]],
+        ":1\r\n$5\r\nsmall\r\n:0\r\n",
+    );
+    server.shutdown();
+    server.wait().expect("stops");
+}
