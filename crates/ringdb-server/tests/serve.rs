@@ -920,3 +920,43 @@ fn a_hash_field_too_large_for_a_record_is_refused_and_changes_nothing() {
     server.shutdown();
     server.wait().expect("stops");
 }
+
+#[test]
+fn a_value_past_a_quarter_of_the_log_is_refused_and_the_key_keeps_its_value() {
+    let dir = temp_dir("batch-size");
+    let options = Options {
+        fresh: true,
+        direct: false,
+        durability: Durability::Fdatasync,
+        wal_bytes: 8 << 20,
+        ..Options::default()
+    };
+    let db = Db::builder(&dir)
+        .options(options)
+        .shards(2)
+        .open()
+        .expect("open");
+    let (server, address) = start(db, None);
+    let mut client = Client::connect(address);
+    let fits = "a".repeat(1 << 20);
+    client.exchange(&[&["SET", "k", &fits]], "+OK\r\n");
+    let past = "b".repeat(3 << 20);
+    let wire = encode(&["SET", "k", &past]);
+    client.stream.write_all(&wire).unwrap();
+    let mut reply = Vec::new();
+    let mut byte = [0u8; 1];
+    // Bounded by the read timeout: one error line.
+    while !reply.ends_with(b"\r\n") {
+        assert_eq!(client.stream.read(&mut byte).expect("a reply"), 1, "closed");
+        reply.push(byte[0]);
+    }
+    let reply = String::from_utf8_lossy(&reply);
+    assert!(
+        reply.starts_with("-ERR write failed: a batch of ")
+            && reply.contains("is larger than a quarter of the log (2097152 bytes)"),
+        "{reply}"
+    );
+    client.exchange(&[&["STRLEN", "k"]], &format!(":{}\r\n", 1 << 20));
+    server.shutdown();
+    server.wait().expect("stops");
+}
