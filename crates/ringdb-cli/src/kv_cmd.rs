@@ -47,6 +47,11 @@ pub struct DbArgs {
 }
 
 impl DbArgs {
+    /// The database's path, as given.
+    pub(crate) fn path(&self) -> &std::path::Path {
+        &self.db
+    }
+
     pub(crate) fn open(&self, fresh: bool) -> Result<Db, Box<dyn std::error::Error>> {
         let durability: Durability = self.durability.parse()?;
         let mut opts = Options::default();

@@ -5,6 +5,7 @@
 #![allow(rustdoc::invalid_html_tags, rustdoc::broken_intra_doc_links)]
 
 mod advise_cmd;
+mod cluster_cmd;
 mod config_flags;
 mod hints;
 mod hints_bench;
@@ -71,6 +72,9 @@ enum Cmd {
     /// Serves the database over the Redis protocol (redis-cli, redis-benchmark, any Redis
     /// client): one network worker per shard, replies to writes once they are durable.
     Serve(Box<serve_cmd::ServeArgs>),
+    /// The controller of a ringdb cluster: pushes a topology (which node serves which of the
+    /// 16384 slots) to every node at a new epoch, or checks that they hold it.
+    Cluster(cluster_cmd::ClusterArgs),
     Pingpong(net_cmd::PingArgs),
     Shuffle(net_cmd::ShuffleArgs),
 }
@@ -107,6 +111,7 @@ fn main() -> ExitCode {
             Err(e) => Err(e),
         },
         Cmd::Serve(args) => serve_cmd::run(*args),
+        Cmd::Cluster(args) => cluster_cmd::run(args),
         Cmd::Pingpong(args) => net_cmd::run_pingpong(args),
         Cmd::Shuffle(args) => net_cmd::run_shuffle(args),
     };

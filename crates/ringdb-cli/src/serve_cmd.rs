@@ -48,6 +48,36 @@ pub struct ServeArgs {
     /// connections) or single (one receive at a time, a buffer per connection).
     #[arg(long, default_value = "multishot", value_parser = ["multishot", "single"])]
     recv: String,
+    /// Cluster mode (the Redis Cluster protocol): the node serves the slots its controller
+    /// assigns (`ringdb cluster push`) and redirects the others with -MOVED.
+    #[arg(long)]
+    cluster: bool,
+    /// Where a cluster node keeps its id and topology (default: cluster-state in the
+    /// database's folder).
+    #[arg(long)]
+    cluster_config_file: Option<PathBuf>,
+}
+
+/// The cluster state file of `--cluster` (the database's folder must exist: it is opened first).
+fn cluster_state_file(args: &ServeArgs) -> Result<Option<PathBuf>, Box<dyn std::error::Error>> {
+    if !args.cluster {
+        if args.cluster_config_file.is_some() {
+            return Err("--cluster-config-file is for cluster mode: add --cluster".into());
+        }
+        return Ok(None);
+    }
+    if let Some(file) = &args.cluster_config_file {
+        return Ok(Some(file.clone()));
+    }
+    let folder = args.db.path();
+    if !folder.is_dir() {
+        return Err(format!(
+            "{} is not a folder: give the cluster state file with --cluster-config-file",
+            folder.display()
+        )
+        .into());
+    }
+    Ok(Some(folder.join("cluster-state")))
 }
 
 pub fn run(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
@@ -71,9 +101,14 @@ pub fn run(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
             ring_mode: args.net_ring,
             multishot_receive: args.recv == "multishot",
         },
+        cluster_state_file: None,
         ..ServerConfig::default()
     };
     let db = args.db.open(false)?;
+    let config = ServerConfig {
+        cluster_state_file: cluster_state_file(&args)?,
+        ..config
+    };
     let shards = db.shard_count();
     let server = Server::start(db, config)?;
     match server.local_address() {
@@ -85,6 +120,9 @@ pub fn run(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
             "ringdb serve: {shards} shard(s), listening on {:?}",
             args.unixsocket
         ),
+    }
+    if let Some(id) = server.cluster_node_id() {
+        eprintln!("ringdb serve: cluster node {id} (its slots come from `ringdb cluster push`)");
     }
     if let Some(reason) = server.network().and_then(|choice| choice.fallback) {
         eprintln!("ringdb: warning: {reason}");

@@ -35,6 +35,9 @@ pub struct ServerConfig {
     pub sweep_interval: std::time::Duration,
     /// How the network workers use io_uring.
     pub network: NetworkSettings,
+    /// Cluster mode: the node's id and the topology its controller pushed are kept in this
+    /// file. `None`: a standalone server (it answers `CLUSTER` as one node owning every slot).
+    pub cluster_state_file: Option<PathBuf>,
 }
 
 /// How a network worker talks to the kernel.
@@ -112,6 +115,7 @@ impl Default for ServerConfig {
             sweep_chunk_keys: 1024,
             sweep_interval: std::time::Duration::from_millis(100),
             network: NetworkSettings::default(),
+            cluster_state_file: None,
         }
     }
 }

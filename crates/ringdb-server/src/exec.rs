@@ -10,7 +10,9 @@
 //! Other commands (the connection's, the whole database's) end the segment and run in order.
 
 use crate::chunks::{Anywhere, KEPT_CHANGING};
-use crate::command::{errors, plan, run_session, After, Combine, KeyOp, Plan, Reply, Run, Session};
+use crate::command::{
+    errors, plan, run_session, After, Combine, KeyOp, Plan, Reply, Run, Session, WholeDb,
+};
 use crate::shared::ServerShared;
 use crate::store::Store;
 use crate::value::now_ms;
@@ -100,11 +102,17 @@ pub async fn run_batch(
         }
         if session.queued.is_some() && !runs_inside_multi(&request[0]) {
             flush(&db, &shared, &mut segment, &session, &mut replies).await;
-            let reply = queue(&db, &mut session, request);
+            let reply = queue(&db, &shared, &mut session, request);
             write_reply(&reply, &session, &mut replies);
             continue;
         }
-        match plan(request, |key| db.shard_of(key)) {
+        let planned = plan(request, |key| db.shard_of(key));
+        if let Some(redirect) = misplaced(&shared, std::slice::from_ref(&planned)) {
+            flush(&db, &shared, &mut segment, &session, &mut replies).await;
+            write_reply(&redirect, &session, &mut replies);
+            continue;
+        }
+        match planned {
             Plan::Keys { ops, combine } => segment.commands.push((ops, combine)),
             other => {
                 flush(&db, &shared, &mut segment, &session, &mut replies).await;
@@ -130,9 +138,37 @@ fn write_reply(reply: &Reply, session: &Session, out: &mut Vec<u8>) {
     reply.write(&mut crate::resp::Replies::new(out, session.resp3));
 }
 
+/// In cluster mode: the redirect (or `-CROSSSLOT`) for commands whose keys are not all in
+/// one slot this node owns. `None`: they run here (always, out of cluster mode).
+fn misplaced(shared: &ServerShared, plans: &[Plan]) -> Option<Reply> {
+    if !shared.cluster.enabled() {
+        return None;
+    }
+    let keys = plans.iter().flat_map(|plan| -> Vec<&[u8]> {
+        match plan {
+            Plan::Keys { ops, .. } => ops
+                .iter()
+                .flat_map(|op| op.locked_keys())
+                .map(Vec::as_slice)
+                .collect(),
+            Plan::Whole(WholeDb::MsetAcross(pairs) | WholeDb::MsetNx(pairs)) => {
+                pairs.iter().map(|(key, _)| key.as_slice()).collect()
+            }
+            Plan::Whole(WholeDb::RenameAcross { from, to, .. }) => vec![from, to],
+            _ => Vec::new(),
+        }
+    });
+    shared.cluster.redirect(keys)
+}
+
 /// Inside MULTI: a request is checked and queued.
-fn queue(db: &Db, session: &mut Session, request: Vec<Vec<u8>>) -> Reply {
-    match plan(request.clone(), |key| db.shard_of(key)) {
+fn queue(db: &Db, shared: &ServerShared, session: &mut Session, request: Vec<Vec<u8>>) -> Reply {
+    let planned = plan(request.clone(), |key| db.shard_of(key));
+    if let Some(redirect) = misplaced(shared, std::slice::from_ref(&planned)) {
+        session.queue_failed = true;
+        return redirect;
+    }
+    match planned {
         Plan::Reply(reply @ Reply::Error(_)) => {
             session.queue_failed = true;
             reply
@@ -180,10 +216,18 @@ async fn exec(
     session: &mut Session,
     queued: Vec<Vec<Vec<u8>>>,
 ) -> Reply {
+    let planned: Vec<Plan> = queued
+        .into_iter()
+        .map(|request| plan(request, |key| db.shard_of(key)))
+        .collect();
+    // In cluster mode a transaction's keys are all in one slot this node owns.
+    if let Some(redirect) = misplaced(shared, &planned) {
+        return redirect;
+    }
     let mut segment = Segment::default();
-    let mut items = Vec::with_capacity(queued.len());
-    for request in queued {
-        match plan(request, |key| db.shard_of(key)) {
+    let mut items = Vec::with_capacity(planned.len());
+    for planned in planned {
+        match planned {
             Plan::Keys { ops, combine } => segment.commands.push((ops, combine)),
             other => {
                 items.extend(run_segment(db, &shared.store, std::mem::take(&mut segment)).await);

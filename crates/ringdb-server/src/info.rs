@@ -42,12 +42,13 @@ fn sections_text(db: &Db, shared: &ServerShared) -> Vec<(&'static str, String)> 
         (
             "Server",
             format!(
-                "redis_version:{}\r\nringdb_version:{}\r\nredis_mode:standalone\r\nos:Linux\r\narch_bits:64\r\nmultiplexing_api:{multiplexing}\r\nringdb_receive:{receive}\r\nprocess_id:{}\r\ntcp_port:{port}\r\nuptime_in_seconds:{}\r\nuptime_in_days:{}\r\n",
+                "redis_version:{}\r\nringdb_version:{}\r\nredis_mode:{mode}\r\nos:Linux\r\narch_bits:64\r\nmultiplexing_api:{multiplexing}\r\nringdb_receive:{receive}\r\nprocess_id:{}\r\ntcp_port:{port}\r\nuptime_in_seconds:{}\r\nuptime_in_days:{}\r\n",
                 crate::REDIS_VERSION,
                 env!("CARGO_PKG_VERSION"),
                 std::process::id(),
                 shared.uptime_secs(),
-                shared.uptime_secs() / 86_400
+                shared.uptime_secs() / 86_400,
+                mode = if shared.cluster.enabled() { "cluster" } else { "standalone" },
             ),
         ),
         (
@@ -81,6 +82,10 @@ fn sections_text(db: &Db, shared: &ServerShared) -> Vec<(&'static str, String)> 
             ),
         ),
         ("Replication", "role:master\r\nconnected_slaves:0\r\n".to_string()),
+        (
+            "Cluster",
+            format!("cluster_enabled:{}\r\n", u8::from(shared.cluster.enabled())),
+        ),
         (
             "Keyspace",
             String::new(),

@@ -34,6 +34,8 @@
 
 mod apply;
 mod chunks;
+pub mod client;
+pub mod cluster;
 mod command;
 mod config;
 mod error;
@@ -91,7 +93,11 @@ impl Server {
         let listen = config.listen;
         let (interval, chunk) = (config.sweep_interval, config.sweep_chunk_keys);
         let store = store::Store::open(&db).map_err(|source| ServeError::Tables { source })?;
-        let shared = Arc::new(ServerShared::new(config, store));
+        let cluster = match &config.cluster_state_file {
+            Some(path) => cluster::ClusterState::open(path).map_err(ServeError::Cluster)?,
+            None => cluster::ClusterState::standalone(),
+        };
+        let shared = Arc::new(ServerShared::new(config, store, cluster));
         let threads = net::start_workers(&db, &shared, workers, listen, unix)?;
         let sweeper = match sweep::start(db.clone(), shared.clone(), interval, chunk) {
             Ok(sweeper) => sweeper,
@@ -122,6 +128,12 @@ impl Server {
     /// How the network workers talk to the kernel (and why not as asked, where they could not).
     pub fn network(&self) -> Option<crate::NetworkChoice> {
         self.shared.network.get().cloned()
+    }
+
+    /// In cluster mode, this node's id (`CLUSTER MYID`).
+    pub fn cluster_node_id(&self) -> Option<String> {
+        let cluster = &self.shared.cluster;
+        cluster.enabled().then(|| cluster.my_id().to_string())
     }
 
     /// Asks the workers to stop (SHUTDOWN does the same).

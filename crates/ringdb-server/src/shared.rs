@@ -27,6 +27,8 @@ pub struct ServerShared {
     pub expired_keys: AtomicU64,
     /// The chunk and field tables.
     pub store: Store,
+    /// This node's view of the cluster (or, not in cluster mode, its id alone).
+    pub cluster: crate::cluster::ClusterState,
     /// How the network workers talk to the kernel, as the first worker to start found it.
     pub network: std::sync::OnceLock<crate::NetworkChoice>,
     next_client_id: AtomicU64,
@@ -37,7 +39,11 @@ pub struct ServerShared {
 
 impl ServerShared {
     /// The shared state of a server with `config`.
-    pub fn new(config: ServerConfig, store: Store) -> ServerShared {
+    pub fn new(
+        config: ServerConfig,
+        store: Store,
+        cluster: crate::cluster::ClusterState,
+    ) -> ServerShared {
         ServerShared {
             config: Mutex::new(config),
             started: Instant::now(),
@@ -49,6 +55,7 @@ impl ServerShared {
             output_limit_closes: AtomicU64::new(0),
             expired_keys: AtomicU64::new(0),
             store,
+            cluster,
             network: std::sync::OnceLock::new(),
             next_client_id: AtomicU64::new(1),
             last_save_secs: AtomicU64::new(crate::value::now_ms() / 1000),

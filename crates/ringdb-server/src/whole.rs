@@ -152,9 +152,41 @@ pub async fn run_whole(
             on_helper(move || mset(&db, &store, pairs, true)).await
         }
         WholeDb::Info(sections) => crate::info::info(&db, shared, &sections),
+        WholeDb::SlotKeys { slot, limit } => on_helper(move || slot_keys(&db, slot, limit)).await,
         WholeDb::RenameAcross { from, to, only_new } => {
             rename_across(&db, shared, (from, to), only_new).await
         }
+    }
+}
+
+/// `CLUSTER COUNTKEYSINSLOT` (`limit`: `None`) or `GETKEYSINSLOT`: a walk over every live
+/// key (keys are ordered by their bytes, not by slot), a chunk at a time.
+fn slot_keys(db: &Db, slot: u16, limit: Option<usize>) -> Reply {
+    const CHUNK_KEYS: usize = 4096;
+    let wanted = limit.unwrap_or(usize::MAX);
+    let (mut found, mut count, mut start) = (Vec::new(), 0i64, None);
+    while found.len() < wanted {
+        let keys = match live_keys(db, start.take(), CHUNK_KEYS) {
+            Ok(keys) => keys,
+            Err(reply) => return reply,
+        };
+        let full = keys.len() == CHUNK_KEYS;
+        start = keys.last().map(|(key, _)| key.clone());
+        for (key, _) in keys {
+            if crate::cluster::slot::key_slot(&key) == slot && found.len() < wanted {
+                count += 1;
+                if limit.is_some() {
+                    found.push(Reply::Bulk(key));
+                }
+            }
+        }
+        if !full {
+            break;
+        }
+    }
+    match limit {
+        Some(_) => Reply::Array(found),
+        None => Reply::Integer(count),
     }
 }
 

@@ -62,11 +62,15 @@ impl Drop for Server {
 
 /// Starts the server on a free port; returns it and its address once it listens.
 pub fn serve(dir: &std::path::Path) -> (Server, std::net::SocketAddr) {
+    serve_with(dir, &["--port", "0"])
+}
+
+/// [`serve`] with more flags (`--port` among them).
+pub fn serve_with(dir: &std::path::Path, extra: &[&str]) -> (Server, std::net::SocketAddr) {
     let mut child = Command::new(ringdb_bin())
+        .args(["serve"])
+        .args(extra)
         .args([
-            "serve",
-            "--port",
-            "0",
             "--shards",
             "2",
             "--direct",

@@ -120,6 +120,10 @@ pub fn run_session(
         }
         "EXEC" | "DISCARD" => return exec_or_discard(session, &name),
         "UNWATCH" => Reply::Ok,
+        "CLUSTER" => crate::cluster::cluster_command(arguments, shared),
+        "CLUSTERX" => crate::cluster::clusterx_command(arguments, shared),
+        // No slot migrates yet (so no -ASK is sent) and there are no replicas: accepted.
+        "ASKING" | "READONLY" | "READWRITE" => Reply::Ok,
         "WATCH" => Reply::error("ERR WATCH is not supported by ringdb yet"),
         _ => Reply::error(format!(
             "ERR '{}' is not supported: ringdb serve has no pub/sub",
@@ -280,14 +284,22 @@ fn client_line(session: &Session) -> String {
     )
 }
 
+/// A command as `COMMAND` describes it: name, arity, flags, first key, last key, step, ACL
+/// categories (cluster clients find a command's keys by the positions).
 fn command_info(name: &str, arity: i32) -> Reply {
+    let (first, last, step) = super::table::key_positions(name);
+    let flags = match (first, super::table::writes(name)) {
+        (_, true) => vec![Reply::Simple("write".into())],
+        (0, false) => Vec::new(),
+        (_, false) => vec![Reply::Simple("readonly".into())],
+    };
     Reply::Array(vec![
         Reply::Bulk(name.to_ascii_lowercase().into_bytes()),
         Reply::Integer(i64::from(arity)),
-        Reply::Set(Vec::new()),
-        Reply::Integer(1),
-        Reply::Integer(1),
-        Reply::Integer(1),
+        Reply::Set(flags),
+        Reply::Integer(first),
+        Reply::Integer(last),
+        Reply::Integer(step),
         Reply::Set(Vec::new()),
     ])
 }

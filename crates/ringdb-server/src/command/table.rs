@@ -43,6 +43,13 @@ pub enum WholeDb {
     MsetNx(Vec<(Vec<u8>, Vec<u8>)>),
     /// `INFO [section ...]`.
     Info(Vec<Vec<u8>>),
+    /// `CLUSTER COUNTKEYSINSLOT slot` (`limit`: `None`) or `GETKEYSINSLOT slot count`.
+    SlotKeys {
+        /// The slot.
+        slot: u16,
+        /// GETKEYSINSLOT's count: the keys are the reply; COUNTKEYSINSLOT: their number.
+        limit: Option<usize>,
+    },
     /// `RENAME`/`RENAMENX` with the keys on different shards: one batch, atomic across
     /// shards and across a crash.
     RenameAcross {
@@ -122,6 +129,11 @@ pub const SESSION_COMMANDS: &[(&str, i32)] = &[
     ("PSUBSCRIBE", -2),
     ("SSUBSCRIBE", -2),
     ("PUBLISH", 3),
+    ("CLUSTER", -2),
+    ("CLUSTERX", -2),
+    ("ASKING", 1),
+    ("READONLY", 1),
+    ("READWRITE", 1),
 ];
 
 /// Every command the server knows with its arity (for `COMMAND COUNT`, `COMMAND INFO`).
@@ -251,6 +263,9 @@ pub fn plan(arguments: Vec<Vec<u8>>, shard_of: impl Fn(&[u8]) -> usize) -> Plan 
         if !arity_ok(*arity, arguments.len()) {
             return Plan::Reply(Reply::error(errors::arity(name)));
         }
+        if name == "CLUSTER" {
+            return plan_cluster(arguments);
+        }
         return Plan::Session(arguments);
     }
     plan_whole(name, arguments, shard_of)
@@ -311,6 +326,77 @@ fn plan_whole(name: &str, arguments: Vec<Vec<u8>>, shard_of: impl Fn(&[u8]) -> u
         "RENAME" | "RENAMENX" => plan_rename(name == "RENAMENX", arguments, shard_of),
         _ => Plan::Reply(unknown(&arguments)),
     }
+}
+
+/// `CLUSTER COUNTKEYSINSLOT` and `GETKEYSINSLOT` walk the keys; the other subcommands answer
+/// from the topology, with the session's commands.
+fn plan_cluster(arguments: Vec<Vec<u8>>) -> Plan {
+    let sub = String::from_utf8_lossy(&arguments[1]).to_ascii_uppercase();
+    let (count_only, wanted) = match sub.as_str() {
+        "COUNTKEYSINSLOT" => (true, 3),
+        "GETKEYSINSLOT" => (false, 4),
+        _ => return Plan::Session(arguments),
+    };
+    if arguments.len() != wanted {
+        return Plan::Reply(Reply::error(errors::arity(&format!(
+            "cluster|{}",
+            sub.to_ascii_lowercase()
+        ))));
+    }
+    let slot = match super::parse_integer(&arguments[2]) {
+        Some(slot) if (0..i64::from(crate::cluster::slot::SLOT_COUNT)).contains(&slot) => slot,
+        _ => return Plan::Reply(Reply::error("ERR Invalid slot")),
+    };
+    let limit = match count_only {
+        true => None,
+        false => match super::parse_integer(&arguments[3]) {
+            Some(count) if count >= 0 => Some(count as usize),
+            _ => return Plan::Reply(Reply::error("ERR Invalid number of keys")),
+        },
+    };
+    Plan::Whole(WholeDb::SlotKeys {
+        slot: slot as u16,
+        limit,
+    })
+}
+
+/// Where a command's keys sit among its arguments, as `COMMAND` reports it (first, last,
+/// step; a negative last counts from the end): cluster clients route by it.
+pub fn key_positions(name: &str) -> (i64, i64, i64) {
+    let one_key = KEY_COMMANDS.iter().any(|(n, ..)| *n == name)
+        || hashes::HASH_COMMANDS.iter().any(|(n, ..)| *n == name);
+    match name {
+        _ if one_key => (1, 1, 1),
+        "MGET" | "DEL" | "UNLINK" | "EXISTS" | "TOUCH" => (1, -1, 1),
+        "MSET" | "MSETNX" => (1, -1, 2),
+        "RENAME" | "RENAMENX" => (1, 2, 1),
+        _ => (0, 0, 0),
+    }
+}
+
+/// Whether command `name` may write (`COMMAND`'s `write` flag; else `readonly` when it has
+/// keys).
+pub fn writes(name: &str) -> bool {
+    let single = KEY_COMMANDS.iter().find(|(n, ..)| *n == name).map(|c| c.3);
+    let multi = MULTI_KEY_COMMANDS
+        .iter()
+        .find(|(n, ..)| *n == name)
+        .map(|c| c.2);
+    single.or(multi).unwrap_or(matches!(
+        name,
+        "MSET"
+            | "MSETNX"
+            | "RENAME"
+            | "RENAMENX"
+            | "FLUSHDB"
+            | "FLUSHALL"
+            | "HSET"
+            | "HMSET"
+            | "HSETNX"
+            | "HDEL"
+            | "HINCRBY"
+            | "HINCRBYFLOAT"
+    ))
 }
 
 /// RENAME/RENAMENX: on the keys' shard when they share one, else across shards.
