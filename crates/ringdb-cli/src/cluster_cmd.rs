@@ -4,6 +4,13 @@
 //! that each holds it. A topology with a slot served twice or by nobody is refused before
 //! anything is pushed.
 //!
+//! Slots the file gives to another node than the newest topology does are moved first, while
+//! clients run: the target drops what an earlier, cut move left of them (`CLUSTERX PURGE`),
+//! the source copies their keys to it and fences them (`CLUSTERX MIGRATE`, see
+//! `ringdb-server/src/cluster/migrate.rs`); then the topology is pushed (the targets first) and
+//! every node deletes the keys of slots it no longer serves. A move cut by a crash leaves the
+//! old topology in force: pushing again starts it over.
+//!
 //! The file has one line per node, `#` starts a comment:
 //!
 //! ```text
@@ -31,18 +38,15 @@ pub struct ClusterArgs {
 
 #[derive(Subcommand)]
 enum Action {
-    /// Pushes the topology in FILE to every node it names, at a new epoch (one past the
-    /// newest any node holds, or --epoch), and checks that every node took it.
+    /// Moves the keys of slots that change nodes, then pushes the topology in FILE to every
+    /// node it names, at a new epoch (one past the newest any node holds, or --epoch), checks
+    /// that every node took it, and has each delete the keys of slots it no longer serves.
     Push {
         /// The topology: lines of `host:port slot-ranges...`.
         file: PathBuf,
         /// The epoch to push at (default: one past the newest a node holds).
         #[arg(long)]
         epoch: Option<u64>,
-        /// Move slots from one node to another although slot migration is not built yet:
-        /// the keys of a moved slot stay on its old node, out of reach.
-        #[arg(long)]
-        force: bool,
     },
     /// Checks that every node in FILE holds FILE's topology, all at one epoch.
     Check {
@@ -69,7 +73,7 @@ struct Reached {
 pub fn run(args: ClusterArgs) -> Result<(), Failure> {
     let timeout = Duration::from_secs(args.timeout_secs.max(1));
     match args.action {
-        Action::Push { file, epoch, force } => push(&file, epoch, force, timeout),
+        Action::Push { file, epoch } => push(&file, epoch, timeout),
         Action::Check { file } => check(&file, timeout),
     }
 }
@@ -153,80 +157,197 @@ fn topology_text(planned: &[Planned], reached: &[Reached]) -> Result<(String, To
     Ok((text, topology))
 }
 
-/// A node's `CLUSTER SLOTS`, as (first, last, owner id).
-fn slots_of(client: &mut Client) -> Result<Vec<(u16, u16, String)>, Failure> {
+/// One range of a node's `CLUSTER SLOTS`.
+struct Served {
+    first: u16,
+    last: u16,
+    id: String,
+    address: String,
+}
+
+/// A node's `CLUSTER SLOTS`.
+fn slots_of(client: &mut Client) -> Result<Vec<Served>, Failure> {
     let Value::Array(entries) = client.command(&["CLUSTER", "SLOTS"])? else {
         return Err("CLUSTER SLOTS: not an array".into());
     };
-    let mut ranges = Vec::with_capacity(entries.len());
+    let mut served = Vec::with_capacity(entries.len());
     for entry in entries {
         let parsed = match &entry {
             Value::Array(parts) if parts.len() >= 3 => match (&parts[0], &parts[1], &parts[2]) {
-                (Value::Integer(first), Value::Integer(last), Value::Array(node)) => node
-                    .get(2)
-                    .and_then(Value::text)
-                    .map(|id| (*first as u16, *last as u16, id)),
+                (Value::Integer(first), Value::Integer(last), Value::Array(node)) => {
+                    match (node.first().and_then(Value::text), node.get(1), node.get(2)) {
+                        (Some(host), Some(Value::Integer(port)), Some(id)) => Some(Served {
+                            first: *first as u16,
+                            last: *last as u16,
+                            id: id.text().unwrap_or_default(),
+                            address: format!("{host}:{port}"),
+                        }),
+                        _ => None,
+                    }
+                }
                 _ => None,
             },
             _ => None,
         };
-        ranges.push(parsed.ok_or_else(|| format!("CLUSTER SLOTS: entry {entry:?}"))?);
+        served.push(parsed.ok_or_else(|| format!("CLUSTER SLOTS: entry {entry:?}"))?);
     }
-    Ok(ranges)
+    Ok(served)
 }
 
-/// Slots the new topology gives to another node than the newest held one does.
-fn moved_slots(old: &[(u16, u16, String)], new: &Topology) -> Vec<(u16, String, String)> {
-    let mut moved = Vec::new();
-    for (first, last, old_owner) in old {
-        for slot in *first..=*last {
-            match new.owner_of(slot) {
-                Some(owner) if owner.id != *old_owner => {
-                    moved.push((slot, old_owner.clone(), owner.id.clone()))
+/// Slot ranges that move from one node to another.
+struct Move {
+    from: (String, String),
+    to: (String, String),
+    ranges: Vec<(u16, u16)>,
+}
+
+/// The moves from the topology `old` (the newest a node holds) to `new`, by pair of nodes.
+fn moves_between(old: &[Served], new: &Topology) -> Vec<Move> {
+    let mut moves: Vec<Move> = Vec::new();
+    for served in old {
+        for slot in served.first..=served.last {
+            let Some(owner) = new.owner_of(slot).filter(|owner| owner.id != served.id) else {
+                continue;
+            };
+            let to = (owner.id.clone(), format!("{}:{}", owner.host, owner.port));
+            let index = match moves
+                .iter()
+                .position(|m| m.from.0 == served.id && m.to == to)
+            {
+                Some(index) => index,
+                None => {
+                    let from = (served.id.clone(), served.address.clone());
+                    moves.push(Move {
+                        from,
+                        to,
+                        ranges: Vec::new(),
+                    });
+                    moves.len() - 1
                 }
-                _ => {}
+            };
+            let ranges = &mut moves[index].ranges;
+            match ranges.last_mut() {
+                Some(range) if range.1 + 1 == slot => range.1 = slot,
+                _ => ranges.push((slot, slot)),
             }
         }
     }
-    moved
+    moves
 }
 
-fn push(file: &Path, epoch: Option<u64>, force: bool, timeout: Duration) -> Result<(), Failure> {
+fn ranges_text(ranges: &[(u16, u16)]) -> Vec<String> {
+    ranges
+        .iter()
+        .map(|(first, last)| format!("{first}-{last}"))
+        .collect()
+}
+
+/// Copies every move's keys to its target (`CLUSTERX MIGRATE` on the source, after the
+/// target dropped what an earlier, cut migration left of them). The topology is untouched
+/// until every move is done.
+fn migrate_all(moves: &[Move], timeout: Duration) -> Result<(), Failure> {
+    for step in moves {
+        let ranges = ranges_text(&step.ranges);
+        let failed = |what: String| {
+            format!(
+                "moving slots {} from {} to {} failed: {what}; the topology was not changed: push again",
+                ranges.join(" "), step.from.1, step.to.1
+            )
+        };
+        let mut target = Client::connect(&step.to.1, timeout)?;
+        let mut purge = vec!["CLUSTERX".to_string(), "PURGE".to_string()];
+        purge.extend(ranges.iter().cloned());
+        match target.command(&purge)? {
+            Value::Integer(_) => {}
+            other => return Err(failed(format!("{}: {other:?}", step.to.1)).into()),
+        }
+        let mut source = Client::connect(&step.from.1, timeout)?;
+        source.set_timeout(MIGRATION_WAIT)?;
+        let mut migrate = vec![
+            "CLUSTERX".to_string(),
+            "MIGRATE".to_string(),
+            step.to.1.clone(),
+        ];
+        migrate.extend(ranges.iter().cloned());
+        match source
+            .command(&migrate)
+            .map_err(|e| failed(e.to_string()))?
+        {
+            Value::Integer(keys) => eprintln!(
+                "moved slots {} from {} to {}: {keys} key(s) copied",
+                ranges.join(" "),
+                step.from.1,
+                step.to.1
+            ),
+            other => return Err(failed(format!("{other:?}")).into()),
+        }
+    }
+    Ok(())
+}
+
+/// The longest a migration may take before the controller gives up on it.
+const MIGRATION_WAIT: Duration = Duration::from_secs(6 * 3600);
+
+fn push(file: &Path, epoch: Option<u64>, timeout: Duration) -> Result<(), Failure> {
     let planned = read_file(file)?;
     let mut reached = reach_all(&planned, timeout)?;
     let (text, topology) = topology_text(&planned, &reached)?;
     let newest = reached.iter().map(|node| node.epoch).max().unwrap_or(0);
     let epoch = epoch.unwrap_or(newest + 1);
-    if let Some(holder) = reached
+    let moves = match reached
         .iter_mut()
         .filter(|n| n.epoch > 0)
         .max_by_key(|n| n.epoch)
     {
-        let moved = moved_slots(&slots_of(&mut holder.client)?, &topology);
-        if let Some((slot, from, to)) = moved.first().filter(|_| !force) {
-            return Err(format!(
-                "{} slot(s) would move between nodes (slot {slot}: {from} -> {to}); slot migration is not built yet, so their keys would stay behind: pass --force to move them anyway",
-                moved.len()
-            )
-            .into());
+        Some(holder) => moves_between(&slots_of(&mut holder.client)?, &topology),
+        None => Vec::new(),
+    };
+    migrate_all(&moves, timeout)?;
+    // Nodes that give slots away and are not in the file learn the topology too.
+    let mut others = Vec::new();
+    for step in &moves {
+        if !reached.iter().any(|n| n.id == step.from.0)
+            && !others
+                .iter()
+                .any(|(a, _): &(String, Client)| *a == step.from.1)
+        {
+            others.push((step.from.1.clone(), Client::connect(&step.from.1, timeout)?));
         }
     }
     let mut refused = Vec::new();
-    for (node, found) in planned.iter().zip(reached.iter_mut()) {
+    let targets_first = |address: &String| !moves.iter().any(|m| m.to.1 == *address);
+    let mut order: Vec<(String, &mut Client)> = planned
+        .iter()
+        .zip(reached.iter_mut())
+        .map(|(node, found)| (node.address.clone(), &mut found.client))
+        .chain(
+            others
+                .iter_mut()
+                .map(|(address, client)| (address.clone(), client)),
+        )
+        .collect();
+    order.sort_by_key(|(address, _)| targets_first(address));
+    for (address, client) in &mut order {
         let epoch_text = epoch.to_string();
-        match found
-            .client
-            .command(&["CLUSTERX", "SETNODES", &text, &epoch_text])?
-        {
-            Value::Simple(ok) if ok == "OK" => {
-                eprintln!("{} ({}): epoch {epoch}", node.address, found.id)
-            }
-            other => refused.push(format!("{}: {other:?}", node.address)),
+        match client.command(&["CLUSTERX", "SETNODES", &text, &epoch_text])? {
+            Value::Simple(ok) if ok == "OK" => eprintln!("{address}: epoch {epoch}"),
+            other => refused.push(format!("{address}: {other:?}")),
         }
     }
     if !refused.is_empty() {
         return Err(format!("nodes refused the topology: {}", refused.join("; ")).into());
     }
+    for (address, client) in &mut order {
+        client.set_timeout(MIGRATION_WAIT)?;
+        match client.command(&["CLUSTERX", "PURGE"])? {
+            Value::Integer(0) => {}
+            Value::Integer(purged) => {
+                eprintln!("{address}: {purged} key(s) of slots it no longer serves deleted")
+            }
+            other => return Err(format!("{address}: CLUSTERX PURGE: {other:?}").into()),
+        }
+    }
+    drop(order);
     check_reached(&planned, &mut reached, &topology, epoch)?;
     println!(
         "pushed: {} node(s), 16384 slots, epoch {epoch}",
@@ -250,7 +371,13 @@ fn check_reached(
         if held != epoch {
             return Err(format!("{} holds epoch {held}, not {epoch}", node.address).into());
         }
-        for (first, last, owner) in slots_of(&mut found.client)? {
+        for Served {
+            first,
+            last,
+            id: owner,
+            ..
+        } in slots_of(&mut found.client)?
+        {
             let expected = topology.owner_of(first).map(|n| n.id.as_str());
             let whole = (first..=last)
                 .all(|slot| topology.owner_of(slot).map(|n| n.id.as_str()) == expected);

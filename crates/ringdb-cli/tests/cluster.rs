@@ -1,9 +1,9 @@
 //! `ringdb serve --cluster` and `ringdb cluster`: three nodes on loopback take a topology from
 //! the controller and redirect what they do not serve as Redis Cluster does; the controller
-//! refuses a topology with a slot served twice or by nobody, and a move of slots (there is no
-//! slot migration yet) unless forced; a node refuses an older epoch and keeps its topology
-//! across a kill; redis-py's `RedisCluster` works against the cluster and against a standalone
-//! server (which answers as one node owning every slot).
+//! refuses a topology with a slot served twice or by nobody, and moves the keys of slots that
+//! change nodes; a node refuses an older epoch and keeps its topology across a kill;
+//! redis-py's `RedisCluster` works against the cluster and against a standalone server (which
+//! answers as one node owning every slot).
 
 mod common;
 
@@ -96,7 +96,7 @@ fn three_nodes_take_a_pushed_topology_and_redirect_as_redis_cluster_does() {
         command(&addresses[2], &["CLUSTERX", "VERSION"]),
         Value::Integer(2)
     );
-    let checked = common::ringdb(&["cluster", "check", &dir.join("forced").to_string_lossy()]);
+    let checked = common::ringdb(&["cluster", "check", &dir.join("swapped").to_string_lossy()]);
     assert!(
         checked.status.success(),
         "{}",
@@ -190,15 +190,33 @@ fn epochs_only_go_forward(dir: &Path, ports: &[u16], addresses: &[String]) {
         matches!(older, Value::Error(ref t) if t.contains("another topology")),
         "{older:?}"
     );
+    // Two nodes swap their slots: every key moves, and keeps its value.
     let swapped = ["5461-10922", "0-5460", "10923-16383"];
-    let file = topology_file(dir, ports, swapped, "forced");
-    common::assert_refused(&common::ringdb(&["cluster", "push", &file]), "--force");
-    let forced = common::ringdb(&["cluster", "push", "--force", &file]);
+    let file = topology_file(dir, ports, swapped, "swapped");
+    let pushed = common::ringdb(&["cluster", "push", &file]);
     assert!(
-        forced.status.success(),
+        pushed.status.success(),
         "{}",
-        String::from_utf8_lossy(&forced.stderr)
+        String::from_utf8_lossy(&pushed.stderr)
     );
+    for i in 0..300 {
+        let key = format!("key:{i}");
+        let owner = owner(key_slot(key.as_bytes()), swapped);
+        let read = command(&addresses[owner], &["GET", &key]);
+        assert_eq!(read, Value::Bulk(i.to_string().into_bytes()), "{key}");
+    }
+    let held: Vec<Value> = addresses.iter().map(|a| command(a, &["DBSIZE"])).collect();
+    let total: i64 = held
+        .iter()
+        .map(|v| if let Value::Integer(n) = v { *n } else { 0 })
+        .sum();
+    // The tagged MSET above was run on node 0: it wrote two keys only if node 0 served them.
+    let tagged = if owner(key_slot(b"k1"), RANGES) == 0 {
+        2
+    } else {
+        0
+    };
+    assert_eq!(total, 300 + tagged, "each key on one node only: {held:?}");
     let stale = command(&addresses[0], &["CLUSTERX", "SETNODES", "", "1"]);
     assert!(
         matches!(stale, Value::Error(ref t) if t.contains("older")),

@@ -62,6 +62,17 @@ const ARRAY_ITEMS_MAX: usize = 1 << 24;
 /// The deepest nesting of arrays.
 const DEPTH_MAX: usize = 16;
 
+/// A command as RESP's array of bulk strings.
+fn encode<A: AsRef<[u8]>>(out: &mut Vec<u8>, arguments: &[A]) {
+    out.extend_from_slice(format!("*{}\r\n", arguments.len()).as_bytes());
+    for argument in arguments {
+        let argument = argument.as_ref();
+        out.extend_from_slice(format!("${}\r\n", argument.len()).as_bytes());
+        out.extend_from_slice(argument);
+        out.extend_from_slice(b"\r\n");
+    }
+}
+
 /// One connection to a server.
 pub struct Client {
     address: String,
@@ -94,15 +105,30 @@ impl Client {
 
     /// Sends one command and reads its reply (an error reply is a [`Value::Error`]).
     pub fn command<A: AsRef<[u8]>>(&mut self, arguments: &[A]) -> Result<Value, ClientError> {
-        let mut request = format!("*{}\r\n", arguments.len()).into_bytes();
-        for argument in arguments {
-            let argument = argument.as_ref();
-            request.extend_from_slice(format!("${}\r\n", argument.len()).as_bytes());
-            request.extend_from_slice(argument);
-            request.extend_from_slice(b"\r\n");
-        }
+        let mut request = Vec::new();
+        encode(&mut request, arguments);
         self.writer.write_all(&request).map_err(|e| self.io(e))?;
         self.read_value(0)
+    }
+
+    /// Sends `commands` at once (a pipeline) and reads their replies, in order.
+    pub fn pipeline<A: AsRef<[u8]>>(
+        &mut self,
+        commands: &[Vec<A>],
+    ) -> Result<Vec<Value>, ClientError> {
+        let mut request = Vec::new();
+        commands
+            .iter()
+            .for_each(|command| encode(&mut request, command));
+        self.writer.write_all(&request).map_err(|e| self.io(e))?;
+        commands.iter().map(|_| self.read_value(0)).collect()
+    }
+
+    /// Changes how long a reply may take (a long-running command: a slot migration).
+    pub fn set_timeout(&mut self, timeout: Duration) -> Result<(), ClientError> {
+        self.writer
+            .set_read_timeout(Some(timeout))
+            .map_err(|e| self.io(e))
     }
 
     fn io(&self, source: std::io::Error) -> ClientError {

@@ -10,6 +10,7 @@
 //! Other commands (the connection's, the whole database's) end the segment and run in order.
 
 use crate::chunks::{Anywhere, KEPT_CHANGING};
+use crate::cluster::WriteTicket;
 use crate::command::{
     errors, plan, run_session, After, Combine, KeyOp, Plan, Reply, Run, Session, WholeDb,
 };
@@ -61,6 +62,8 @@ fn runs_inside_multi(name: &[u8]) -> bool {
 #[derive(Default)]
 struct Segment {
     commands: Vec<(Vec<KeyOp>, Combine)>,
+    /// The writes' tickets (cluster mode), dropped once the segment's writes are applied.
+    tickets: Vec<WriteTicket>,
 }
 
 /// Runs `requests` for `session`, stopping once the replies pass `reply_budget` bytes (the
@@ -95,28 +98,23 @@ pub async fn run_batch(
         shared
             .commands
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        if !session.authenticated && !allowed_unauthenticated(&request[0]) {
-            flush(&db, &shared, &mut segment, &session, &mut replies).await;
-            write_reply(&Reply::error(errors::NO_AUTH), &session, &mut replies);
-            continue;
-        }
-        if session.queued.is_some() && !runs_inside_multi(&request[0]) {
-            flush(&db, &shared, &mut segment, &session, &mut replies).await;
-            let reply = queue(&db, &shared, &mut session, request);
-            write_reply(&reply, &session, &mut replies);
-            continue;
-        }
-        let planned = plan(request, |key| db.shard_of(key));
-        if let Some(redirect) = misplaced(&shared, std::slice::from_ref(&planned)) {
-            flush(&db, &shared, &mut segment, &session, &mut replies).await;
-            write_reply(&redirect, &session, &mut replies);
-            continue;
-        }
+        let (planned, ticket) = match admit(&db, &shared, &mut session, request) {
+            Ok(admitted) => admitted,
+            Err(reply) => {
+                flush(&db, &shared, &mut segment, &session, &mut replies).await;
+                write_reply(&reply, &session, &mut replies);
+                continue;
+            }
+        };
         match planned {
-            Plan::Keys { ops, combine } => segment.commands.push((ops, combine)),
+            Plan::Keys { ops, combine } => {
+                segment.commands.push((ops, combine));
+                segment.tickets.extend(ticket);
+            }
             other => {
                 flush(&db, &shared, &mut segment, &session, &mut replies).await;
                 let (reply, stop) = run_other(&db, &shared, &mut session, other).await;
+                drop(ticket);
                 write_reply(&reply, &session, &mut replies);
                 if stop {
                     close = true;
@@ -134,37 +132,91 @@ pub async fn run_batch(
     }
 }
 
+/// What a request becomes before it runs: its plan and its writes' ticket, or a reply at once
+/// (refused before AUTH, queued inside MULTI, redirected in cluster mode).
+fn admit(
+    db: &Db,
+    shared: &ServerShared,
+    session: &mut Session,
+    request: Vec<Vec<u8>>,
+) -> Result<(Plan, Option<WriteTicket>), Reply> {
+    if !session.authenticated && !allowed_unauthenticated(&request[0]) {
+        return Err(Reply::error(errors::NO_AUTH));
+    }
+    if session.queued.is_some() && !runs_inside_multi(&request[0]) {
+        return Err(queue(db, shared, session, request));
+    }
+    let planned = plan(request, |key| db.shard_of(key));
+    let ticket = placed(shared, session, std::slice::from_ref(&planned))?;
+    Ok((planned, ticket))
+}
+
 fn write_reply(reply: &Reply, session: &Session, out: &mut Vec<u8>) {
     reply.write(&mut crate::resp::Replies::new(out, session.resp3));
 }
 
-/// In cluster mode: the redirect (or `-CROSSSLOT`) for commands whose keys are not all in
-/// one slot this node owns. `None`: they run here (always, out of cluster mode).
-fn misplaced(shared: &ServerShared, plans: &[Plan]) -> Option<Reply> {
-    if !shared.cluster.enabled() {
-        return None;
-    }
-    let keys = plans.iter().flat_map(|plan| -> Vec<&[u8]> {
-        match plan {
-            Plan::Keys { ops, .. } => ops
-                .iter()
-                .flat_map(|op| op.locked_keys())
-                .map(Vec::as_slice)
-                .collect(),
-            Plan::Whole(WholeDb::MsetAcross(pairs) | WholeDb::MsetNx(pairs)) => {
-                pairs.iter().map(|(key, _)| key.as_slice()).collect()
-            }
-            Plan::Whole(WholeDb::RenameAcross { from, to, .. }) => vec![from, to],
-            _ => Vec::new(),
+/// The keys of a planned command (`writes`: only those it may write).
+fn plan_keys(plan: &Plan, writes: bool) -> Vec<&[u8]> {
+    match plan {
+        Plan::Keys { ops, .. } => ops
+            .iter()
+            .filter(|op| op.writes || !writes)
+            .flat_map(|op| op.locked_keys())
+            .map(Vec::as_slice)
+            .collect(),
+        Plan::Whole(WholeDb::MsetAcross(pairs) | WholeDb::MsetNx(pairs)) => {
+            pairs.iter().map(|(key, _)| key.as_slice()).collect()
         }
-    });
-    shared.cluster.redirect(keys)
+        Plan::Whole(WholeDb::RenameAcross { from, to, .. }) => vec![from, to],
+        _ => Vec::new(),
+    }
+}
+
+/// In cluster mode: the redirect (or `-CROSSSLOT`, `-TRYAGAIN`) for commands whose keys are not
+/// all in one slot this node serves, else the ticket their writes hold until applied
+/// (`cluster/moving.rs`). Out of cluster mode they always run here, with no ticket.
+fn placed(
+    shared: &ServerShared,
+    session: &Session,
+    plans: &[Plan],
+) -> Result<Option<WriteTicket>, Reply> {
+    let cluster = &shared.cluster;
+    if !cluster.enabled() {
+        return Ok(None);
+    }
+    if !session.bypass_slots {
+        let keys = plans.iter().flat_map(|plan| plan_keys(plan, false));
+        if let Some(redirect) = cluster.redirect(keys) {
+            return Err(redirect);
+        }
+    }
+    if cluster.moving.active()
+        && plans
+            .iter()
+            .any(|p| matches!(p, Plan::Whole(WholeDb::Flush)))
+    {
+        return Err(Reply::error(
+            "ERR a slot migration is under way: FLUSHDB waits for it",
+        ));
+    }
+    let written: Vec<&[u8]> = plans
+        .iter()
+        .flat_map(|plan| plan_keys(plan, true))
+        .collect();
+    match written.is_empty() {
+        true => Ok(None),
+        false => cluster.moving.begin_write(&written).map(Some),
+    }
 }
 
 /// Inside MULTI: a request is checked and queued.
 fn queue(db: &Db, shared: &ServerShared, session: &mut Session, request: Vec<Vec<u8>>) -> Reply {
     let planned = plan(request.clone(), |key| db.shard_of(key));
-    if let Some(redirect) = misplaced(shared, std::slice::from_ref(&planned)) {
+    let checked = match shared.cluster.enabled() && !session.bypass_slots {
+        true => shared.cluster.redirect(plan_keys(&planned, false)),
+        false => None,
+    };
+    if let Some(redirect) = checked {
         session.queue_failed = true;
         return redirect;
     }
@@ -220,10 +272,12 @@ async fn exec(
         .into_iter()
         .map(|request| plan(request, |key| db.shard_of(key)))
         .collect();
-    // In cluster mode a transaction's keys are all in one slot this node owns.
-    if let Some(redirect) = misplaced(shared, &planned) {
-        return redirect;
-    }
+    // In cluster mode a transaction's keys are all in one slot this node owns; its writes
+    // hold one ticket until EXEC's end.
+    let _ticket = match placed(shared, session, &planned) {
+        Ok(ticket) => ticket,
+        Err(redirect) => return redirect,
+    };
     let mut segment = Segment::default();
     let mut items = Vec::with_capacity(planned.len());
     for planned in planned {

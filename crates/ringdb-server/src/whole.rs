@@ -66,7 +66,11 @@ fn failed(what: &str, error: impl std::fmt::Display) -> Reply {
 }
 
 /// The live keys in key order from `start`, at most `limit`, with their kinds.
-fn live_keys(db: &Db, start: Option<Vec<u8>>, limit: usize) -> Result<Vec<(Vec<u8>, Kind)>, Reply> {
+pub(crate) fn live_keys(
+    db: &Db,
+    start: Option<Vec<u8>>,
+    limit: usize,
+) -> Result<Vec<(Vec<u8>, Kind)>, Reply> {
     let now = now_ms();
     let mut keys = Vec::new();
     let range = match start {
@@ -152,11 +156,30 @@ pub async fn run_whole(
             on_helper(move || mset(&db, &store, pairs, true)).await
         }
         WholeDb::Info(sections) => crate::info::info(&db, shared, &sections),
-        WholeDb::SlotKeys { slot, limit } => on_helper(move || slot_keys(&db, slot, limit)).await,
+        command @ (WholeDb::SlotKeys { .. } | WholeDb::Migrate { .. } | WholeDb::Purge(_)) => {
+            cluster_walk(db, shared, command).await
+        }
         WholeDb::RenameAcross { from, to, only_new } => {
             rename_across(&db, shared, (from, to), only_new).await
         }
     }
+}
+
+/// The cluster's commands that walk the keys, on a helper thread.
+async fn cluster_walk(db: Db, shared: &Arc<ServerShared>, command: WholeDb) -> Reply {
+    let shared = shared.clone();
+    if !shared.cluster.enabled() && !matches!(command, WholeDb::SlotKeys { .. }) {
+        return Reply::error("ERR This instance has cluster support disabled");
+    }
+    on_helper(move || match command {
+        WholeDb::SlotKeys { slot, limit } => slot_keys(&db, slot, limit),
+        WholeDb::Migrate { target, ranges } => {
+            crate::cluster::migrate(&db, &shared, &target, ranges)
+        }
+        WholeDb::Purge(ranges) => crate::cluster::purge(&db, &shared, ranges),
+        _ => unreachable!("only the cluster's walks come here"),
+    })
+    .await
 }
 
 /// `CLUSTER COUNTKEYSINSLOT` (`limit`: `None`) or `GETKEYSINSLOT`: a walk over every live

@@ -14,10 +14,14 @@
 //! `-MOVED <slot> <host>:<port>`, one whose slot nobody owns `-CLUSTERDOWN`. Inside a node,
 //! keys go to shards by the database's own hash, as without cluster mode.
 
+mod migrate;
+mod moving;
 mod reply;
 pub mod slot;
 pub mod topology;
 
+pub(crate) use migrate::{migrate, purge};
+pub(crate) use moving::WriteTicket;
 pub(crate) use reply::{cluster_command, clusterx_command};
 
 use crate::command::Reply;
@@ -38,6 +42,8 @@ pub(crate) struct ClusterState {
     /// Where the id and the topology are kept, in cluster mode; `None`: not in cluster mode.
     state_file: Option<PathBuf>,
     topology: RwLock<Arc<Topology>>,
+    /// The slots moving away from this node, while they do.
+    pub moving: Arc<moving::Moving>,
 }
 
 impl ClusterState {
@@ -47,6 +53,7 @@ impl ClusterState {
             my_id: new_node_id(),
             state_file: None,
             topology: RwLock::new(Arc::new(Topology::empty())),
+            moving: Arc::default(),
         }
     }
 
@@ -66,6 +73,7 @@ impl ClusterState {
             my_id,
             state_file: Some(state_file.to_path_buf()),
             topology: RwLock::new(Arc::new(topology)),
+            moving: Arc::default(),
         })
     }
 
@@ -133,6 +141,11 @@ impl ClusterState {
             };
         }
         write_state(state_file, &self.my_id, &topology).map_err(|e| format!("ERR {e}"))?;
+        let owned = |slot| topology.owner_of(slot).is_some_and(|n| n.id == self.my_id);
+        if self.moving.moved_away(owned) {
+            // The migrated slots are the target's now: their fence ends, -MOVED follows.
+            self.moving.end();
+        }
         *held = Arc::new(topology);
         Ok(())
     }

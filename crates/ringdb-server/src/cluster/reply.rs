@@ -76,9 +76,21 @@ const HELP: &[&str] = &[
     "The topology is pushed by a controller: CLUSTERX SETNODES <nodes> <epoch>, CLUSTERX VERSION.",
 ];
 
-/// `CLUSTERX SETNODES <text> <epoch>` and `CLUSTERX VERSION`.
-pub(crate) fn clusterx_command(arguments: &[Vec<u8>], shared: &ServerShared) -> Reply {
+/// `CLUSTERX SETNODES <text> <epoch>`, `CLUSTERX VERSION` and `CLUSTERX BYPASS` (MIGRATE
+/// and PURGE run with the commands over the whole database).
+pub(crate) fn clusterx_command(
+    session: &mut crate::command::Session,
+    arguments: &[Vec<u8>],
+    shared: &ServerShared,
+) -> Reply {
     match (upper(&arguments[1]).as_str(), arguments.len()) {
+        ("BYPASS", 2) if !shared.cluster.enabled() => {
+            Reply::error("ERR This instance has cluster support disabled")
+        }
+        ("BYPASS", 2) => {
+            session.bypass_slots = true;
+            Reply::Ok
+        }
         ("SETNODES", 4) => {
             let text = String::from_utf8_lossy(&arguments[2]);
             let Some(epoch) = crate::command::parse_integer(&arguments[3]).filter(|e| *e > 0)
@@ -91,12 +103,12 @@ pub(crate) fn clusterx_command(arguments: &[Vec<u8>], shared: &ServerShared) -> 
             }
         }
         ("VERSION", 2) => Reply::Integer(shared.cluster.topology().epoch as i64),
-        ("SETNODES" | "VERSION", _) => Reply::error(errors::arity(&format!(
+        ("SETNODES" | "VERSION" | "BYPASS", _) => Reply::error(errors::arity(&format!(
             "clusterx|{}",
             String::from_utf8_lossy(&arguments[1]).to_ascii_lowercase()
         ))),
         _ => Reply::error(format!(
-            "ERR unknown subcommand '{}'. Try CLUSTERX SETNODES or CLUSTERX VERSION.",
+            "ERR unknown subcommand '{}'. Try SETNODES, VERSION, MIGRATE, PURGE or BYPASS.",
             String::from_utf8_lossy(&arguments[1])
         )),
     }

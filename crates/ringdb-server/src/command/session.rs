@@ -30,6 +30,9 @@ pub struct Session {
     pub scan_cursors: Vec<(u64, Vec<u8>)>,
     /// The last SCAN cursor handed out.
     pub last_scan_cursor: u64,
+    /// `CLUSTERX BYPASS`: the connection of a slot migration, which writes and reads slots
+    /// whatever node serves them.
+    pub bypass_slots: bool,
 }
 
 impl Session {
@@ -46,6 +49,7 @@ impl Session {
             peer,
             scan_cursors: Vec::new(),
             last_scan_cursor: 0,
+            bypass_slots: false,
         }
     }
 
@@ -121,7 +125,7 @@ pub fn run_session(
         "EXEC" | "DISCARD" => return exec_or_discard(session, &name),
         "UNWATCH" => Reply::Ok,
         "CLUSTER" => crate::cluster::cluster_command(arguments, shared),
-        "CLUSTERX" => crate::cluster::clusterx_command(arguments, shared),
+        "CLUSTERX" => crate::cluster::clusterx_command(session, arguments, shared),
         // No slot migrates yet (so no -ASK is sent) and there are no replicas: accepted.
         "ASKING" | "READONLY" | "READWRITE" => Reply::Ok,
         "WATCH" => Reply::error("ERR WATCH is not supported by ringdb yet"),

@@ -43,6 +43,15 @@ pub enum WholeDb {
     MsetNx(Vec<(Vec<u8>, Vec<u8>)>),
     /// `INFO [section ...]`.
     Info(Vec<Vec<u8>>),
+    /// `CLUSTERX MIGRATE host:port ranges...`: the slots' keys copied to that node.
+    Migrate {
+        /// The target node.
+        target: String,
+        /// The slot ranges.
+        ranges: Vec<(u16, u16)>,
+    },
+    /// `CLUSTERX PURGE [ranges...]`: the keys of slots this node does not serve, deleted.
+    Purge(Option<Vec<(u16, u16)>>),
     /// `CLUSTER COUNTKEYSINSLOT slot` (`limit`: `None`) or `GETKEYSINSLOT slot count`.
     SlotKeys {
         /// The slot.
@@ -260,13 +269,12 @@ pub fn plan(arguments: Vec<Vec<u8>>, shard_of: impl Fn(&[u8]) -> usize) -> Plan 
         };
     }
     if let Some((_, arity)) = SESSION_COMMANDS.iter().find(|(n, _)| *n == name) {
-        if !arity_ok(*arity, arguments.len()) {
-            return Plan::Reply(Reply::error(errors::arity(name)));
-        }
-        if name == "CLUSTER" {
-            return plan_cluster(arguments);
-        }
-        return Plan::Session(arguments);
+        return match (arity_ok(*arity, arguments.len()), name) {
+            (false, _) => Plan::Reply(Reply::error(errors::arity(name))),
+            (true, "CLUSTER") => plan_cluster(arguments),
+            (true, "CLUSTERX") => plan_clusterx(arguments),
+            (true, _) => Plan::Session(arguments),
+        };
     }
     plan_whole(name, arguments, shard_of)
 }
@@ -358,6 +366,32 @@ fn plan_cluster(arguments: Vec<Vec<u8>>) -> Plan {
         slot: slot as u16,
         limit,
     })
+}
+
+/// `CLUSTERX MIGRATE` and `PURGE` walk the keys; the other subcommands are the session's.
+fn plan_clusterx(arguments: Vec<Vec<u8>>) -> Plan {
+    let sub = String::from_utf8_lossy(&arguments[1]).to_ascii_uppercase();
+    let first_range = match sub.as_str() {
+        "MIGRATE" if arguments.len() >= 4 => 3,
+        "PURGE" => 2,
+        "MIGRATE" => return Plan::Reply(Reply::error(errors::arity("clusterx|migrate"))),
+        _ => return Plan::Session(arguments),
+    };
+    let ranges: Result<Vec<(u16, u16)>, String> = arguments[first_range..]
+        .iter()
+        .map(|word| crate::cluster::topology::parse_range(&String::from_utf8_lossy(word)))
+        .collect();
+    let ranges = match ranges {
+        Ok(ranges) => ranges,
+        Err(text) => return Plan::Reply(Reply::Error(format!("ERR {text}"))),
+    };
+    match sub.as_str() {
+        "MIGRATE" => Plan::Whole(WholeDb::Migrate {
+            target: String::from_utf8_lossy(&arguments[2]).into_owned(),
+            ranges,
+        }),
+        _ => Plan::Whole(WholeDb::Purge((!ranges.is_empty()).then_some(ranges))),
+    }
 }
 
 /// Where a command's keys sit among its arguments, as `COMMAND` reports it (first, last,

@@ -1,0 +1,212 @@
+//! What a node tracks while slot ranges move away from it: the keys of those slots written
+//! since the migration began (sent again before the switch), the writes in progress, and the
+//! fence that makes writes to the moving slots wait (`-TRYAGAIN`) for the last pass.
+//!
+//! Every write of a cluster node holds a [`WriteTicket`] from before it runs until it is
+//! applied. Without a migration the ticket is one atomic count; during one, a ticket of a
+//! write to a moving slot records its keys as dirty when dropped, after the write is applied,
+//! so a pass that takes the dirty keys afterwards reads the written value.
+
+use crate::command::Reply;
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// The error a fenced write gets (Redis's text; cluster clients retry it).
+pub const TRY_AGAIN: &str = "TRYAGAIN Multiple keys request during rehashing of slot";
+
+/// The dirty keys a migration holds at most: past it the migration fails (and is retried).
+pub const DIRTY_KEYS_MAX: usize = 1 << 20;
+
+/// A migration under way on this node.
+struct Migration {
+    ranges: Vec<(u16, u16)>,
+    /// Its migrator still runs (else it finished and waits, fenced, for the new topology).
+    running: bool,
+    fenced: bool,
+    dirty: HashSet<Vec<u8>>,
+    /// Writes to moving slots begun and not yet applied.
+    in_flight: usize,
+}
+
+/// The node's migration state.
+#[derive(Default)]
+pub struct Moving {
+    /// Whether a migration is under way (read without the lock on every write).
+    active: AtomicBool,
+    /// Writes begun without a migration and not yet applied.
+    untracked: AtomicUsize,
+    migration: Mutex<Option<Migration>>,
+}
+
+/// Held by a write from before it runs until it is applied.
+pub struct WriteTicket {
+    moving: Arc<Moving>,
+    kind: Kind,
+}
+
+/// What a ticket does when dropped.
+enum Kind {
+    /// Begun outside any migration: counted in `untracked`.
+    Untracked,
+    /// Begun during a migration, on slots that do not move.
+    Ignored,
+    /// The keys of moving slots it writes, dirty once it is applied.
+    Tracked(Vec<Vec<u8>>),
+}
+
+impl Drop for WriteTicket {
+    fn drop(&mut self) {
+        match std::mem::replace(&mut self.kind, Kind::Ignored) {
+            Kind::Ignored => {}
+            Kind::Untracked => {
+                let before = self.moving.untracked.fetch_sub(1, Ordering::SeqCst);
+                debug_assert!(before > 0, "an untracked write was counted");
+            }
+            Kind::Tracked(keys) => {
+                let mut migration = self.moving.lock();
+                if let Some(migration) = migration.as_mut() {
+                    migration.in_flight -= 1;
+                    migration.dirty.extend(keys);
+                }
+            }
+        }
+    }
+}
+
+fn in_ranges(ranges: &[(u16, u16)], slot: u16) -> bool {
+    ranges
+        .iter()
+        .any(|&(first, last)| (first..=last).contains(&slot))
+}
+
+impl Moving {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<Migration>> {
+        self.migration.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A ticket for a write of `keys`, or `-TRYAGAIN` when one is in a fenced slot.
+    pub fn begin_write(self: &Arc<Self>, keys: &[&[u8]]) -> Result<WriteTicket, Reply> {
+        // Counted before the flag is read, and the migration's start sets the flag before it
+        // waits for the count to fall to zero: one of the two sees the other.
+        self.untracked.fetch_add(1, Ordering::SeqCst);
+        if !self.active.load(Ordering::SeqCst) {
+            return Ok(self.ticket(Kind::Untracked));
+        }
+        self.untracked.fetch_sub(1, Ordering::SeqCst);
+        let mut guard = self.lock();
+        let moved: Vec<Vec<u8>> = match guard.as_ref() {
+            Some(migration) => keys
+                .iter()
+                .filter(|key| in_ranges(&migration.ranges, super::slot::key_slot(key)))
+                .map(|key| key.to_vec())
+                .collect(),
+            None => Vec::new(),
+        };
+        let Some(migration) = guard.as_mut().filter(|_| !moved.is_empty()) else {
+            // Not a moving slot (or the migration just ended).
+            return Ok(self.ticket(Kind::Ignored));
+        };
+        if migration.fenced {
+            return Err(Reply::error(TRY_AGAIN));
+        }
+        migration.in_flight += 1;
+        Ok(self.ticket(Kind::Tracked(moved)))
+    }
+
+    fn ticket(self: &Arc<Self>, kind: Kind) -> WriteTicket {
+        WriteTicket {
+            moving: self.clone(),
+            kind,
+        }
+    }
+
+    /// Starts tracking a migration of `ranges`, once every write begun before it is applied
+    /// (waits at most `wait`). Refused while another runs.
+    pub fn start(&self, ranges: Vec<(u16, u16)>, wait: std::time::Duration) -> Result<(), String> {
+        {
+            let mut guard = self.lock();
+            if guard.as_ref().is_some_and(|migration| migration.running) {
+                return Err("ERR a slot migration is already under way on this node".into());
+            }
+            // A finished migration whose topology never came is replaced.
+            *guard = Some(Migration {
+                ranges,
+                running: true,
+                fenced: false,
+                dirty: HashSet::new(),
+                in_flight: 0,
+            });
+        }
+        self.active.store(true, Ordering::SeqCst);
+        let deadline = std::time::Instant::now() + wait;
+        while self.untracked.load(Ordering::SeqCst) > 0 {
+            if std::time::Instant::now() > deadline {
+                self.end();
+                return Err("ERR writes in progress did not finish".into());
+            }
+            std::thread::sleep(std::time::Duration::from_micros(200));
+        }
+        Ok(())
+    }
+
+    /// The keys written since the last call (at most [`DIRTY_KEYS_MAX`] were kept).
+    pub fn take_dirty(&self) -> Result<Vec<Vec<u8>>, String> {
+        let mut guard = self.lock();
+        let migration = guard.as_mut().ok_or("ERR the migration ended")?;
+        if migration.dirty.len() > DIRTY_KEYS_MAX {
+            return Err("ERR too many keys written during the migration: try again".into());
+        }
+        Ok(std::mem::take(&mut migration.dirty).into_iter().collect())
+    }
+
+    /// Fences the moving slots (writes get `-TRYAGAIN`) and waits, at most `wait`, for the
+    /// writes in progress to be applied.
+    pub fn fence(&self, wait: std::time::Duration) -> Result<(), String> {
+        let deadline = std::time::Instant::now() + wait;
+        loop {
+            {
+                let mut guard = self.lock();
+                let migration = guard.as_mut().ok_or("ERR the migration ended")?;
+                migration.fenced = true;
+                if migration.in_flight == 0 {
+                    return Ok(());
+                }
+            }
+            if std::time::Instant::now() > deadline {
+                return Err("ERR writes to the moving slots did not finish".into());
+            }
+            std::thread::sleep(std::time::Duration::from_micros(200));
+        }
+    }
+
+    /// The migrator is done: the slots stay fenced until a topology moves them away.
+    pub fn finished(&self) {
+        if let Some(migration) = self.lock().as_mut() {
+            migration.running = false;
+        }
+    }
+
+    /// Whether a migration is under way (FLUSHDB is refused meanwhile).
+    pub fn active(&self) -> bool {
+        self.active.load(Ordering::SeqCst)
+    }
+
+    /// Ends the migration (failed, or its slots now belong to another node).
+    pub fn end(&self) {
+        self.active.store(false, Ordering::SeqCst);
+        *self.lock() = None;
+    }
+
+    /// Whether the migration's slots are no longer this node's (`owned` says which are): the
+    /// topology that moves them ends it.
+    pub fn moved_away(&self, owned: impl Fn(u16) -> bool) -> bool {
+        let guard = self.lock();
+        guard.as_ref().is_some_and(|migration| {
+            migration
+                .ranges
+                .iter()
+                .any(|&(first, last)| (first..=last).any(|slot| !owned(slot)))
+        })
+    }
+}
