@@ -1,10 +1,11 @@
 //! Slot migration under load, with crashes: three durable `ringdb serve --cluster` nodes, a
 //! writer updating keys through the cluster's redirects (following -MOVED, retrying
 //! -TRYAGAIN and refused connections) and recording what was acknowledged, while `ringdb
-//! cluster push` moves slot ranges and the source, then the target, is killed with SIGKILL
-//! in the middle. After each kill the node is started again and the push repeated until it
-//! succeeds. At the end every key holds its last acknowledged value on the node that serves
-//! its slot, and no node keeps a key of a slot it does not serve.
+//! cluster push` moves slot ranges three times, killing with SIGKILL the source during the
+//! copy, then the target during the copy, then a source later on (wherever the push is by
+//! then). After each kill the node is started again and the push repeated until it succeeds.
+//! At the end every key holds its last acknowledged value on the node that serves its slot,
+//! and no node keeps a key of a slot it does not serve.
 
 mod common;
 
@@ -16,7 +17,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-const KEYS: usize = 12_000;
+const KEYS: usize = 60_000;
 
 fn free_port() -> u16 {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
@@ -156,6 +157,33 @@ fn push_with_a_kill(
     panic!("the push never succeeded after the restart");
 }
 
+/// The three moves of the test, each push cut by a kill.
+fn three_moves_with_kills(
+    nodes: &mut [common::Server],
+    dirs: &[PathBuf],
+    ports: &[u16],
+    file: &Path,
+) {
+    // Node 0 gives 1000-5460 to node 1 and is killed during the move.
+    write_topology(file, ports, ["0-999", "1000-10922", "10923-16383"]);
+    push_with_a_kill(nodes, dirs, ports, file, 0, Duration::from_millis(150));
+    // Node 2 gives 10923-14000 to node 0, which is killed during the move.
+    write_topology(
+        file,
+        ports,
+        ["0-999 10923-14000", "1000-10922", "14001-16383"],
+    );
+    push_with_a_kill(nodes, dirs, ports, file, 0, Duration::from_millis(100));
+    // Node 1 gives 1000-3000 back to node 0 and is killed later: during the copy, the switch
+    // or the purge, wherever the push is by then (the test prints where).
+    write_topology(
+        file,
+        ports,
+        ["0-3000 10923-14000", "3001-10922", "14001-16383"],
+    );
+    push_with_a_kill(nodes, dirs, ports, file, 1, Duration::from_millis(450));
+}
+
 #[test]
 fn slots_move_under_load_and_crashes_of_either_side_lose_nothing() {
     let base = common::tmp("cluster-move");
@@ -169,7 +197,7 @@ fn slots_move_under_load_and_crashes_of_either_side_lose_nothing() {
         .status
         .success());
     let start = format!("127.0.0.1:{}", ports[0]);
-    load(&start);
+    load(&ports, [(0, 5460), (5461, 10922), (10923, 16383)]);
     let acked = Arc::new(Mutex::new(Acked {
         versions: vec![0; KEYS],
         ..Acked::default()
@@ -180,30 +208,7 @@ fn slots_move_under_load_and_crashes_of_either_side_lose_nothing() {
         std::thread::spawn(move || writer(start, acked, stop))
     };
     std::thread::sleep(Duration::from_millis(300));
-    // Node 0 gives 1000-5460 to node 1 and is killed during the move.
-    write_topology(&file, &ports, ["0-999", "1000-10922", "10923-16383"]);
-    push_with_a_kill(
-        &mut nodes,
-        &dirs,
-        &ports,
-        &file,
-        0,
-        Duration::from_millis(150),
-    );
-    // Node 2 gives 10923-14000 to node 0, which is killed during the move.
-    write_topology(
-        &file,
-        &ports,
-        ["0-999 10923-14000", "1000-10922", "14001-16383"],
-    );
-    push_with_a_kill(
-        &mut nodes,
-        &dirs,
-        &ports,
-        &file,
-        0,
-        Duration::from_millis(100),
-    );
+    three_moves_with_kills(&mut nodes, &dirs, &ports, &file);
     std::thread::sleep(Duration::from_millis(300));
     stop.store(true, Ordering::Relaxed);
     let writes = writing.join().unwrap();
@@ -214,19 +219,30 @@ fn slots_move_under_load_and_crashes_of_either_side_lose_nothing() {
         String::from_utf8_lossy(&checked.stderr)
     );
     verify(&start, &ports, &acked.lock().unwrap());
-    eprintln!("{writes} acknowledged writes during two moves and two kills");
+    eprintln!("{writes} acknowledged writes during three moves and three kills");
     drop(nodes);
     let _ = std::fs::remove_dir_all(&base);
 }
 
-fn load(start: &str) {
-    let mut clients = HashMap::new();
+/// Sets every key to version 0, pipelined to the node that serves it (node `i` serves
+/// `initial[i]`).
+fn load(ports: &[u16], initial: [(u16, u16); 3]) {
+    let mut batches: Vec<Vec<Vec<String>>> = vec![Vec::new(); 3];
     for key in 0..KEYS {
-        let command = vec!["SET".to_string(), format!("k{key}"), format!("v{key}-0")];
-        assert_eq!(
-            routed(&mut clients, start, &command),
-            Some(Value::Simple("OK".into()))
-        );
+        let slot = key_slot(format!("k{key}").as_bytes());
+        let node = initial
+            .iter()
+            .position(|&(f, l)| (f..=l).contains(&slot))
+            .unwrap();
+        batches[node].push(vec!["SET".into(), format!("k{key}"), format!("v{key}-0")]);
+    }
+    for (port, commands) in ports.iter().zip(batches) {
+        let mut client =
+            Client::connect(&format!("127.0.0.1:{port}"), Duration::from_secs(10)).unwrap();
+        for chunk in commands.chunks(1000) {
+            let replies = client.pipeline(chunk).unwrap();
+            assert!(replies.iter().all(|r| *r == Value::Simple("OK".into())));
+        }
     }
 }
 

@@ -4,8 +4,10 @@
 //! The source keeps serving the moving slots until the controller pushes the topology that
 //! gives them to the target. Meanwhile its migrator (on a helper thread):
 //! 1. walks the keys (the engine's ordered scans, a chunk at a time) and copies each key of a
-//!    moving slot to the target, whole: the value or every field, and the expiry, written
-//!    there in one MULTI/EXEC (one batch on one shard), acknowledged once durable;
+//!    moving slot to the target, whole: the value or every field, and the expiry, pipelined
+//!    (the target commits a pipeline's writes per shard as one batch) and acknowledged once
+//!    durable. A copy cut by a crash needs no atomicity: the topology switches only after
+//!    every copy was acknowledged, and a move started over purges the target first;
 //! 2. copies again the keys written since (`moving.rs` records them after each write is
 //!    applied), pass after pass while there are many;
 //! 3. fences the slots (writes get `-TRYAGAIN`, which cluster clients retry), waits for the
@@ -28,7 +30,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// Keys read from the source and written to the target per round trip.
-const KEYS_PER_BATCH: usize = 64;
+const KEYS_PER_BATCH: usize = 256;
 /// Keys walked per scan of the engine.
 const KEYS_PER_WALK: usize = 4096;
 /// Passes over the keys written during the copy before the fence.
@@ -252,13 +254,11 @@ fn write_commands(key: &[u8], found: Found, commands: &mut Vec<Vec<Vec<u8>>>) ->
             (body, expiry)
         }
     };
-    commands.push(vec![word("MULTI")]);
     commands.push(vec![word("DEL"), key.to_vec()]);
     commands.push(body);
     if let Some(at) = expiry {
         commands.push(vec![word("PEXPIREAT"), key.to_vec(), word(&at.to_string())]);
     }
-    commands.push(vec![word("EXEC")]);
     true
 }
 
