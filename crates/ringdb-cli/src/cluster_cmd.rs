@@ -32,8 +32,12 @@ pub struct ClusterArgs {
     #[command(subcommand)]
     action: Action,
     /// How long to wait for a node to connect or answer.
-    #[arg(long, default_value_t = 5)]
+    #[arg(long, default_value_t = 5, global = true)]
     timeout_secs: u64,
+    /// The nodes' password (their --requirepass; or the environment's
+    /// RINGDB_CLUSTER_PASSWORD).
+    #[arg(long, global = true)]
+    password: Option<String>,
 }
 
 #[derive(Subcommand)]
@@ -70,11 +74,36 @@ struct Reached {
     epoch: u64,
 }
 
+/// How the controller reaches a node.
+struct Connect {
+    timeout: Duration,
+    password: Option<String>,
+}
+
+impl Connect {
+    /// A connection to `address`, authenticated when the cluster has a password.
+    fn open(&self, address: &str) -> Result<Client, Failure> {
+        let mut client = Client::connect(address, self.timeout)?;
+        if let Some(password) = &self.password {
+            match client.command(&["AUTH", password])? {
+                Value::Simple(ok) if ok == "OK" => {}
+                other => return Err(format!("{address}: AUTH: {other:?}").into()),
+            }
+        }
+        Ok(client)
+    }
+}
+
 pub fn run(args: ClusterArgs) -> Result<(), Failure> {
-    let timeout = Duration::from_secs(args.timeout_secs.max(1));
+    let how = Connect {
+        timeout: Duration::from_secs(args.timeout_secs.max(1)),
+        password: args
+            .password
+            .or_else(|| std::env::var("RINGDB_CLUSTER_PASSWORD").ok()),
+    };
     match args.action {
-        Action::Push { file, epoch } => push(&file, epoch, timeout),
-        Action::Check { file } => check(&file, timeout),
+        Action::Push { file, epoch } => push(&file, epoch, &how),
+        Action::Check { file } => check(&file, &how),
     }
 }
 
@@ -112,14 +141,20 @@ fn read_file(path: &Path) -> Result<Vec<Planned>, Failure> {
 }
 
 /// Connects to every node and asks its id and epoch.
-fn reach_all(planned: &[Planned], timeout: Duration) -> Result<Vec<Reached>, Failure> {
+fn reach_all(planned: &[Planned], how: &Connect) -> Result<Vec<Reached>, Failure> {
     let mut reached = Vec::with_capacity(planned.len());
     for node in planned {
-        let mut client = Client::connect(&node.address, timeout)?;
-        let id = match client.command(&["CLUSTER", "MYID"])? {
-            value @ Value::Bulk(_) => value.text().unwrap_or_default(),
-            other => return Err(format!("{}: CLUSTER MYID: {other:?}", node.address).into()),
-        };
+        let mut client = how.open(&node.address)?;
+        let id =
+            match client.command(&["CLUSTER", "MYID"])? {
+                value @ Value::Bulk(_) => value.text().unwrap_or_default(),
+                Value::Error(text) if text.starts_with("NOAUTH") => return Err(format!(
+                    "{}: {text} (give the nodes' password: --password, or RINGDB_CLUSTER_PASSWORD)",
+                    node.address
+                )
+                .into()),
+                other => return Err(format!("{}: CLUSTER MYID: {other:?}", node.address).into()),
+            };
         let epoch = match client.command(&["CLUSTERX", "VERSION"])? {
             Value::Integer(epoch) => epoch as u64,
             other => {
@@ -245,7 +280,7 @@ fn ranges_text(ranges: &[(u16, u16)]) -> Vec<String> {
 /// Copies every move's keys to its target (`CLUSTERX MIGRATE` on the source, after the
 /// target dropped what an earlier, cut migration left of them). The topology is untouched
 /// until every move is done.
-fn migrate_all(moves: &[Move], timeout: Duration) -> Result<(), Failure> {
+fn migrate_all(moves: &[Move], how: &Connect) -> Result<(), Failure> {
     for step in moves {
         let ranges = ranges_text(&step.ranges);
         let failed = |what: String| {
@@ -254,14 +289,14 @@ fn migrate_all(moves: &[Move], timeout: Duration) -> Result<(), Failure> {
                 ranges.join(" "), step.from.1, step.to.1
             )
         };
-        let mut target = Client::connect(&step.to.1, timeout)?;
+        let mut target = how.open(&step.to.1)?;
         let mut purge = vec!["CLUSTERX".to_string(), "PURGE".to_string()];
         purge.extend(ranges.iter().cloned());
         match target.command(&purge)? {
             Value::Integer(_) => {}
             other => return Err(failed(format!("{}: {other:?}", step.to.1)).into()),
         }
-        let mut source = Client::connect(&step.from.1, timeout)?;
+        let mut source = how.open(&step.from.1)?;
         source.set_timeout(MIGRATION_WAIT)?;
         let mut migrate = vec![
             "CLUSTERX".to_string(),
@@ -288,9 +323,9 @@ fn migrate_all(moves: &[Move], timeout: Duration) -> Result<(), Failure> {
 /// The longest a migration may take before the controller gives up on it.
 const MIGRATION_WAIT: Duration = Duration::from_secs(6 * 3600);
 
-fn push(file: &Path, epoch: Option<u64>, timeout: Duration) -> Result<(), Failure> {
+fn push(file: &Path, epoch: Option<u64>, how: &Connect) -> Result<(), Failure> {
     let planned = read_file(file)?;
-    let mut reached = reach_all(&planned, timeout)?;
+    let mut reached = reach_all(&planned, how)?;
     let (text, topology) = topology_text(&planned, &reached)?;
     let newest = reached.iter().map(|node| node.epoch).max().unwrap_or(0);
     let epoch = epoch.unwrap_or(newest + 1);
@@ -302,7 +337,7 @@ fn push(file: &Path, epoch: Option<u64>, timeout: Duration) -> Result<(), Failur
         Some(holder) => moves_between(&slots_of(&mut holder.client)?, &topology),
         None => Vec::new(),
     };
-    migrate_all(&moves, timeout)?;
+    migrate_all(&moves, how)?;
     // Nodes that give slots away and are not in the file learn the topology too.
     let mut others = Vec::new();
     for step in &moves {
@@ -311,7 +346,7 @@ fn push(file: &Path, epoch: Option<u64>, timeout: Duration) -> Result<(), Failur
                 .iter()
                 .any(|(a, _): &(String, Client)| *a == step.from.1)
         {
-            others.push((step.from.1.clone(), Client::connect(&step.from.1, timeout)?));
+            others.push((step.from.1.clone(), how.open(&step.from.1)?));
         }
     }
     let mut refused = Vec::new();
@@ -393,9 +428,9 @@ fn check_reached(
     Ok(())
 }
 
-fn check(file: &Path, timeout: Duration) -> Result<(), Failure> {
+fn check(file: &Path, how: &Connect) -> Result<(), Failure> {
     let planned = read_file(file)?;
-    let mut reached = reach_all(&planned, timeout)?;
+    let mut reached = reach_all(&planned, how)?;
     let (_, topology) = topology_text(&planned, &reached)?;
     let epoch = reached[0].epoch;
     if epoch == 0 {

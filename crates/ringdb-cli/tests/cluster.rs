@@ -268,6 +268,13 @@ fn redis_py_cluster_client_works_against_a_cluster_and_a_standalone_server() {
         .arg(script)
         .args(ports.iter().map(u16::to_string))
         .arg(address.port().to_string())
+        .arg(common::ringdb_bin())
+        .arg(topology_file(
+            &dir,
+            &ports,
+            ["0-1999", "2000-10922", "10923-16383"],
+            "moved",
+        ))
         .output()
         .expect("python3 runs");
     let stdout = String::from_utf8_lossy(&output.stdout);

@@ -75,10 +75,11 @@ fn own_address(shared: &ServerShared) -> Result<String, String> {
         .or(shared.config().listen)
         .ok_or("a cluster node listens on TCP")?;
     let ip = match address.ip() {
-        ip if ip.is_unspecified() => "127.0.0.1".to_string(),
-        ip => ip.to_string(),
+        std::net::IpAddr::V4(ip) if ip.is_unspecified() => std::net::Ipv4Addr::LOCALHOST.into(),
+        std::net::IpAddr::V6(ip) if ip.is_unspecified() => std::net::Ipv6Addr::LOCALHOST.into(),
+        ip => ip,
     };
-    Ok(format!("{ip}:{}", address.port()))
+    Ok(std::net::SocketAddr::new(ip, address.port()).to_string())
 }
 
 /// `CLUSTERX MIGRATE <host:port> <ranges>`: copies the slots' keys to the node at `target`
