@@ -7,7 +7,7 @@
 //! Slots the file gives to another node than the newest topology does are moved first, while
 //! clients run: the target drops what an earlier, cut move left of them (`CLUSTERX PURGE`),
 //! the source copies their keys to it and fences them (`CLUSTERX MIGRATE`, see
-//! `ringdb-server/src/cluster/migrate.rs`); then the topology is pushed (the targets first) and
+//! `ringdb-server/src/cluster/migrate.rs`); then the topology is pushed (the sources first) and
 //! every node deletes the keys of slots it no longer serves. A move cut by a crash leaves the
 //! old topology in force: pushing again starts it over.
 //!
@@ -145,16 +145,17 @@ fn reach_all(planned: &[Planned], how: &Connect) -> Result<Vec<Reached>, Failure
     let mut reached = Vec::with_capacity(planned.len());
     for node in planned {
         let mut client = how.open(&node.address)?;
-        let id =
-            match client.command(&["CLUSTER", "MYID"])? {
-                value @ Value::Bulk(_) => value.text().unwrap_or_default(),
-                Value::Error(text) if text.starts_with("NOAUTH") => return Err(format!(
+        let id = match client.command(&["CLUSTER", "MYID"])? {
+            value @ Value::Bulk(_) => value.text().unwrap_or_default(),
+            Value::Error(text) if text.starts_with("NOAUTH") => {
+                return Err(format!(
                     "{}: {text} (give the nodes' password: --password, or RINGDB_CLUSTER_PASSWORD)",
                     node.address
                 )
-                .into()),
-                other => return Err(format!("{}: CLUSTER MYID: {other:?}", node.address).into()),
-            };
+                .into())
+            }
+            other => return Err(format!("{}: CLUSTER MYID: {other:?}", node.address).into()),
+        };
         let epoch = match client.command(&["CLUSTERX", "VERSION"])? {
             Value::Integer(epoch) => epoch as u64,
             other => {
@@ -349,8 +350,13 @@ fn push(file: &Path, epoch: Option<u64>, how: &Connect) -> Result<(), Failure> {
             others.push((step.from.1.clone(), how.open(&step.from.1)?));
         }
     }
-    let mut refused = Vec::new();
-    let targets_first = |address: &String| !moves.iter().any(|m| m.to.1 == *address);
+    // Sources first: a source takes the topology only while its copy is fenced (else it
+    // refuses, and no target has begun to serve the slots yet); then the targets.
+    let rank = |address: &String| match () {
+        _ if moves.iter().any(|m| m.from.1 == *address) => 0,
+        _ if moves.iter().any(|m| m.to.1 == *address) => 1,
+        _ => 2,
+    };
     let mut order: Vec<(String, &mut Client)> = planned
         .iter()
         .zip(reached.iter_mut())
@@ -361,18 +367,38 @@ fn push(file: &Path, epoch: Option<u64>, how: &Connect) -> Result<(), Failure> {
                 .map(|(address, client)| (address.clone(), client)),
         )
         .collect();
-    order.sort_by_key(|(address, _)| targets_first(address));
-    for (address, client) in &mut order {
-        let epoch_text = epoch.to_string();
-        match client.command(&["CLUSTERX", "SETNODES", &text, &epoch_text])? {
+    order.sort_by_key(|(address, _)| rank(address));
+    switch_all(&mut order, &text, epoch)?;
+    purge_all(&mut order)?;
+    drop(order);
+    check_reached(&planned, &mut reached, &topology, epoch)?;
+    println!(
+        "pushed: {} node(s), 16384 slots, epoch {epoch}",
+        planned.len()
+    );
+    Ok(())
+}
+
+/// Pushes the topology to the nodes in `order`, stopping at the first that refuses it.
+fn switch_all(order: &mut [(String, &mut Client)], text: &str, epoch: u64) -> Result<(), Failure> {
+    let epoch_text = epoch.to_string();
+    for (address, client) in order.iter_mut() {
+        match client.command(&["CLUSTERX", "SETNODES", text, &epoch_text])? {
             Value::Simple(ok) if ok == "OK" => eprintln!("{address}: epoch {epoch}"),
-            other => refused.push(format!("{address}: {other:?}")),
+            other => {
+                return Err(format!(
+                    "{address} refused the topology: {other:?}; push again (nodes after it in the order sources, targets, others were not changed)"
+                )
+                .into())
+            }
         }
     }
-    if !refused.is_empty() {
-        return Err(format!("nodes refused the topology: {}", refused.join("; ")).into());
-    }
-    for (address, client) in &mut order {
+    Ok(())
+}
+
+/// Has every node delete the keys of slots it no longer serves.
+fn purge_all(order: &mut [(String, &mut Client)]) -> Result<(), Failure> {
+    for (address, client) in order.iter_mut() {
         client.set_timeout(MIGRATION_WAIT)?;
         match client.command(&["CLUSTERX", "PURGE"])? {
             Value::Integer(0) => {}
@@ -382,12 +408,6 @@ fn push(file: &Path, epoch: Option<u64>, how: &Connect) -> Result<(), Failure> {
             other => return Err(format!("{address}: CLUSTERX PURGE: {other:?}").into()),
         }
     }
-    drop(order);
-    check_reached(&planned, &mut reached, &topology, epoch)?;
-    println!(
-        "pushed: {} node(s), 16384 slots, epoch {epoch}",
-        planned.len()
-    );
     Ok(())
 }
 

@@ -184,12 +184,6 @@ fn placed(
     if !cluster.enabled() {
         return Ok(None);
     }
-    if !session.bypass_slots {
-        let keys = plans.iter().flat_map(|plan| plan_keys(plan, false));
-        if let Some(redirect) = cluster.redirect(keys) {
-            return Err(redirect);
-        }
-    }
     if cluster.moving.active()
         && plans
             .iter()
@@ -199,14 +193,23 @@ fn placed(
             "ERR a slot migration is under way: FLUSHDB waits for it",
         ));
     }
+    // The ticket first, the slot check after: a topology that moves a slot away is in place
+    // before the slot's fence is lifted, so a write past the fence sees it.
     let written: Vec<&[u8]> = plans
         .iter()
         .flat_map(|plan| plan_keys(plan, true))
         .collect();
-    match written.is_empty() {
-        true => Ok(None),
-        false => cluster.moving.begin_write(&written).map(Some),
+    let ticket = match written.is_empty() {
+        true => None,
+        false => Some(cluster.moving.begin_write(&written)?),
+    };
+    if !session.bypass_slots {
+        let keys = plans.iter().flat_map(|plan| plan_keys(plan, false));
+        if let Some(redirect) = cluster.redirect(keys) {
+            return Err(redirect);
+        }
     }
+    Ok(ticket)
 }
 
 /// Inside MULTI: a request is checked and queued.

@@ -140,13 +140,20 @@ impl ClusterState {
                 false => Err(format!("ERR epoch {epoch} already holds another topology")),
             };
         }
+        let mine = |t: &Topology, slot| t.owner_of(slot).is_some_and(|n| n.id == self.my_id);
+        let given_away: Vec<u16> = (0..slot::SLOT_COUNT)
+            .filter(|&slot| mine(&held, slot) && !mine(&topology, slot))
+            .collect();
+        if !given_away.is_empty() {
+            self.moving.may_hand_over(&given_away)?;
+        }
         write_state(state_file, &self.my_id, &topology).map_err(|e| format!("ERR {e}"))?;
-        let owned = |slot| topology.owner_of(slot).is_some_and(|n| n.id == self.my_id);
-        if self.moving.moved_away(owned) {
-            // The migrated slots are the target's now: their fence ends, -MOVED follows.
+        *held = Arc::new(topology);
+        if !given_away.is_empty() {
+            // After the swap: a write that finds the fence gone finds the new topology too
+            // (writes take their ticket before they check their slot), so -MOVED follows.
             self.moving.end();
         }
-        *held = Arc::new(topology);
         Ok(())
     }
 }
@@ -265,14 +272,47 @@ mod tests {
                 "CROSSSLOT Keys in request don't hash to the same slot"
             ))
         );
+        slots_leave_only_after_a_fenced_copy(&node, &other);
         drop(node);
         let again = ClusterState::open(&file).unwrap();
         assert_eq!(again.my_id(), id);
-        assert_eq!(again.topology().epoch, 2);
-        assert_eq!(again.topology().to_text(), text);
+        assert_eq!(again.topology().epoch, 3);
         std::fs::write(&file, "something else\n").unwrap();
         assert!(ClusterState::open(&file).is_err());
         std::fs::remove_dir_all(&folder).unwrap();
+    }
+
+    /// A topology giving away slots is refused until a migration copied and fenced them; then
+    /// it is taken and the fence ends with it.
+    fn slots_leave_only_after_a_fenced_copy(node: &ClusterState, other: &str) {
+        let id = node.my_id();
+        let wait = std::time::Duration::from_secs(1);
+        let moved = format!(
+            "{id} 127.0.0.1 7000 master - 0-4999\n{other} 127.0.0.1 7001 master - 5000-16383\n"
+        );
+        let refused = node.set_topology(&moved, 3).unwrap_err();
+        assert!(refused.contains("has not copied"), "{refused}");
+        node.moving.start(vec![(5000, 7000)], wait).unwrap();
+        node.moving.fence(wait).unwrap();
+        node.moving.finished();
+        // Fenced: a write to a moving slot must wait (bar is in slot 5061).
+        let fenced = node.moving.begin_write(&[&b"bar"[..]]).err();
+        assert_eq!(fenced, Some(Reply::error(moving::TRY_AGAIN)));
+        // The copy covered 5000-7000 only: 7001-9999 would be left behind.
+        assert!(node
+            .set_topology(&moved, 3)
+            .unwrap_err()
+            .contains("slot 7001"));
+        node.moving.start(vec![(5000, 9999)], wait).unwrap();
+        node.moving.fence(wait).unwrap();
+        node.moving.finished();
+        node.set_topology(&moved, 3).unwrap();
+        assert!(!node.moving.active());
+        assert!(node.moving.begin_write(&[&b"bar"[..]]).is_ok());
+        assert_eq!(
+            node.redirect([&b"bar"[..]]),
+            Some(Reply::error("MOVED 5061 127.0.0.1:7001"))
+        );
     }
 
     #[test]

@@ -15,6 +15,10 @@ use std::sync::{Arc, Mutex};
 /// The error a fenced write gets (Redis's text; cluster clients retry it).
 pub const TRY_AGAIN: &str = "TRYAGAIN Multiple keys request during rehashing of slot";
 
+/// How long a finished migration keeps its slots fenced waiting for the topology that moves
+/// them (a controller that died after the copy does not stop the slots' writes for good).
+pub const FENCE_HOLD_MAX: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// The dirty keys a migration holds at most: past it the migration fails (and is retried).
 pub const DIRTY_KEYS_MAX: usize = 1 << 20;
 
@@ -23,6 +27,9 @@ struct Migration {
     ranges: Vec<(u16, u16)>,
     /// Its migrator still runs (else it finished and waits, fenced, for the new topology).
     running: bool,
+    /// When the migrator finished: past [`FENCE_HOLD_MAX`] without the topology that hands
+    /// the slots over, the fence is lifted and the slots cannot be handed over any more.
+    finished_at: Option<std::time::Instant>,
     fenced: bool,
     dirty: HashSet<Vec<u8>>,
     /// Writes to moving slots begun and not yet applied.
@@ -107,6 +114,15 @@ impl Moving {
             // Not a moving slot (or the migration just ended).
             return Ok(self.ticket(Kind::Ignored));
         };
+        let expired = migration
+            .finished_at
+            .is_some_and(|at| at.elapsed() > FENCE_HOLD_MAX);
+        if expired {
+            // Its topology never came: the slots are this node's alone again.
+            *guard = None;
+            self.active.store(false, Ordering::SeqCst);
+            return Ok(self.ticket(Kind::Ignored));
+        }
         if migration.fenced {
             return Err(Reply::error(TRY_AGAIN));
         }
@@ -133,6 +149,7 @@ impl Moving {
             *guard = Some(Migration {
                 ranges,
                 running: true,
+                finished_at: None,
                 fenced: false,
                 dirty: HashSet::new(),
                 in_flight: 0,
@@ -184,6 +201,7 @@ impl Moving {
     pub fn finished(&self) {
         if let Some(migration) = self.lock().as_mut() {
             migration.running = false;
+            migration.finished_at = Some(std::time::Instant::now());
         }
     }
 
@@ -198,15 +216,28 @@ impl Moving {
         *self.lock() = None;
     }
 
-    /// Whether the migration's slots are no longer this node's (`owned` says which are): the
-    /// topology that moves them ends it.
-    pub fn moved_away(&self, owned: impl Fn(u16) -> bool) -> bool {
+    /// Whether `slots` may leave this node: a finished migration copied them all and still
+    /// fences them. A topology that gives away a slot without one is refused, so a write
+    /// accepted here is never left behind.
+    pub fn may_hand_over(&self, slots: &[u16]) -> Result<(), String> {
         let guard = self.lock();
-        guard.as_ref().is_some_and(|migration| {
-            migration
-                .ranges
-                .iter()
-                .any(|&(first, last)| (first..=last).any(|slot| !owned(slot)))
-        })
+        let held = guard.as_ref().filter(|migration| {
+            migration.fenced
+                && migration
+                    .finished_at
+                    .is_some_and(|at| at.elapsed() <= FENCE_HOLD_MAX)
+        });
+        let Some(migration) = held else {
+            return Err(format!(
+                "ERR slot {} would leave this node, which has not copied it (ringdb cluster push moves slots first)",
+                slots[0]
+            ));
+        };
+        match slots.iter().find(|&&slot| !in_ranges(&migration.ranges, slot)) {
+            Some(slot) => Err(format!(
+                "ERR slot {slot} would leave this node, which has not copied it (ringdb cluster push moves slots first)"
+            )),
+            None => Ok(()),
+        }
     }
 }
