@@ -84,6 +84,7 @@ fn three_nodes_take_a_pushed_topology_and_redirect_as_redis_cluster_does() {
     );
     let checked = common::ringdb(&["cluster", "check", &file]);
     assert!(String::from_utf8_lossy(&checked.stdout).contains("ok: 3 node(s) at epoch 1"));
+    malformed_cluster_requests_get_errors(&addresses[0]);
     redirects_and_serves(&addresses);
     cross_slot_requests_are_refused(&addresses);
     epochs_only_go_forward(&dir, &ports, &addresses);
@@ -122,6 +123,57 @@ fn refuses_bad_topologies(dir: &Path, ports: &[u16]) {
         &common::ringdb(&["cluster", "push", &overlap]),
         "slot 5461 is assigned to two nodes",
     );
+}
+
+/// Bad CLUSTER and CLUSTERX requests get error replies, and the node goes on serving.
+fn malformed_cluster_requests_get_errors(node: &str) {
+    let cases: &[(&[&str], &str)] = &[
+        (&["CLUSTER", "COUNTKEYSINSLOT", "16384"], "ERR Invalid slot"),
+        (
+            &["CLUSTER", "GETKEYSINSLOT", "1", "-5"],
+            "ERR Invalid number of keys",
+        ),
+        (
+            &["CLUSTER", "KEYSLOT"],
+            "ERR wrong number of arguments for 'cluster|keyslot'",
+        ),
+        (&["CLUSTER", "NOPE"], "ERR unknown subcommand 'NOPE'"),
+        (
+            &["CLUSTERX", "SETNODES", "garbage", "9"],
+            "ERR 'garbage': a node is",
+        ),
+        (
+            &["CLUSTERX", "SETNODES", "", "x"],
+            "ERR the epoch is a positive integer",
+        ),
+        (
+            &["CLUSTERX", "MIGRATE", "127.0.0.1:1", "20000"],
+            "ERR '20000': slots are 0 to 16383",
+        ),
+        (
+            &["CLUSTERX", "MIGRATE", "127.0.0.1:1", "16000"],
+            "ERR slot 16000 is not served by this node",
+        ),
+        (
+            &["CLUSTERX", "MIGRATE", "127.0.0.1:1", "0-10"],
+            "ERR slot migration to 127.0.0.1:1 failed",
+        ),
+        (
+            &["CLUSTERX", "PURGE", "0-10"],
+            "ERR slot 0 is served by this node",
+        ),
+    ];
+    for (request, expected) in cases {
+        match command(node, request) {
+            Value::Error(text) => assert!(text.starts_with(expected), "{request:?}: {text}"),
+            other => panic!("{request:?}: {other:?}"),
+        }
+    }
+    assert_eq!(
+        command(node, &["SET", "{k0}x", "1"]),
+        command(node, &["SET", "{k0}x", "1"])
+    );
+    assert_eq!(command(node, &["PING"]), Value::Simple("PONG".into()));
 }
 
 /// Every key set through node 0, following -MOVED, lands on its slot's owner.

@@ -92,11 +92,7 @@ pub(crate) fn migrate(
 ) -> Reply {
     let cluster = &shared.cluster;
     let topology = cluster.topology();
-    let owned = |slot| {
-        topology
-            .owner_of(slot)
-            .is_some_and(|n| n.id == cluster.my_id())
-    };
+    let owned = |slot| cluster.serves(&topology, slot);
     if let Some(slot) = ranges
         .iter()
         .flat_map(|&(f, l)| f..=l)
@@ -268,11 +264,7 @@ fn write_commands(key: &[u8], found: Found, commands: &mut Vec<Vec<Vec<u8>>>) ->
 pub(crate) fn purge(db: &Db, shared: &ServerShared, ranges: Option<Vec<(u16, u16)>>) -> Reply {
     let cluster = &shared.cluster;
     let topology = cluster.topology();
-    let owned = |slot| {
-        topology
-            .owner_of(slot)
-            .is_some_and(|n| n.id == cluster.my_id())
-    };
+    let owned = |slot| cluster.serves(&topology, slot);
     let wanted = |slot| !owned(slot) && ranges.as_ref().is_none_or(|r| in_ranges(r, slot));
     if let Some(slot) = ranges
         .iter()

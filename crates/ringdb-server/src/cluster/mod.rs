@@ -95,6 +95,13 @@ impl ClusterState {
             .clone()
     }
 
+    /// Whether `topology` has this node serve `slot`.
+    pub fn serves(&self, topology: &Topology, slot: u16) -> bool {
+        topology
+            .owner_of(slot)
+            .is_some_and(|owner| owner.id == self.my_id)
+    }
+
     /// Where a command on `keys` must go: `None` to run it here, else the error reply
     /// (`-CROSSSLOT`, `-MOVED`, `-CLUSTERDOWN`) Redis Cluster gives.
     pub fn redirect<'a>(&self, keys: impl IntoIterator<Item = &'a [u8]>) -> Option<Reply> {
@@ -140,9 +147,8 @@ impl ClusterState {
                 false => Err(format!("ERR epoch {epoch} already holds another topology")),
             };
         }
-        let mine = |t: &Topology, slot| t.owner_of(slot).is_some_and(|n| n.id == self.my_id);
         let given_away: Vec<u16> = (0..slot::SLOT_COUNT)
-            .filter(|&slot| mine(&held, slot) && !mine(&topology, slot))
+            .filter(|&slot| self.serves(&held, slot) && !self.serves(&topology, slot))
             .collect();
         if !given_away.is_empty() {
             self.moving.may_hand_over(&given_away)?;
