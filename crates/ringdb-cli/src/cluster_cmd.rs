@@ -51,11 +51,19 @@ enum Action {
         /// The epoch to push at (default: one past the newest a node holds).
         #[arg(long)]
         epoch: Option<u64>,
+        /// Print the slot moves the push would make, and change nothing.
+        #[arg(long)]
+        dry_run: bool,
     },
     /// Checks that every node in FILE holds FILE's topology, all at one epoch.
     Check {
         /// The topology: lines of `host:port slot-ranges...`.
         file: PathBuf,
+    },
+    /// Prints the topology a node holds, as a file `push` takes (to edit and push again).
+    Show {
+        /// The node: host:port.
+        address: String,
     },
 }
 
@@ -102,7 +110,12 @@ pub fn run(args: ClusterArgs) -> Result<(), Failure> {
             .or_else(|| std::env::var("RINGDB_CLUSTER_PASSWORD").ok()),
     };
     match args.action {
-        Action::Push { file, epoch } => push(&file, epoch, &how),
+        Action::Push {
+            file,
+            epoch,
+            dry_run,
+        } => push(&file, epoch, dry_run, &how),
+        Action::Show { address } => show(&address, &how),
         Action::Check { file } => check(&file, &how),
     }
 }
@@ -324,7 +337,7 @@ fn migrate_all(moves: &[Move], how: &Connect) -> Result<(), Failure> {
 /// The longest a migration may take before the controller gives up on it.
 const MIGRATION_WAIT: Duration = Duration::from_secs(6 * 3600);
 
-fn push(file: &Path, epoch: Option<u64>, how: &Connect) -> Result<(), Failure> {
+fn push(file: &Path, epoch: Option<u64>, dry_run: bool, how: &Connect) -> Result<(), Failure> {
     let planned = read_file(file)?;
     let mut reached = reach_all(&planned, how)?;
     let (text, topology) = topology_text(&planned, &reached)?;
@@ -338,6 +351,17 @@ fn push(file: &Path, epoch: Option<u64>, how: &Connect) -> Result<(), Failure> {
         Some(holder) => moves_between(&slots_of(&mut holder.client)?, &topology),
         None => Vec::new(),
     };
+    if dry_run {
+        for step in &moves {
+            let ranges = ranges_text(&step.ranges).join(" ");
+            println!(
+                "would move slots {ranges} from {} to {}",
+                step.from.1, step.to.1
+            );
+        }
+        println!("would push epoch {epoch} to {} node(s)", planned.len());
+        return Ok(());
+    }
     migrate_all(&moves, how)?;
     // Nodes that give slots away and are not in the file learn the topology too.
     let mut others = Vec::new();
@@ -461,5 +485,27 @@ fn check(file: &Path, how: &Connect) -> Result<(), Failure> {
         "ok: {} node(s) at epoch {epoch}, 16384 slots served",
         planned.len()
     );
+    Ok(())
+}
+
+/// The topology `address` holds, in the file's form, its epoch in a comment.
+fn show(address: &str, how: &Connect) -> Result<(), Failure> {
+    let mut client = how.open(address)?;
+    let epoch = match client.command(&["CLUSTERX", "VERSION"])? {
+        Value::Integer(epoch) => epoch,
+        other => return Err(format!("{address}: not a node in cluster mode: {other:?}").into()),
+    };
+    let mut nodes: Vec<(String, Vec<String>)> = Vec::new();
+    for served in slots_of(&mut client)? {
+        let range = format!("{}-{}", served.first, served.last);
+        match nodes.iter_mut().find(|(a, _)| *a == served.address) {
+            Some((_, ranges)) => ranges.push(range),
+            None => nodes.push((served.address, vec![range])),
+        }
+    }
+    println!("# the topology {address} holds, epoch {epoch}");
+    for (node, ranges) in nodes {
+        println!("{node} {}", ranges.join(" "));
+    }
     Ok(())
 }

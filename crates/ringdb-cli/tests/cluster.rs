@@ -85,6 +85,7 @@ fn three_nodes_take_a_pushed_topology_and_redirect_as_redis_cluster_does() {
     let checked = common::ringdb(&["cluster", "check", &file]);
     assert!(String::from_utf8_lossy(&checked.stdout).contains("ok: 3 node(s) at epoch 1"));
     malformed_cluster_requests_get_errors(&addresses[0]);
+    shows_and_plans_without_changing(&dir, &ports, &addresses);
     redirects_and_serves(&addresses);
     cross_slot_requests_are_refused(&addresses);
     epochs_only_go_forward(&dir, &ports, &addresses);
@@ -122,6 +123,28 @@ fn refuses_bad_topologies(dir: &Path, ports: &[u16]) {
     common::assert_refused(
         &common::ringdb(&["cluster", "push", &overlap]),
         "slot 5461 is assigned to two nodes",
+    );
+}
+
+/// `ringdb cluster show` prints the topology as a file `push` takes; `push --dry-run` prints
+/// the moves and changes nothing.
+fn shows_and_plans_without_changing(dir: &Path, ports: &[u16], addresses: &[String]) {
+    let shown = common::ringdb(&["cluster", "show", &addresses[1]]);
+    let text = String::from_utf8_lossy(&shown.stdout).into_owned();
+    for (address, range) in addresses.iter().zip(RANGES) {
+        assert!(text.contains(&format!("{address} {range}\n")), "{text}");
+    }
+    let file = topology_file(dir, ports, ["0-99", "100-10922", "10923-16383"], "planned");
+    let planned = common::ringdb(&["cluster", "push", "--dry-run", &file]);
+    let printed = String::from_utf8_lossy(&planned.stdout);
+    let expected = format!(
+        "would move slots 100-5460 from {} to {}",
+        addresses[0], addresses[1]
+    );
+    assert!(printed.contains(&expected), "{printed}");
+    assert_eq!(
+        command(&addresses[0], &["CLUSTERX", "VERSION"]),
+        Value::Integer(1)
     );
 }
 
