@@ -102,6 +102,7 @@ impl Moving {
         }
         self.untracked.fetch_sub(1, Ordering::SeqCst);
         let mut guard = self.lock();
+        self.lapse_if_expired(&mut guard);
         let moved: Vec<Vec<u8>> = match guard.as_ref() {
             Some(migration) => keys
                 .iter()
@@ -114,15 +115,6 @@ impl Moving {
             // Not a moving slot (or the migration just ended).
             return Ok(self.ticket(Kind::Ignored));
         };
-        let expired = migration
-            .finished_at
-            .is_some_and(|at| at.elapsed() > FENCE_HOLD_MAX);
-        if expired {
-            // Its topology never came: the slots are this node's alone again.
-            *guard = None;
-            self.active.store(false, Ordering::SeqCst);
-            return Ok(self.ticket(Kind::Ignored));
-        }
         if migration.fenced {
             return Err(Reply::error(TRY_AGAIN));
         }
@@ -207,7 +199,26 @@ impl Moving {
 
     /// Whether a migration is under way (FLUSHDB is refused meanwhile).
     pub fn active(&self) -> bool {
-        self.active.load(Ordering::SeqCst)
+        if !self.active.load(Ordering::SeqCst) {
+            return false;
+        }
+        let mut guard = self.lock();
+        self.lapse_if_expired(&mut guard);
+        guard.is_some()
+    }
+
+    /// Ends a finished migration whose topology did not come within [`FENCE_HOLD_MAX`]: the
+    /// slots are this node's alone again (and must be copied again to move).
+    fn lapse_if_expired(&self, guard: &mut Option<Migration>) {
+        let expired = guard.as_ref().is_some_and(|migration| {
+            migration
+                .finished_at
+                .is_some_and(|at| at.elapsed() > FENCE_HOLD_MAX)
+        });
+        if expired {
+            *guard = None;
+            self.active.store(false, Ordering::SeqCst);
+        }
     }
 
     /// Ends the migration (failed, or its slots now belong to another node).
