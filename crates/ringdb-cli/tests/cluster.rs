@@ -9,21 +9,10 @@ mod common;
 
 use ringdb_server::client::{Client, Value};
 use ringdb_server::cluster::slot::key_slot;
-use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
 
 const TIMEOUT: Duration = Duration::from_secs(10);
-
-fn free_port() -> u16 {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
-    listener.local_addr().expect("bound").port()
-}
-
-fn start_node(dir: &Path, port: u16) -> (common::Server, SocketAddr) {
-    let port = port.to_string();
-    common::serve_with(dir, &["--port", &port, "--cluster"])
-}
 
 fn client(address: &str) -> Client {
     Client::connect(address, TIMEOUT).expect("the node answers")
@@ -63,9 +52,9 @@ fn three_nodes_take_a_pushed_topology_and_redirect_as_redis_cluster_does() {
     let dir = common::tmp("cluster-three");
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    let ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
+    let ports: Vec<u16> = (0..3).map(|_| common::free_port()).collect();
     let mut nodes: Vec<_> = (0..3)
-        .map(|i| start_node(&dir.join(format!("node{i}")), ports[i]))
+        .map(|i| common::start_cluster_node(&dir.join(format!("node{i}")), ports[i]))
         .collect();
     let addresses: Vec<String> = ports.iter().map(|p| format!("127.0.0.1:{p}")).collect();
     // Before a topology: nothing is served.
@@ -92,7 +81,7 @@ fn three_nodes_take_a_pushed_topology_and_redirect_as_redis_cluster_does() {
     // A node killed and started again keeps its id and topology.
     let id = command(&addresses[2], &["CLUSTER", "MYID"]);
     drop(nodes.pop());
-    nodes.push(start_node(&dir.join("node2"), ports[2]));
+    nodes.push(common::start_cluster_node(&dir.join("node2"), ports[2]));
     assert_eq!(command(&addresses[2], &["CLUSTER", "MYID"]), id);
     assert_eq!(
         command(&addresses[2], &["CLUSTERX", "VERSION"]),
@@ -328,9 +317,9 @@ fn redis_py_cluster_client_works_against_a_cluster_and_a_standalone_server() {
     let dir = common::tmp("cluster-redis-py");
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    let ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
+    let ports: Vec<u16> = (0..3).map(|_| common::free_port()).collect();
     let nodes: Vec<_> = (0..3)
-        .map(|i| start_node(&dir.join(format!("node{i}")), ports[i]))
+        .map(|i| common::start_cluster_node(&dir.join(format!("node{i}")), ports[i]))
         .collect();
     let file = topology_file(&dir, &ports, RANGES, "topology");
     assert!(common::ringdb(&["cluster", "push", &file]).status.success());

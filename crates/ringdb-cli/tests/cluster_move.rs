@@ -19,14 +19,8 @@ use std::time::{Duration, Instant};
 
 const KEYS: usize = 60_000;
 
-fn free_port() -> u16 {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
-    listener.local_addr().expect("bound").port()
-}
-
 fn start_node(dir: &Path, port: u16) -> common::Server {
-    let port = port.to_string();
-    common::serve_with(dir, &["--port", &port, "--cluster"]).0
+    common::start_cluster_node(dir, port).0
 }
 
 fn write_topology(path: &Path, ports: &[u16], ranges: [&str; 3]) {
@@ -188,7 +182,7 @@ fn three_moves_with_kills(
 fn slots_move_under_load_and_crashes_of_either_side_lose_nothing() {
     let base = common::tmp("cluster-move");
     let _ = std::fs::remove_dir_all(&base);
-    let ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
+    let ports: Vec<u16> = (0..3).map(|_| common::free_port()).collect();
     let dirs: Vec<PathBuf> = (0..3).map(|i| base.join(format!("node{i}"))).collect();
     let mut nodes: Vec<common::Server> = (0..3).map(|i| start_node(&dirs[i], ports[i])).collect();
     let file = base.join("topology");

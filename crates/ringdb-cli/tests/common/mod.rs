@@ -98,3 +98,15 @@ pub fn serve_with(dir: &std::path::Path, extra: &[&str]) -> (Server, std::net::S
     std::thread::spawn(move || lines.for_each(drop));
     (Server(child), address)
 }
+
+/// A TCP port free now on loopback (for a server that must come back on the same port).
+pub fn free_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
+    listener.local_addr().expect("bound").port()
+}
+
+/// A `ringdb serve --cluster` node on `port`, its data in `dir`.
+pub fn start_cluster_node(dir: &std::path::Path, port: u16) -> (Server, std::net::SocketAddr) {
+    let port = port.to_string();
+    serve_with(dir, &["--port", &port, "--cluster"])
+}

@@ -21,6 +21,7 @@
 //! as it was: the controller purges the target's copies of the slots and starts again; after
 //! the switch, the source's old keys are purged the same way.
 
+use super::in_ranges;
 use super::moving::Moving;
 use crate::client::{Client, Value};
 use crate::command::Reply;
@@ -41,12 +42,6 @@ const DIRTY_FENCE_AT: usize = 256;
 const WRITES_WAIT: Duration = Duration::from_secs(10);
 /// How long a node answering the migrator may take.
 const REPLY_WAIT: Duration = Duration::from_secs(60);
-
-fn in_ranges(ranges: &[(u16, u16)], slot: u16) -> bool {
-    ranges
-        .iter()
-        .any(|&(first, last)| (first..=last).contains(&slot))
-}
 
 /// A connection that skips slot checks, to `address`, authenticated with `password`.
 fn bypass_client(address: &str, password: Option<&str>) -> Result<Client, String> {

@@ -164,6 +164,13 @@ impl ClusterState {
     }
 }
 
+/// Whether `slot` lies in one of `ranges` (inclusive).
+fn in_ranges(ranges: &[(u16, u16)], slot: u16) -> bool {
+    ranges
+        .iter()
+        .any(|&(first, last)| (first..=last).contains(&slot))
+}
+
 /// 40 hexadecimal digits from the kernel's random source (or, where `/dev/urandom` cannot be
 /// read, from the standard library's randomly keyed hasher).
 fn new_node_id() -> String {

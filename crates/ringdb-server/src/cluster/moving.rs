@@ -7,6 +7,7 @@
 //! write to a moving slot records its keys as dirty when dropped, after the write is applied,
 //! so a pass that takes the dirty keys afterwards reads the written value.
 
+use super::in_ranges;
 use crate::command::Reply;
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -79,12 +80,6 @@ impl Drop for WriteTicket {
             }
         }
     }
-}
-
-fn in_ranges(ranges: &[(u16, u16)], slot: u16) -> bool {
-    ranges
-        .iter()
-        .any(|&(first, last)| (first..=last).contains(&slot))
 }
 
 impl Moving {
