@@ -11,13 +11,21 @@
 //! every node deletes the keys of slots it no longer serves. A move cut by a crash leaves the
 //! old topology in force: pushing again starts it over.
 //!
-//! The file has one line per node, `#` starts a comment:
+//! The file has one line per node, `#` starts a comment; a replica names its primary:
 //!
 //! ```text
 //! 127.0.0.1:7000 0-5460
 //! 127.0.0.1:7001 5461-10922
 //! 127.0.0.1:7002 10923-16383
+//! 127.0.0.1:7100 replica-of 127.0.0.1:7000
 //! ```
+//!
+//! A node that the file makes a replica copies its primary and follows its log (see
+//! `ringdb-server/src/replication/`). **Failover** is a push of a file where the replica
+//! serves its primary's slots (and the old primary, if named, is a replica of it): slots
+//! handed from a primary to its own replica need no copy. With `--skip-unreachable` a dead
+//! node is left out of the push; push the same file again once it is back, and it becomes a
+//! replica (its writes no replica had are discarded: see `INFO replication`).
 
 use clap::{Args, Subcommand};
 use ringdb_server::client::{Client, Value};
@@ -54,6 +62,10 @@ enum Action {
         /// Print the slot moves the push would make, and change nothing.
         #[arg(long)]
         dry_run: bool,
+        /// Push to the nodes that answer and leave out those that do not (a failover with a
+        /// dead primary); their ids are taken from the topology the others hold.
+        #[arg(long)]
+        skip_unreachable: bool,
     },
     /// Checks that every node in FILE holds FILE's topology, all at one epoch.
     Check {
@@ -73,11 +85,13 @@ struct Planned {
     host: String,
     port: u16,
     ranges: Vec<String>,
+    /// A replica: its primary's address.
+    replica_of: Option<String>,
 }
 
-/// A node reached: its connection, its id and the epoch it holds.
+/// A node: its connection (`None`: it did not answer), its id and the epoch it holds.
 struct Reached {
-    client: Client,
+    client: Option<Client>,
     id: String,
     epoch: u64,
 }
@@ -114,7 +128,8 @@ pub fn run(args: ClusterArgs) -> Result<(), Failure> {
             file,
             epoch,
             dry_run,
-        } => push(&file, epoch, dry_run, &how),
+            skip_unreachable,
+        } => push(&file, (epoch, dry_run, skip_unreachable), &how),
         Action::Show { address } => show(&address, &how),
         Action::Check { file } => check(&file, &how),
     }
@@ -136,7 +151,17 @@ fn read_file(path: &Path) -> Result<Vec<Planned>, Failure> {
             .and_then(|(host, port)| Some((host.to_string(), port.parse::<u16>().ok()?)))
             .filter(|(host, port)| !host.is_empty() && *port != 0)
             .ok_or_else(|| at(format!("'{address}': a node is host:port")))?;
-        let ranges: Vec<String> = words.map(str::to_string).collect();
+        let mut ranges: Vec<String> = words.map(str::to_string).collect();
+        let replica_of = match ranges.first().map(String::as_str) {
+            Some("replica-of") if ranges.len() == 2 => Some(ranges.pop().expect("two words")),
+            Some("replica-of") => {
+                return Err(at("a replica is 'host:port replica-of host:port'".into()).into())
+            }
+            _ => None,
+        };
+        if replica_of.is_some() {
+            ranges.clear();
+        }
         for range in &ranges {
             parse_range(range).map_err(&at)?;
         }
@@ -145,58 +170,139 @@ fn read_file(path: &Path) -> Result<Vec<Planned>, Failure> {
             host,
             port,
             ranges,
+            replica_of,
         });
     }
     if planned.is_empty() {
         return Err(format!("{}: names no node", path.display()).into());
     }
+    for node in planned.iter().filter(|n| n.replica_of.is_some()) {
+        let primary = node.replica_of.as_deref().unwrap_or_default();
+        if !planned
+            .iter()
+            .any(|p| p.address == primary && p.replica_of.is_none())
+        {
+            let file = path.display();
+            return Err(format!(
+                "{file}: {}: its primary {primary} is not a primary of the file",
+                node.address
+            )
+            .into());
+        }
+    }
     Ok(planned)
 }
 
-/// Connects to every node and asks its id and epoch.
-fn reach_all(planned: &[Planned], how: &Connect) -> Result<Vec<Reached>, Failure> {
+/// Connects to every node and asks its id and epoch; with `skip`, a node that does not answer
+/// is left out, its id taken from the topology the others hold.
+fn reach_all(planned: &[Planned], how: &Connect, skip: bool) -> Result<Vec<Reached>, Failure> {
     let mut reached = Vec::with_capacity(planned.len());
     for node in planned {
-        let mut client = how.open(&node.address)?;
-        let id = match client.command(&["CLUSTER", "MYID"])? {
-            value @ Value::Bulk(_) => value.text().unwrap_or_default(),
-            Value::Error(text) if text.starts_with("NOAUTH") => {
-                return Err(format!(
-                    "{}: {text} (give the nodes' password: --password, or RINGDB_CLUSTER_PASSWORD)",
-                    node.address
-                )
-                .into())
+        match how
+            .open(&node.address)
+            .and_then(|client| reach(node, client))
+        {
+            Ok(found) => reached.push(found),
+            Err(error) if skip => {
+                eprintln!("{}: left out: {error}", node.address);
+                reached.push(Reached {
+                    client: None,
+                    id: String::new(),
+                    epoch: 0,
+                });
             }
-            other => return Err(format!("{}: CLUSTER MYID: {other:?}", node.address).into()),
-        };
-        let epoch = match client.command(&["CLUSTERX", "VERSION"])? {
-            Value::Integer(epoch) => epoch as u64,
-            other => {
-                return Err(format!(
-                    "{}: not a ringdb node in cluster mode (start it with `ringdb serve --cluster`): {other:?}",
-                    node.address
-                )
-                .into())
-            }
-        };
-        reached.push(Reached { client, id, epoch });
+            Err(error) => return Err(error),
+        }
+    }
+    let mut known = Vec::new();
+    if let Some(found) = reached.iter_mut().filter_map(|r| r.client.as_mut()).next() {
+        known = known_ids(found)?;
+    }
+    for (node, found) in planned.iter().zip(reached.iter_mut()) {
+        if found.client.is_none() {
+            found.id = known
+                .iter()
+                .find(|(_, address)| *address == node.address)
+                .map(|(id, _)| id.clone())
+                .ok_or_else(|| {
+                    format!(
+                        "{}: does not answer, and no node knows its id",
+                        node.address
+                    )
+                })?;
+        }
     }
     Ok(reached)
 }
 
+/// The ids and addresses of the nodes a node's topology names (`CLUSTER NODES`).
+fn known_ids(client: &mut Client) -> Result<Vec<(String, String)>, Failure> {
+    let text = client
+        .command(&["CLUSTER", "NODES"])?
+        .text()
+        .unwrap_or_default();
+    Ok(text
+        .lines()
+        .filter_map(|line| {
+            let mut words = line.split_whitespace();
+            let id = words.next()?.to_string();
+            let address = words.next()?.split('@').next()?.to_string();
+            Some((id, address))
+        })
+        .collect())
+}
+
+/// A node's id and epoch.
+fn reach(node: &Planned, mut client: Client) -> Result<Reached, Failure> {
+    let id = match client.command(&["CLUSTER", "MYID"])? {
+        value @ Value::Bulk(_) => value.text().unwrap_or_default(),
+        Value::Error(text) if text.starts_with("NOAUTH") => {
+            return Err(format!(
+                "{}: {text} (give the nodes' password: --password, or RINGDB_CLUSTER_PASSWORD)",
+                node.address
+            )
+            .into())
+        }
+        other => return Err(format!("{}: CLUSTER MYID: {other:?}", node.address).into()),
+    };
+    let epoch = match client.command(&["CLUSTERX", "VERSION"])? {
+        Value::Integer(epoch) => epoch as u64,
+        other => {
+            return Err(format!(
+                "{}: not a ringdb node in cluster mode (start it with `ringdb serve --cluster`): {other:?}",
+                node.address
+            )
+            .into())
+        }
+    };
+    Ok(Reached {
+        client: Some(client),
+        id,
+        epoch,
+    })
+}
+
 /// The topology's text with the nodes' ids, checked: every slot served once.
 fn topology_text(planned: &[Planned], reached: &[Reached]) -> Result<(String, Topology), Failure> {
+    let id_of = |address: &str| {
+        let index = planned.iter().position(|p| p.address == address);
+        index.map_or(String::new(), |index| reached[index].id.clone())
+    };
     let text: String = planned
         .iter()
         .zip(reached)
-        .map(|(node, found)| {
-            format!(
+        .map(|(node, found)| match &node.replica_of {
+            Some(primary) => {
+                let primary = id_of(primary);
+                format!("{} {} {} slave {primary}\n", found.id, node.host, node.port)
+            }
+            None => format!(
                 "{} {} {} master - {}\n",
                 found.id,
                 node.host,
                 node.port,
                 node.ranges.join(" ")
-            )
+            ),
         })
         .collect();
     let topology = Topology::parse(&text, 1).map_err(|e| format!("the topology: {e}"))?;
@@ -212,6 +318,8 @@ struct Served {
     last: u16,
     id: String,
     address: String,
+    /// The ids of its primary's replicas.
+    replicas: Vec<String>,
 }
 
 /// A node's `CLUSTER SLOTS`.
@@ -230,6 +338,7 @@ fn slots_of(client: &mut Client) -> Result<Vec<Served>, Failure> {
                             last: *last as u16,
                             id: id.text().unwrap_or_default(),
                             address: format!("{host}:{port}"),
+                            replicas: parts[3..].iter().filter_map(replica_id).collect(),
                         }),
                         _ => None,
                     }
@@ -243,6 +352,14 @@ fn slots_of(client: &mut Client) -> Result<Vec<Served>, Failure> {
     Ok(served)
 }
 
+/// The id in a `CLUSTER SLOTS` endpoint.
+fn replica_id(endpoint: &Value) -> Option<String> {
+    match endpoint {
+        Value::Array(parts) => parts.get(2)?.text(),
+        _ => None,
+    }
+}
+
 /// Slot ranges that move from one node to another.
 struct Move {
     from: (String, String),
@@ -251,11 +368,15 @@ struct Move {
 }
 
 /// The moves from the topology `old` (the newest a node holds) to `new`, by pair of nodes.
+/// A slot handed from a primary to its own replica (a failover) needs no move.
 fn moves_between(old: &[Served], new: &Topology) -> Vec<Move> {
     let mut moves: Vec<Move> = Vec::new();
     for served in old {
         for slot in served.first..=served.last {
-            let Some(owner) = new.owner_of(slot).filter(|owner| owner.id != served.id) else {
+            let Some(owner) = new
+                .owner_of(slot)
+                .filter(|owner| owner.id != served.id && !served.replicas.contains(&owner.id))
+            else {
                 continue;
             };
             let to = (owner.id.clone(), format!("{}:{}", owner.host, owner.port));
@@ -337,18 +458,22 @@ fn migrate_all(moves: &[Move], how: &Connect) -> Result<(), Failure> {
 /// The longest a migration may take before the controller gives up on it.
 const MIGRATION_WAIT: Duration = Duration::from_secs(6 * 3600);
 
-fn push(file: &Path, epoch: Option<u64>, dry_run: bool, how: &Connect) -> Result<(), Failure> {
+fn push(
+    file: &Path,
+    (epoch, dry_run, skip): (Option<u64>, bool, bool),
+    how: &Connect,
+) -> Result<(), Failure> {
     let planned = read_file(file)?;
-    let mut reached = reach_all(&planned, how)?;
+    let mut reached = reach_all(&planned, how, skip)?;
     let (text, topology) = topology_text(&planned, &reached)?;
     let newest = reached.iter().map(|node| node.epoch).max().unwrap_or(0);
     let epoch = epoch.unwrap_or(newest + 1);
-    let moves = match reached
+    let holder = reached
         .iter_mut()
-        .filter(|n| n.epoch > 0)
-        .max_by_key(|n| n.epoch)
-    {
-        Some(holder) => moves_between(&slots_of(&mut holder.client)?, &topology),
+        .filter(|n| n.epoch > 0 && n.epoch == newest)
+        .find_map(|n| n.client.as_mut());
+    let moves = match holder {
+        Some(client) => moves_between(&slots_of(client)?, &topology),
         None => Vec::new(),
     };
     if dry_run {
@@ -374,17 +499,47 @@ fn push(file: &Path, epoch: Option<u64>, dry_run: bool, how: &Connect) -> Result
             others.push((step.from.1.clone(), how.open(&step.from.1)?));
         }
     }
-    // Sources first: a source takes the topology only while its copy is fenced (else it
-    // refuses, and no target has begun to serve the slots yet); then the targets.
+    let mut order = push_order(&planned, &mut reached, &mut others, &moves);
+    switch_all(&mut order, &text, epoch)?;
+    purge_all(&mut order, &topology)?;
+    drop(order);
+    check_reached(&planned, &mut reached, &topology, epoch)?;
+    let left_out = reached.iter().filter(|n| n.client.is_none()).count();
+    println!(
+        "pushed: {} node(s), 16384 slots, epoch {epoch}{}",
+        planned.len() - left_out,
+        match left_out {
+            0 => String::new(),
+            n => format!("; {n} node(s) left out: push the same file again once they are back"),
+        }
+    );
+    Ok(())
+}
+
+/// The order the topology is pushed in: nodes that are replicas in it first (a demoted
+/// primary stops taking writes before its replica takes its slots), then sources of moves
+/// (a source takes the topology only while its copy is fenced), then targets, then the rest.
+fn push_order<'a>(
+    planned: &[Planned],
+    reached: &'a mut [Reached],
+    others: &'a mut [(String, Client)],
+    moves: &[Move],
+) -> Vec<(String, &'a mut Client)> {
+    let replicas: Vec<String> = planned
+        .iter()
+        .filter(|n| n.replica_of.is_some())
+        .map(|n| n.address.clone())
+        .collect();
     let rank = |address: &String| match () {
-        _ if moves.iter().any(|m| m.from.1 == *address) => 0,
-        _ if moves.iter().any(|m| m.to.1 == *address) => 1,
-        _ => 2,
+        _ if replicas.contains(address) => 0,
+        _ if moves.iter().any(|m| m.from.1 == *address) => 1,
+        _ if moves.iter().any(|m| m.to.1 == *address) => 2,
+        _ => 3,
     };
     let mut order: Vec<(String, &mut Client)> = planned
         .iter()
         .zip(reached.iter_mut())
-        .map(|(node, found)| (node.address.clone(), &mut found.client))
+        .filter_map(|(node, found)| Some((node.address.clone(), found.client.as_mut()?)))
         .chain(
             others
                 .iter_mut()
@@ -392,15 +547,7 @@ fn push(file: &Path, epoch: Option<u64>, dry_run: bool, how: &Connect) -> Result
         )
         .collect();
     order.sort_by_key(|(address, _)| rank(address));
-    switch_all(&mut order, &text, epoch)?;
-    purge_all(&mut order)?;
-    drop(order);
-    check_reached(&planned, &mut reached, &topology, epoch)?;
-    println!(
-        "pushed: {} node(s), 16384 slots, epoch {epoch}",
-        planned.len()
-    );
-    Ok(())
+    order
 }
 
 /// Pushes the topology to the nodes in `order`, stopping at the first that refuses it.
@@ -420,9 +567,19 @@ fn switch_all(order: &mut [(String, &mut Client)], text: &str, epoch: u64) -> Re
     Ok(())
 }
 
-/// Has every node delete the keys of slots it no longer serves.
-fn purge_all(order: &mut [(String, &mut Client)]) -> Result<(), Failure> {
+/// Has every primary delete the keys of slots it no longer serves (a replica's deletions come
+/// from its primary).
+fn purge_all(order: &mut [(String, &mut Client)], topology: &Topology) -> Result<(), Failure> {
+    let is_replica = |address: &String| {
+        topology
+            .nodes
+            .iter()
+            .any(|n| n.replica_of.is_some() && format!("{}:{}", n.host, n.port) == *address)
+    };
     for (address, client) in order.iter_mut() {
+        if is_replica(address) {
+            continue;
+        }
         client.set_timeout(MIGRATION_WAIT)?;
         match client.command(&["CLUSTERX", "PURGE"])? {
             Value::Integer(0) => {}
@@ -443,7 +600,10 @@ fn check_reached(
     epoch: u64,
 ) -> Result<(), Failure> {
     for (node, found) in planned.iter().zip(reached.iter_mut()) {
-        let held = match found.client.command(&["CLUSTERX", "VERSION"])? {
+        let Some(client) = found.client.as_mut() else {
+            continue;
+        };
+        let held = match client.command(&["CLUSTERX", "VERSION"])? {
             Value::Integer(held) => held as u64,
             other => return Err(format!("{}: CLUSTERX VERSION: {other:?}", node.address).into()),
         };
@@ -455,7 +615,7 @@ fn check_reached(
             last,
             id: owner,
             ..
-        } in slots_of(&mut found.client)?
+        } in slots_of(client)?
         {
             let expected = topology.owner_of(first).map(|n| n.id.as_str());
             let whole = (first..=last)
@@ -474,7 +634,7 @@ fn check_reached(
 
 fn check(file: &Path, how: &Connect) -> Result<(), Failure> {
     let planned = read_file(file)?;
-    let mut reached = reach_all(&planned, how)?;
+    let mut reached = reach_all(&planned, how, false)?;
     let (_, topology) = topology_text(&planned, &reached)?;
     let epoch = reached[0].epoch;
     if epoch == 0 {
@@ -495,17 +655,28 @@ fn show(address: &str, how: &Connect) -> Result<(), Failure> {
         Value::Integer(epoch) => epoch,
         other => return Err(format!("{address}: not a node in cluster mode: {other:?}").into()),
     };
-    let mut nodes: Vec<(String, Vec<String>)> = Vec::new();
-    for served in slots_of(&mut client)? {
-        let range = format!("{}-{}", served.first, served.last);
-        match nodes.iter_mut().find(|(a, _)| *a == served.address) {
-            Some((_, ranges)) => ranges.push(range),
-            None => nodes.push((served.address, vec![range])),
-        }
-    }
+    let text = client
+        .command(&["CLUSTER", "NODES"])?
+        .text()
+        .unwrap_or_default();
+    // `<id> <host:port@bus> <flags> <primary id or -> 0 0 <epoch> connected <slots>...`
+    let nodes: Vec<Vec<&str>> = text
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    let address_of = |id: &str| {
+        let node = nodes.iter().find(|words| words.first() == Some(&id))?;
+        node.get(1)?.split('@').next()
+    };
     println!("# the topology {address} holds, epoch {epoch}");
-    for (node, ranges) in nodes {
-        println!("{node} {}", ranges.join(" "));
+    for words in nodes.iter().filter(|words| words.len() >= 8) {
+        let node = words[1].split('@').next().unwrap_or_default();
+        match (words[3], address_of(words[3])) {
+            ("-", _) if words.len() > 8 => println!("{node} {}", words[8..].join(" ")),
+            ("-", _) => {}
+            (_, Some(primary)) => println!("{node} replica-of {primary}"),
+            (primary, None) => println!("# {node}: a replica of {primary}, which is not named"),
+        }
     }
     Ok(())
 }

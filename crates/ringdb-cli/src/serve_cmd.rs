@@ -56,6 +56,21 @@ pub struct ServeArgs {
     /// database's folder).
     #[arg(long)]
     cluster_config_file: Option<PathBuf>,
+    /// Start as a replica of this primary (host:port): its data replaces this node's, then
+    /// its log's stream follows (`REPLICAOF` at run time).
+    #[arg(long, value_name = "HOST:PORT")]
+    replicaof: Option<String>,
+    /// When a primary answers a write: async (once its own log has it) or sync (once a
+    /// replica's log has it too; refused with -NOREPLICAS while no replica is online).
+    #[arg(long, default_value = "async")]
+    replication: ringdb_server::ReplicationMode,
+    /// Committed batches a primary keeps for replicas that fall behind (a replica further
+    /// behind takes a full copy again).
+    #[arg(long, default_value = "64M")]
+    repl_backlog_size: String,
+    /// How long a write waits for a replica in sync mode before it is answered -NOREPLICAS.
+    #[arg(long, default_value_t = 10_000)]
+    repl_sync_timeout_ms: u64,
 }
 
 /// The cluster state file of `--cluster` (the database's folder must exist: it is opened first).
@@ -102,6 +117,10 @@ pub fn run(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
             multishot_receive: args.recv == "multishot",
         },
         cluster_state_file: None,
+        replica_of: args.replicaof.clone(),
+        replication: args.replication,
+        replication_backlog_bytes: parse_size(&args.repl_backlog_size)? as usize,
+        replication_sync_timeout: std::time::Duration::from_millis(args.repl_sync_timeout_ms),
         ..ServerConfig::default()
     };
     let db = args.db.open(false)?;
@@ -123,6 +142,9 @@ pub fn run(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
     }
     if let Some(id) = server.cluster_node_id() {
         eprintln!("ringdb serve: cluster node {id} (its slots come from `ringdb cluster push`)");
+    }
+    if let Some(primary) = &args.replicaof {
+        eprintln!("ringdb serve: replica of {primary} (read-only; REPLICAOF NO ONE promotes it)");
     }
     if let Some(reason) = server.network().and_then(|choice| choice.fallback) {
         eprintln!("ringdb: warning: {reason}");

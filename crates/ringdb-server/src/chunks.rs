@@ -153,6 +153,11 @@ impl Chunks {
         self.table.id()
     }
 
+    /// The chunk table (replication copies it whole).
+    pub fn table(&self) -> &Table {
+        &self.table
+    }
+
     /// Payload bytes per chunk.
     fn chunk_bytes(&self) -> usize {
         self.max_record - CHUNK_KEY_BYTES

@@ -38,6 +38,15 @@ pub struct ServerConfig {
     /// Cluster mode: the node's id and the topology its controller pushed are kept in this
     /// file. `None`: a standalone server (it answers `CLUSTER` as one node owning every slot).
     pub cluster_state_file: Option<PathBuf>,
+    /// Follow this primary (`host:port`) from the start, as `REPLICAOF` does.
+    pub replica_of: Option<String>,
+    /// When writes are answered on a primary with replicas.
+    pub replication: crate::ReplicationMode,
+    /// Bytes of committed batches a primary keeps for replicas that fall behind; one further
+    /// behind takes a full copy again.
+    pub replication_backlog_bytes: usize,
+    /// How long a write waits for a replica's acknowledgement in sync mode.
+    pub replication_sync_timeout: std::time::Duration,
 }
 
 /// How a network worker talks to the kernel.
@@ -116,6 +125,10 @@ impl Default for ServerConfig {
             sweep_interval: std::time::Duration::from_millis(100),
             network: NetworkSettings::default(),
             cluster_state_file: None,
+            replica_of: None,
+            replication: crate::ReplicationMode::Async,
+            replication_backlog_bytes: 64 << 20,
+            replication_sync_timeout: std::time::Duration::from_secs(10),
         }
     }
 }
@@ -129,6 +142,9 @@ impl ServerConfig {
         }
         if self.sweep_chunk_keys == 0 || self.sweep_interval.is_zero() {
             return invalid("the expiry sweep needs a chunk of at least one key and an interval");
+        }
+        if self.replication_backlog_bytes == 0 {
+            return invalid("the replication backlog needs at least one byte");
         }
         if self.max_clients == 0 {
             return invalid("max clients must be at least 1");

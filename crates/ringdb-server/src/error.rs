@@ -26,6 +26,9 @@ pub enum ServeError {
     /// The cluster state file could not be read or created.
     #[error("cluster state: {0}")]
     Cluster(String),
+    /// Replication could not start (no log to ship, or a replica's thread failed to start).
+    #[error("replication: {0}")]
+    Replication(String),
     /// A worker's io_uring could not be set up (io_uring disabled, blocked by seccomp, or
     /// out of locked memory), or a worker failed.
     #[error("network worker: {source} (io_uring is required by ringdb serve)")]

@@ -14,6 +14,7 @@ use crate::cluster::WriteTicket;
 use crate::command::{
     errors, plan, run_session, After, Combine, KeyOp, Plan, Reply, Run, Session, WholeDb,
 };
+use crate::replication::ReplicationMode;
 use crate::shared::ServerShared;
 use crate::store::Store;
 use crate::value::now_ms;
@@ -147,8 +148,84 @@ fn admit(
         return Err(queue(db, shared, session, request));
     }
     let planned = plan(request, |key| db.shard_of(key));
+    // Redirects first: a replica in cluster mode sends writes to its primary with -MOVED.
     let ticket = placed(shared, session, std::slice::from_ref(&planned))?;
+    if let Some(refusal) = replication_refusal(shared, &planned) {
+        return Err(refusal);
+    }
     Ok((planned, ticket))
+}
+
+/// Whether a key operation may write (`COMMAND`'s write flag: some reads run under the key's
+/// lock as writes do).
+fn op_writes(op: &KeyOp) -> bool {
+    op.writes
+        && crate::command::writes(&String::from_utf8_lossy(&op.arguments[0]).to_ascii_uppercase())
+}
+
+/// Whether a planned command may write.
+fn plan_writes(plan: &Plan) -> bool {
+    match plan {
+        Plan::Keys { ops, .. } => ops.iter().any(op_writes),
+        Plan::Whole(whole) => matches!(
+            whole,
+            WholeDb::Flush
+                | WholeDb::MsetAcross(_)
+                | WholeDb::MsetNx(_)
+                | WholeDb::RenameAcross { .. }
+                | WholeDb::Purge(_)
+        ),
+        _ => false,
+    }
+}
+
+/// Whether a planned command's writes wait for a replica in sync mode: every write but a
+/// controller's purge of slots the node no longer serves (no client reads those keys).
+fn waits_for_replica(plan: &Plan) -> bool {
+    plan_writes(plan) && !matches!(plan, Plan::Whole(WholeDb::Purge(_)))
+}
+
+/// What a replica refuses (writes; reads while it takes its first copy), and what a primary
+/// in sync mode refuses when no replica is online to acknowledge a write.
+fn replication_refusal(shared: &ServerShared, planned: &Plan) -> Option<Reply> {
+    let replication = &shared.replication;
+    let sync = replication.mode == ReplicationMode::Sync;
+    if !sync && !replication.is_replica() {
+        return None;
+    }
+    let writes = plan_writes(planned);
+    if replication.is_replica() {
+        if writes {
+            return Some(Reply::error(errors::READONLY));
+        }
+        if replication.loading() && matches!(planned, Plan::Keys { .. }) {
+            return Some(Reply::error(errors::LOADING));
+        }
+        return None;
+    }
+    if waits_for_replica(planned) && replication.online_replicas().is_empty() {
+        return Some(Reply::error(errors::NO_REPLICAS));
+    }
+    None
+}
+
+/// In sync mode, after writes: waits until a replica has everything this node has logged so
+/// far. The error that replaces the writes' replies when none acknowledges in time (they are
+/// durable here; whether a replica has them is unknown).
+async fn replicated(shared: &ServerShared) -> Option<Reply> {
+    let replication = &shared.replication;
+    if replication.mode != ReplicationMode::Sync || replication.is_replica() {
+        return None;
+    }
+    let offset = replication.backlog.end();
+    let timeout = replication.sync_timeout;
+    let have = replication.wait_acknowledged(offset, 1, timeout).await;
+    (have == 0).then(|| {
+        Reply::error(format!(
+            "NOREPLICAS the write is durable on this node, but no replica acknowledged it within {} ms",
+            timeout.as_millis()
+        ))
+    })
 }
 
 fn write_reply(reply: &Reply, session: &Session, out: &mut Vec<u8>) {
@@ -205,7 +282,8 @@ fn placed(
     };
     if !session.bypass_slots {
         let keys = plans.iter().flat_map(|plan| plan_keys(plan, false));
-        if let Some(redirect) = cluster.redirect(keys) {
+        let reads_only = session.readonly && !plans.iter().any(plan_writes);
+        if let Some(redirect) = cluster.redirect(keys, reads_only) {
             return Err(redirect);
         }
     }
@@ -216,12 +294,12 @@ fn placed(
 fn queue(db: &Db, shared: &ServerShared, session: &mut Session, request: Vec<Vec<u8>>) -> Reply {
     let planned = plan(request.clone(), |key| db.shard_of(key));
     let checked = match shared.cluster.enabled() && !session.bypass_slots {
-        true => shared.cluster.redirect(plan_keys(&planned, false)),
+        true => shared.cluster.redirect(plan_keys(&planned, false), false),
         false => None,
     };
-    if let Some(redirect) = checked {
+    if let Some(refusal) = checked.or_else(|| replication_refusal(shared, &planned)) {
         session.queue_failed = true;
-        return redirect;
+        return refusal;
     }
     match planned {
         Plan::Reply(reply @ Reply::Error(_)) => {
@@ -243,9 +321,16 @@ async fn run_other(
     session: &mut Session,
     plan: Plan,
 ) -> (Reply, bool) {
+    let writes = waits_for_replica(&plan);
     match plan {
         Plan::Reply(reply) => (reply, false),
-        Plan::Whole(command) => (run_whole(db, shared, session, command).await, false),
+        Plan::Whole(command) => {
+            let reply = run_whole(db, shared, session, command).await;
+            match writes && !matches!(reply, Reply::Error(_)) {
+                true => (replicated(shared).await.unwrap_or(reply), false),
+                false => (reply, false),
+            }
+        }
         Plan::Keys { .. } => unreachable!("commands on keys run in segments"),
         Plan::Session(request) => {
             let (reply, after) = run_session(session, &request, shared);
@@ -275,6 +360,7 @@ async fn exec(
         .into_iter()
         .map(|request| plan(request, |key| db.shard_of(key)))
         .collect();
+    let writes = planned.iter().any(waits_for_replica);
     // In cluster mode a transaction's keys are all in one slot this node owns; its writes
     // hold one ticket until EXEC's end.
     let _ticket = match placed(shared, session, &planned) {
@@ -294,7 +380,10 @@ async fn exec(
         }
     }
     items.extend(run_segment(db, &shared.store, segment).await);
-    Reply::Array(items)
+    match writes {
+        true => replicated(shared).await.unwrap_or(Reply::Array(items)),
+        false => Reply::Array(items),
+    }
 }
 
 /// Runs the segment and appends its replies.
@@ -308,7 +397,20 @@ async fn flush(
     if segment.commands.is_empty() {
         return;
     }
-    for reply in run_segment(db, &shared.store, std::mem::take(segment)).await {
+    let writes: Vec<bool> = segment
+        .commands
+        .iter()
+        .map(|(ops, _)| ops.iter().any(op_writes))
+        .collect();
+    let mut replies = run_segment(db, &shared.store, std::mem::take(segment)).await;
+    if writes.contains(&true) {
+        if let Some(refusal) = replicated(shared).await {
+            for (reply, _) in replies.iter_mut().zip(&writes).filter(|(_, w)| **w) {
+                *reply = refusal.clone();
+            }
+        }
+    }
+    for reply in replies {
         write_reply(&reply, session, out);
     }
 }

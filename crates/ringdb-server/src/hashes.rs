@@ -57,6 +57,11 @@ impl HashFields {
         self.table.id()
     }
 
+    /// The field table (replication copies it whole).
+    pub fn table(&self) -> &Table {
+        &self.table
+    }
+
     /// The record key of `field` of the hash `generation` under `key`.
     pub fn field_key(&self, key: &[u8], generation: u64, field: &[u8]) -> Result<Vec<u8>, Reply> {
         let mut base = Vec::with_capacity(8 + field.len());

@@ -81,7 +81,7 @@ fn sections_text(db: &Db, shared: &ServerShared) -> Vec<(&'static str, String)> 
                 shared.expired_keys.load(Ordering::Relaxed),
             ),
         ),
-        ("Replication", "role:master\r\nconnected_slaves:0\r\n".to_string()),
+        ("Replication", shared.replication.info()),
         (
             "Cluster",
             format!("cluster_enabled:{}\r\n", u8::from(shared.cluster.enabled())),

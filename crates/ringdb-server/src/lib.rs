@@ -48,6 +48,7 @@ mod info;
 mod locks;
 mod net;
 mod rename;
+mod replication;
 pub mod resp;
 mod shared;
 mod store;
@@ -57,6 +58,7 @@ mod whole;
 
 pub use config::{NetworkChoice, NetworkSettings, ServerConfig, TransportKind};
 pub use error::ServeError;
+pub use replication::ReplicationMode;
 
 use ringdb::Db;
 use shared::ServerShared;
@@ -73,6 +75,7 @@ pub struct Server {
     shared: Arc<ServerShared>,
     threads: Vec<JoinHandle<Result<(), std::io::Error>>>,
     sweeper: JoinHandle<()>,
+    clock: JoinHandle<()>,
     local_address: Option<SocketAddr>,
     db: Db,
 }
@@ -97,8 +100,15 @@ impl Server {
             Some(path) => cluster::ClusterState::open(path).map_err(ServeError::Cluster)?,
             None => cluster::ClusterState::standalone(),
         };
-        let shared = Arc::new(ServerShared::new(config, store, cluster));
+        let replication = start_replication(&db, &store, &config)?;
+        let replica_of = config.replica_of.clone();
+        let shared = Arc::new(ServerShared::new(config, store, cluster, replication));
         let threads = net::start_workers(&db, &shared, workers, listen, unix)?;
+        let stopping = shared.clone();
+        let clock = shared
+            .replication
+            .start_clock(move || stopping.shutting_down())
+            .map_err(|source| ServeError::Ring { source })?;
         let sweeper = match sweep::start(db.clone(), shared.clone(), interval, chunk) {
             Ok(sweeper) => sweeper,
             Err(source) => {
@@ -111,10 +121,22 @@ impl Server {
             Some(_) => threads_bound_address(&shared),
             None => None,
         };
+        if let Err(text) = cluster::apply_role(&shared) {
+            shared.request_shutdown();
+            return Err(ServeError::Replication(text));
+        }
+        if let Some(primary) = replica_of {
+            let replication = shared.replication.clone();
+            if let Err(text) = replication.become_replica(&shared, primary) {
+                shared.request_shutdown();
+                return Err(ServeError::Replication(text));
+            }
+        }
         Ok(Server {
             shared,
             threads,
             sweeper,
+            clock,
             local_address,
             db,
         })
@@ -153,6 +175,7 @@ impl Server {
                 first.get_or_insert(ServeError::Ring { source });
             }
         }
+        let _ = self.clock.join();
         if self.sweeper.join().is_err() {
             first.get_or_insert(ServeError::Ring {
                 source: std::io::Error::other("the expiry sweep panicked"),
@@ -161,6 +184,29 @@ impl Server {
         let _ = self.db.flush();
         first.map_or(Ok(()), Err)
     }
+}
+
+/// The replication state, its commit tap installed; refused where `config` asks for
+/// replication and the database has no log.
+fn start_replication(
+    db: &Db,
+    store: &store::Store,
+    config: &ServerConfig,
+) -> Result<Arc<replication::Replication>, ServeError> {
+    let replication = Arc::new(replication::Replication::new(
+        config.replication,
+        config.replication_backlog_bytes,
+        config.replication_sync_timeout,
+    ));
+    let logged = replication
+        .install_tap(db, store)
+        .map_err(|e| ServeError::Replication(e.to_string()))?;
+    let sync = config.replication == ReplicationMode::Sync;
+    if (config.replica_of.is_some() || sync) && !logged {
+        let text = "replication needs a log: the database runs with durability off";
+        return Err(ServeError::Replication(text.into()));
+    }
+    Ok(replication)
 }
 
 /// The port chosen for port 0 is recorded by the first worker's listener.

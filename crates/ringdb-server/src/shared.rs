@@ -29,6 +29,8 @@ pub struct ServerShared {
     pub store: Store,
     /// This node's view of the cluster (or, not in cluster mode, its id alone).
     pub cluster: crate::cluster::ClusterState,
+    /// Its role in replication, its stream and its replicas.
+    pub replication: std::sync::Arc<crate::replication::Replication>,
     /// How the network workers talk to the kernel, as the first worker to start found it.
     pub network: std::sync::OnceLock<crate::NetworkChoice>,
     next_client_id: AtomicU64,
@@ -43,6 +45,7 @@ impl ServerShared {
         config: ServerConfig,
         store: Store,
         cluster: crate::cluster::ClusterState,
+        replication: std::sync::Arc<crate::replication::Replication>,
     ) -> ServerShared {
         ServerShared {
             config: Mutex::new(config),
@@ -56,6 +59,7 @@ impl ServerShared {
             expired_keys: AtomicU64::new(0),
             store,
             cluster,
+            replication,
             network: std::sync::OnceLock::new(),
             next_client_id: AtomicU64::new(1),
             last_save_secs: AtomicU64::new(crate::value::now_ms() / 1000),
@@ -106,6 +110,18 @@ impl ServerShared {
     /// The TCP address the listeners are bound to.
     pub fn bound_address(&self) -> Option<std::net::SocketAddr> {
         *self.bound.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The TCP address others reach this server by (`host:port`; an unspecified bind
+    /// address is named by loopback).
+    pub fn tcp_address(&self) -> Option<String> {
+        let address = self.bound_address().or(self.config().listen)?;
+        let ip = match address.ip() {
+            std::net::IpAddr::V4(ip) if ip.is_unspecified() => std::net::Ipv4Addr::LOCALHOST.into(),
+            std::net::IpAddr::V6(ip) if ip.is_unspecified() => std::net::Ipv6Addr::LOCALHOST.into(),
+            ip => ip,
+        };
+        Some(std::net::SocketAddr::new(ip, address.port()).to_string())
     }
 
     /// Asks every worker to stop.

@@ -26,7 +26,10 @@ pub fn start(
             let mut cursor: Option<Vec<u8>> = None;
             // One chunk per interval until the server stops.
             while !shared.shutting_down() {
-                cursor = sweep_chunk(&db, &shared, cursor, chunk_keys);
+                // A replica's expired keys are deleted by its primary's stream.
+                if !shared.replication.is_replica() {
+                    cursor = sweep_chunk(&db, &shared, cursor, chunk_keys);
+                }
                 sleep_unless_stopping(&shared, interval);
             }
         })

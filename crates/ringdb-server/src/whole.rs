@@ -25,7 +25,7 @@ const FLUSH_BATCH_RECORDS: usize = 16 * 1024;
 const SCAN_CURSORS_MAX: usize = 64;
 
 /// The result of a helper thread's work.
-struct Pending<T> {
+pub(crate) struct Pending<T> {
     slot: Arc<Mutex<(Option<T>, Option<Waker>)>>,
 }
 
@@ -44,7 +44,9 @@ impl<T> Future for Pending<T> {
 }
 
 /// Runs `work` on a thread of its own; the future completes with its result.
-fn on_helper<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> Pending<T> {
+pub(crate) fn on_helper<T: Send + 'static>(
+    work: impl FnOnce() -> T + Send + 'static,
+) -> Pending<T> {
     let slot = Arc::new(Mutex::new((None, None::<Waker>)));
     let filled = slot.clone();
     std::thread::spawn(move || {
@@ -136,17 +138,7 @@ pub async fn run_whole(
             let store = shared.store.clone();
             on_helper(move || flush_all(&db, &store)).await
         }
-        WholeDb::Save => {
-            let reply = on_helper(move || {
-                db.flush()
-                    .map_or_else(|e| failed("save", e), |()| Reply::Ok)
-            })
-            .await;
-            if reply == Reply::Ok {
-                shared.saved_now();
-            }
-            reply
-        }
+        WholeDb::Save => save(db, shared).await,
         WholeDb::MsetAcross(pairs) => {
             let store = shared.store.clone();
             on_helper(move || mset(&db, &store, pairs, false)).await
@@ -162,7 +154,23 @@ pub async fn run_whole(
         WholeDb::RenameAcross { from, to, only_new } => {
             rename_across(&db, shared, (from, to), only_new).await
         }
+        WholeDb::Replication(arguments) => {
+            crate::replication::run_command(&db, shared, arguments).await
+        }
     }
+}
+
+/// SAVE/BGSAVE: everything logged made durable and checkpointed, on a helper thread.
+async fn save(db: Db, shared: &ServerShared) -> Reply {
+    let reply = on_helper(move || {
+        db.flush()
+            .map_or_else(|e| failed("save", e), |()| Reply::Ok)
+    })
+    .await;
+    if reply == Reply::Ok {
+        shared.saved_now();
+    }
+    reply
 }
 
 /// The cluster's commands that walk the keys, on a helper thread.

@@ -171,7 +171,8 @@ pub use buffer::PoolStats;
 pub use catalog::{TableId, MAX_NAME_BYTES};
 pub use checkpoint::CheckpointStats;
 pub use db::{
-    Db as LocalDb, DbHandle, DbStats, LocalDbTable, LocalTable, Options, Steal, Storage, WriteBatch,
+    Change, CommitTap, Db as LocalDb, DbHandle, DbStats, LocalDbTable, LocalTable, Options, Steal,
+    Storage, WriteBatch,
 };
 pub use error::{
     CatalogFault, CheckpointFailure, CheckpointPart, Corruption, DbError, LayoutError, LogFailure,

@@ -65,16 +65,9 @@ fn expect_ok(
 
 /// This server's own address, for the connection to itself.
 fn own_address(shared: &ServerShared) -> Result<String, String> {
-    let address = shared
-        .bound_address()
-        .or(shared.config().listen)
-        .ok_or("a cluster node listens on TCP")?;
-    let ip = match address.ip() {
-        std::net::IpAddr::V4(ip) if ip.is_unspecified() => std::net::Ipv4Addr::LOCALHOST.into(),
-        std::net::IpAddr::V6(ip) if ip.is_unspecified() => std::net::Ipv6Addr::LOCALHOST.into(),
-        ip => ip,
-    };
-    Ok(std::net::SocketAddr::new(ip, address.port()).to_string())
+    shared
+        .tcp_address()
+        .ok_or_else(|| "a cluster node listens on TCP".to_string())
 }
 
 /// `CLUSTERX MIGRATE <host:port> <ranges>`: copies the slots' keys to the node at `target`

@@ -25,6 +25,7 @@ pub(crate) use moving::WriteTicket;
 pub(crate) use reply::{cluster_command, clusterx_command};
 
 use crate::command::Reply;
+use crate::shared::ServerShared;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 use topology::Topology;
@@ -104,7 +105,12 @@ impl ClusterState {
 
     /// Where a command on `keys` must go: `None` to run it here, else the error reply
     /// (`-CROSSSLOT`, `-MOVED`, `-CLUSTERDOWN`) Redis Cluster gives.
-    pub fn redirect<'a>(&self, keys: impl IntoIterator<Item = &'a [u8]>) -> Option<Reply> {
+    /// A replica in `READONLY` mode (`replica_reads`) serves its primary's slots' reads.
+    pub fn redirect<'a>(
+        &self,
+        keys: impl IntoIterator<Item = &'a [u8]>,
+        replica_reads: bool,
+    ) -> Option<Reply> {
         if !self.enabled() {
             return None;
         }
@@ -119,6 +125,15 @@ impl ClusterState {
         match topology.owner_of(slot) {
             None => Some(Reply::error("CLUSTERDOWN Hash slot not served")),
             Some(owner) if owner.id == self.my_id => None,
+            Some(owner)
+                if replica_reads
+                    && topology
+                        .node(&self.my_id)
+                        .and_then(|n| n.replica_of.as_deref())
+                        == Some(owner.id.as_str()) =>
+            {
+                None
+            }
             Some(owner) => Some(Reply::Error(format!(
                 "MOVED {slot} {}:{}",
                 owner.host, owner.port
@@ -147,8 +162,18 @@ impl ClusterState {
                 false => Err(format!("ERR epoch {epoch} already holds another topology")),
             };
         }
+        // Slots handed to the primary this node becomes a replica of need no copy: it has
+        // this node's writes by replication, and from the swap on this node takes none.
+        let my_primary = topology
+            .node(&self.my_id)
+            .and_then(|n| n.replica_of.clone());
+        let to_my_primary = |slot| {
+            let owner = topology.owner_of(slot).map(|n| n.id.as_str());
+            owner.is_some() && owner == my_primary.as_deref()
+        };
         let given_away: Vec<u16> = (0..slot::SLOT_COUNT)
             .filter(|&slot| self.serves(&held, slot) && !self.serves(&topology, slot))
+            .filter(|&slot| !to_my_primary(slot))
             .collect();
         if !given_away.is_empty() {
             self.moving.may_hand_over(&given_away)?;
@@ -161,6 +186,32 @@ impl ClusterState {
             self.moving.end();
         }
         Ok(())
+    }
+}
+
+/// Makes this node's replication role the one the topology gives it: a replica of its
+/// primary, or a primary (promoted, when it was a replica). A node the topology does not
+/// name keeps its role.
+pub(crate) fn apply_role(shared: &ServerShared) -> Result<(), String> {
+    let cluster = &shared.cluster;
+    if !cluster.enabled() {
+        return Ok(());
+    }
+    let topology = cluster.topology();
+    let Some(me) = topology.node(cluster.my_id()) else {
+        return Ok(());
+    };
+    let replication = &shared.replication;
+    match &me.replica_of {
+        Some(primary) => {
+            let primary = topology.node(primary).ok_or("its primary is not named")?;
+            let address = format!("{}:{}", primary.host, primary.port);
+            replication.become_replica(shared, address)
+        }
+        None => {
+            replication.become_primary();
+            Ok(())
+        }
     }
 }
 
@@ -258,7 +309,7 @@ mod tests {
         let node = ClusterState::open(&file).unwrap();
         let id = node.my_id().to_string();
         assert_eq!(
-            node.redirect([&b"foo"[..]]),
+            node.redirect([&b"foo"[..]], false),
             Some(Reply::error("CLUSTERDOWN Hash slot not served"))
         );
         let other = "b".repeat(40);
@@ -274,13 +325,13 @@ mod tests {
             .contains("another"));
         // foo is in slot 12182, bar in 5061.
         assert_eq!(
-            node.redirect([&b"foo"[..]]),
+            node.redirect([&b"foo"[..]], false),
             Some(Reply::error("MOVED 12182 127.0.0.1:7001"))
         );
-        assert_eq!(node.redirect([&b"bar"[..]]), None);
-        assert_eq!(node.redirect([&b"{bar}x"[..], b"bar"]), None);
+        assert_eq!(node.redirect([&b"bar"[..]], false), None);
+        assert_eq!(node.redirect([&b"{bar}x"[..], b"bar"], false), None);
         assert_eq!(
-            node.redirect([&b"bar"[..], b"foo"]),
+            node.redirect([&b"bar"[..], b"foo"], false),
             Some(Reply::error(
                 "CROSSSLOT Keys in request don't hash to the same slot"
             ))
@@ -323,7 +374,7 @@ mod tests {
         assert!(!node.moving.active());
         assert!(node.moving.begin_write(&[&b"bar"[..]]).is_ok());
         assert_eq!(
-            node.redirect([&b"bar"[..]]),
+            node.redirect([&b"bar"[..]], false),
             Some(Reply::error("MOVED 5061 127.0.0.1:7001"))
         );
     }
@@ -332,7 +383,7 @@ mod tests {
     fn a_standalone_server_never_redirects() {
         let node = ClusterState::standalone();
         assert!(!node.enabled());
-        assert_eq!(node.redirect([&b"foo"[..], b"bar"]), None);
+        assert_eq!(node.redirect([&b"foo"[..], b"bar"], false), None);
         assert_eq!(node.my_id().len(), 40);
         assert!(node.set_topology("", 1).is_err());
     }

@@ -98,7 +98,10 @@ pub(crate) fn clusterx_command(
                 return Reply::error("ERR the epoch is a positive integer");
             };
             match shared.cluster.set_topology(&text, epoch as u64) {
-                Ok(()) => Reply::Ok,
+                Ok(()) => match super::apply_role(shared) {
+                    Ok(()) => Reply::Ok,
+                    Err(text) => Reply::Error(format!("ERR the topology is held, but {text}")),
+                },
                 Err(text) => Reply::Error(text),
             }
         }
@@ -125,21 +128,26 @@ fn ranges_in_order(topology: &Topology) -> Vec<(u16, u16, &Node)> {
     ranges
 }
 
+/// `CLUSTER SLOTS`: per range, its primary's endpoint and then its replicas'.
 fn slots(topology: &Topology) -> Reply {
+    let endpoint = |node: &Node| {
+        Reply::Array(vec![
+            bulk(&node.host),
+            Reply::Integer(i64::from(node.port)),
+            bulk(&node.id),
+            Reply::Array(Vec::new()),
+        ])
+    };
     let entries = ranges_in_order(topology)
         .into_iter()
         .map(|(first, last, node)| {
-            let endpoint = Reply::Array(vec![
-                bulk(&node.host),
-                Reply::Integer(i64::from(node.port)),
-                bulk(&node.id),
-                Reply::Array(Vec::new()),
-            ]);
-            Reply::Array(vec![
+            let mut entry = vec![
                 Reply::Integer(i64::from(first)),
                 Reply::Integer(i64::from(last)),
-                endpoint,
-            ])
+                endpoint(node),
+            ];
+            entry.extend(topology.replicas_of(&node.id).map(endpoint));
+            Reply::Array(entry)
         })
         .collect();
     Reply::Array(entries)
@@ -152,22 +160,31 @@ fn shards(topology: &Topology, my_id: &str) -> Reply {
             .iter()
             .flat_map(|&(f, l)| [Reply::Integer(i64::from(f)), Reply::Integer(i64::from(l))])
             .collect();
-        let described = Reply::Map(vec![
-            (bulk("id"), bulk(&node.id)),
-            (bulk("port"), Reply::Integer(i64::from(node.port))),
-            (bulk("ip"), bulk(&node.host)),
-            (bulk("endpoint"), bulk(&node.host)),
-            (bulk("role"), bulk("master")),
-            (bulk("replication-offset"), Reply::Integer(0)),
-            (bulk("health"), bulk("online")),
-        ]);
+        let described = |node: &Node, role: &str| {
+            Reply::Map(vec![
+                (bulk("id"), bulk(&node.id)),
+                (bulk("port"), Reply::Integer(i64::from(node.port))),
+                (bulk("ip"), bulk(&node.host)),
+                (bulk("endpoint"), bulk(&node.host)),
+                (bulk("role"), bulk(role)),
+                (bulk("replication-offset"), Reply::Integer(0)),
+                (bulk("health"), bulk("online")),
+            ])
+        };
         debug_assert!(!node.id.is_empty() && !my_id.is_empty());
+        let mut members = vec![described(node, "master")];
+        members.extend(
+            topology
+                .replicas_of(&node.id)
+                .map(|replica| described(replica, "replica")),
+        );
         Reply::Map(vec![
             (bulk("slots"), Reply::Array(slots)),
-            (bulk("nodes"), Reply::Array(vec![described])),
+            (bulk("nodes"), Reply::Array(members)),
         ])
     };
-    Reply::Array(topology.nodes.iter().map(shard).collect())
+    let primaries = topology.nodes.iter().filter(|n| n.replica_of.is_none());
+    Reply::Array(primaries.map(shard).collect())
 }
 
 /// One line per node, Redis's `CLUSTER NODES` format; this node is listed even when the
@@ -177,14 +194,18 @@ fn nodes(shared: &ServerShared) -> String {
     let my_id = shared.cluster.my_id();
     let mut text = String::new();
     let line = |node: &Node, text: &mut String| {
-        let flags = if node.id == my_id {
-            "myself,master"
-        } else {
-            "master"
+        let role = match node.replica_of {
+            Some(_) => "slave",
+            None => "master",
         };
+        let flags = match node.id == my_id {
+            true => format!("myself,{role}"),
+            false => role.to_string(),
+        };
+        let primary = node.replica_of.as_deref().unwrap_or("-");
         let bus_port = node.port.checked_add(10_000).unwrap_or(0);
         text.push_str(&format!(
-            "{} {}:{}@{} {flags} - 0 0 {} connected",
+            "{} {}:{}@{} {flags} {primary} 0 0 {} connected",
             node.id, node.host, node.port, bus_port, topology.epoch
         ));
         for &(first, last) in &node.ranges {
@@ -202,6 +223,7 @@ fn nodes(shared: &ServerShared) -> String {
             host,
             port,
             ranges: Vec::new(),
+            replica_of: None,
         };
         line(&myself, &mut text);
     }

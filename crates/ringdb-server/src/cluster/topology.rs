@@ -3,6 +3,7 @@
 //!
 //! ```text
 //! <node id> <host> <port> master - <first>-<last> <slot> ...
+//! <node id> <host> <port> slave <primary's node id>
 //! ```
 //!
 //! (the form Kvrocks' `CLUSTERX SETNODES` takes, so the format is one operators know). A node
@@ -20,8 +21,10 @@ pub struct Node {
     pub host: String,
     /// Its port.
     pub port: u16,
-    /// The slot ranges it owns, inclusive, in the order given.
+    /// The slot ranges it owns, inclusive, in the order given (none for a replica).
     pub ranges: Vec<(u16, u16)>,
+    /// A replica: the id of the primary it copies.
+    pub replica_of: Option<String>,
 }
 
 /// Slot owner marker for a slot nobody owns.
@@ -58,6 +61,7 @@ impl Topology {
             host: host.to_string(),
             port,
             ranges: vec![(0, SLOT_COUNT - 1)],
+            replica_of: None,
         };
         Topology {
             epoch: 0,
@@ -88,7 +92,34 @@ impl Topology {
             }
             topology.add(node)?;
         }
+        for node in &topology.nodes {
+            let Some(primary) = &node.replica_of else {
+                continue;
+            };
+            match topology.node(primary) {
+                Some(found) if found.replica_of.is_none() => {}
+                Some(_) => return Err(format!("node {}: its primary is a replica", node.id)),
+                None => {
+                    return Err(format!(
+                        "node {}: its primary {primary} is not named",
+                        node.id
+                    ))
+                }
+            }
+        }
         Ok(topology)
+    }
+
+    /// The node with id `id`.
+    pub fn node(&self, id: &str) -> Option<&Node> {
+        self.nodes.iter().find(|node| node.id == id)
+    }
+
+    /// The replicas of the primary `id`, in the order given.
+    pub fn replicas_of<'a>(&'a self, id: &'a str) -> impl Iterator<Item = &'a Node> {
+        self.nodes
+            .iter()
+            .filter(move |node| node.replica_of.as_deref() == Some(id))
     }
 
     fn add(&mut self, node: Node) -> Result<(), String> {
@@ -111,6 +142,11 @@ impl Topology {
     pub fn to_text(&self) -> String {
         let mut text = String::new();
         for node in &self.nodes {
+            if let Some(primary) = &node.replica_of {
+                let line = format!("{} {} {} slave {primary}\n", node.id, node.host, node.port);
+                text.push_str(&line);
+                continue;
+            }
             text.push_str(&format!("{} {} {} master -", node.id, node.host, node.port));
             for &(first, last) in &node.ranges {
                 match first == last {
@@ -153,20 +189,25 @@ fn parse_node(line: &str) -> Result<Node, String> {
         ));
     }
     let id = words[0];
-    if id.len() != 40 || !id.bytes().all(|b| b.is_ascii_hexdigit()) {
+    if !is_node_id(id) {
         return Err(format!("'{id}': a node id is 40 hexadecimal digits"));
     }
     let port: u16 = match words[2].parse() {
         Ok(port) if port != 0 => port,
         _ => return Err(format!("'{}': not a port", words[2])),
     };
-    match (words[3], words[4]) {
-        ("master", "-") => {}
-        ("slave" | "replica", _) => {
-            return Err("replicas are refused: this build has no replication yet".to_string())
+    let replica_of = match (words[3], words[4]) {
+        ("master", "-") => None,
+        ("slave" | "replica", primary) if words.len() == 5 && is_node_id(primary) => {
+            Some(primary.to_ascii_lowercase())
         }
-        (role, _) => return Err(format!("'{role}': a node's role is 'master'")),
-    }
+        ("slave" | "replica", _) => {
+            return Err(format!(
+                "'{line}': a replica is '<id> <host> <port> slave <primary id>', without slots"
+            ))
+        }
+        (role, _) => return Err(format!("'{role}': a node's role is 'master' or 'slave'")),
+    };
     let ranges = words[5..]
         .iter()
         .map(|word| parse_range(word))
@@ -176,7 +217,13 @@ fn parse_node(line: &str) -> Result<Node, String> {
         host: words[1].to_string(),
         port,
         ranges,
+        replica_of,
     })
+}
+
+/// Whether `word` is a node id: 40 hexadecimal digits.
+fn is_node_id(word: &str) -> bool {
+    word.len() == 40 && word.bytes().all(|b| b.is_ascii_hexdigit())
 }
 
 /// `first-last` or one slot.
@@ -215,6 +262,20 @@ mod tests {
     }
 
     #[test]
+    fn replicas_read_back_and_own_no_slot() {
+        let text = format!("{A} 127.0.0.1 7000 master - 0-16383\n{B} 127.0.0.1 7001 slave {A}\n");
+        let topology = Topology::parse(&text, 2).unwrap();
+        assert_eq!(topology.to_text(), text);
+        assert_eq!(topology.owner_of(5).unwrap().id, A);
+        let replicas: Vec<_> = topology.replicas_of(A).map(|n| n.port).collect();
+        assert_eq!(replicas, [7001]);
+        let chained = format!("{text}{} h 3 slave {B}\n", "c".repeat(40));
+        assert!(Topology::parse(&chained, 2)
+            .unwrap_err()
+            .contains("is a replica"));
+    }
+
+    #[test]
     fn overlaps_duplicates_and_bad_lines_are_refused() {
         let overlap = format!("{A} h 1 master - 0-100\n{B} h 2 master - 100-200\n");
         assert_eq!(
@@ -240,6 +301,10 @@ mod tests {
         ] {
             assert!(Topology::parse(&bad, 1).is_err(), "{bad}");
         }
+        let no_primary = format!("{A} h 1 master - 0-16383\n{B} h 2 slave {}", "c".repeat(40));
+        assert!(Topology::parse(&no_primary, 1)
+            .unwrap_err()
+            .contains("not named"));
         let gap = Topology::parse(&format!("{A} h 1 master - 0-99 101-16383"), 1).unwrap();
         assert_eq!(gap.first_unassigned(), Some(100));
     }

@@ -15,7 +15,7 @@ mod strings;
 mod table;
 
 pub use session::{run_session, After, Session};
-pub use table::{plan, Plan, WholeDb};
+pub use table::{plan, writes, Plan, WholeDb};
 
 use crate::value::Stored;
 
@@ -102,6 +102,12 @@ pub mod errors {
     pub const WRONG_PASS: &str = "WRONGPASS invalid username-password pair or user is disabled.";
     /// A value the server did not write.
     pub const FOREIGN: &str = "ERR the stored value is not one this server wrote";
+    /// A write sent to a replica.
+    pub const READONLY: &str = "READONLY You can't write against a read only replica.";
+    /// A read sent to a replica still taking its first copy.
+    pub const LOADING: &str = "LOADING the replica is taking its first copy of its primary";
+    /// A write in sync mode with no replica online.
+    pub const NO_REPLICAS: &str = "NOREPLICAS Not enough good replicas to write.";
 
     /// The wrong number of arguments for `command`.
     pub fn arity(command: &str) -> String {

@@ -33,6 +33,9 @@ pub struct Session {
     /// `CLUSTERX BYPASS`: the connection of a slot migration, which writes and reads slots
     /// whatever node serves them.
     pub bypass_slots: bool,
+    /// `READONLY`: on a replica in cluster mode, reads of its primary's slots are served
+    /// here instead of redirected.
+    pub readonly: bool,
 }
 
 impl Session {
@@ -50,6 +53,7 @@ impl Session {
             scan_cursors: Vec::new(),
             last_scan_cursor: 0,
             bypass_slots: false,
+            readonly: false,
         }
     }
 
@@ -127,7 +131,15 @@ pub fn run_session(
         "CLUSTER" => crate::cluster::cluster_command(arguments, shared),
         "CLUSTERX" => crate::cluster::clusterx_command(session, arguments, shared),
         // No slot migrates yet (so no -ASK is sent) and there are no replicas: accepted.
-        "ASKING" | "READONLY" | "READWRITE" => Reply::Ok,
+        "READONLY" => {
+            session.readonly = true;
+            Reply::Ok
+        }
+        "READWRITE" => {
+            session.readonly = false;
+            Reply::Ok
+        }
+        "ASKING" => Reply::Ok,
         "WATCH" => Reply::error("ERR WATCH is not supported by ringdb yet"),
         _ => Reply::error(format!(
             "ERR '{}' is not supported: ringdb serve has no pub/sub",

@@ -59,6 +59,8 @@ pub enum WholeDb {
         /// GETKEYSINSLOT's count: the keys are the reply; COUNTKEYSINSLOT: their number.
         limit: Option<usize>,
     },
+    /// `REPLICAOF`, `ROLE`, `WAIT` and what replicas send (`replication/`).
+    Replication(Vec<Vec<u8>>),
     /// `RENAME`/`RENAMENX` with the keys on different shards: one batch, atomic across
     /// shards and across a crash.
     RenameAcross {
@@ -172,6 +174,13 @@ pub fn known_commands() -> Vec<(&'static str, i32)> {
         ("INFO", -1),
         ("RENAME", 3),
         ("RENAMENX", 3),
+        ("ROLE", 1),
+        ("REPLICAOF", 3),
+        ("SLAVEOF", 3),
+        ("WAIT", 3),
+        ("REPLSYNC", 5),
+        ("REPLSCAN", 5),
+        ("REPLFETCH", 6),
     ]);
     all
 }
@@ -330,6 +339,13 @@ fn plan_whole(name: &str, arguments: Vec<Vec<u8>>, shard_of: impl Fn(&[u8]) -> u
             Some(_) => Plan::Reply(Reply::error(errors::SYNTAX)),
         },
         "INFO" => Plan::Whole(WholeDb::Info(arguments[1..].to_vec())),
+        "ROLE" if count != 1 => arity_error(),
+        "REPLICAOF" | "SLAVEOF" | "WAIT" if count != 3 => arity_error(),
+        "REPLSYNC" | "REPLSCAN" if count != 5 => arity_error(),
+        "REPLFETCH" if count != 6 => arity_error(),
+        "ROLE" | "REPLICAOF" | "SLAVEOF" | "WAIT" | "REPLSYNC" | "REPLSCAN" | "REPLFETCH" => {
+            Plan::Whole(WholeDb::Replication(arguments))
+        }
         "RENAME" | "RENAMENX" if count != 3 => arity_error(),
         "RENAME" | "RENAMENX" => plan_rename(name == "RENAMENX", arguments, shard_of),
         _ => Plan::Reply(unknown(&arguments)),

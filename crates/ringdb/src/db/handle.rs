@@ -39,6 +39,8 @@ pub(super) struct Durable {
     /// database refuses work until it is reopened (recovery decides from the log). Every
     /// refusal carries this first failure.
     pub(super) failed: RefCell<Option<Arc<WriteError>>>,
+    /// The commit tap, if one is installed (see `tap.rs`).
+    pub(super) tap: RefCell<Option<super::CommitTap>>,
 }
 
 /// A handle for tasks on the database's runtime. Cheap to clone; not `Send`.
@@ -179,6 +181,19 @@ impl DbHandle {
             .map(|_| ())
     }
 
+    /// Installs (or with `None` removes) the tap that sees every commit of this database
+    /// from now on; returns whether it has a log (without one, nothing is committed through
+    /// it and no tap runs).
+    pub fn set_commit_tap(&self, tap: Option<super::CommitTap>) -> bool {
+        match self.durable.as_ref() {
+            Some(d) => {
+                *d.tap.borrow_mut() = tap;
+                true
+            }
+            None => false,
+        }
+    }
+
     /// Whether everything logged so far is durable now (always, without a log): then
     /// whatever a read has seen is, and [`wait_log_durable`](Self::wait_log_durable) would
     /// not wait.
@@ -223,6 +238,10 @@ impl DbHandle {
         self.tree.buffer().set_lsn_hint(end);
         let existed = self.apply_logged(d, &ops).await?;
         d.wal.applied(start);
+        // Under the keys' locks and after the apply: see `tap.rs` for why both matter.
+        if let Some(tap) = d.tap.borrow().as_ref() {
+            tap(&super::tap::changes(&ops));
+        }
         drop(keys);
         applied();
         self.checkpoint_if_due(d).await?;

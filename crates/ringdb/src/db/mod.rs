@@ -30,6 +30,7 @@ mod runtime;
 mod scan_in;
 mod table_view;
 mod tables;
+mod tap;
 mod write_ahead;
 
 pub use batch::WriteBatch;
@@ -40,6 +41,7 @@ pub use layout::{DeviceLayout, FileSet, DW_FILE, WAL_FILE};
 pub use options::{DbStats, Options, Steal};
 pub use runtime::Storage;
 pub use table_view::{LocalDbTable, LocalTable};
+pub use tap::{Change, CommitTap};
 
 use crate::catalog::TableId;
 use crate::error::{ReadError, StorageError, WriteError};

@@ -311,6 +311,7 @@ impl Recovery<'_> {
             locks: Rc::new(KeyLocks::default()),
             dirty_high,
             failed: RefCell::new(None),
+            tap: RefCell::new(None),
         }))
     }
 }

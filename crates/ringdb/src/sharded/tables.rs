@@ -9,7 +9,7 @@
 use super::Db;
 use crate::catalog::TableId;
 use crate::db::WriteBatch;
-use crate::error::{OpenError, ReadError, WriteError};
+use crate::error::{OpenError, ReadError, ShardError, WriteError};
 use std::ops::RangeBounds;
 use std::sync::Arc;
 
@@ -54,6 +54,18 @@ impl Db {
             .map(|(name, _)| name)
             .filter(|name| !name.is_empty() && !name.starts_with(SYSTEM_PREFIX))
             .collect())
+    }
+
+    /// Installs `tap` (or with `None` removes it) on every shard: from its return on, every
+    /// logged commit runs it (see [`CommitTap`](crate::CommitTap) for the order it sees).
+    /// Returns whether the database has a log; without one, no tap ever runs.
+    pub fn set_commit_tap(&self, tap: Option<crate::CommitTap>) -> Result<bool, ShardError> {
+        let mut logged = true;
+        for shard in 0..self.shard_count() {
+            let tap = tap.clone();
+            logged &= self.call(shard, move |h| async move { h.set_commit_tap(tap) })?;
+        }
+        Ok(logged)
     }
 
     /// Creates `name` on every shard, in shard order; every shard must give it the same id.
