@@ -54,7 +54,7 @@ enum Action {
     /// node it names, at a new epoch (one past the newest any node holds, or --epoch), checks
     /// that every node took it, and has each delete the keys of slots it no longer serves.
     Push {
-        /// The topology: lines of `host:port slot-ranges...`.
+        /// The topology: lines of `host:port slot-ranges...` or `host:port replica-of host:port`.
         file: PathBuf,
         /// The epoch to push at (default: one past the newest a node holds).
         #[arg(long)]
@@ -69,7 +69,7 @@ enum Action {
     },
     /// Checks that every node in FILE holds FILE's topology, all at one epoch.
     Check {
-        /// The topology: lines of `host:port slot-ranges...`.
+        /// The topology: lines of `host:port slot-ranges...` or `host:port replica-of host:port`.
         file: PathBuf,
     },
     /// Prints the topology a node holds, as a file `push` takes (to edit and push again).

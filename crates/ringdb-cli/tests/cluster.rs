@@ -306,12 +306,21 @@ fn redis_py_missing() -> Option<String> {
     }
 }
 
+/// Whether redis-py is missing here (and may be: `RINGDB_REQUIRE_REDIS_PY` says it must not),
+/// said with the reason.
+fn redis_py_skipped() -> bool {
+    let Some(reason) = redis_py_missing() else {
+        return false;
+    };
+    let required = std::env::var_os("RINGDB_REQUIRE_REDIS_PY").is_some();
+    assert!(!required, "redis-py is required here: {reason}");
+    eprintln!("SKIP: {reason}");
+    true
+}
+
 #[test]
 fn redis_py_cluster_client_works_against_a_cluster_and_a_standalone_server() {
-    if let Some(reason) = redis_py_missing() {
-        let required = std::env::var_os("RINGDB_REQUIRE_REDIS_PY").is_some();
-        assert!(!required, "redis-py is required here: {reason}");
-        eprintln!("SKIP: {reason}");
+    if redis_py_skipped() {
         return;
     }
     let dir = common::tmp("cluster-redis-py");
@@ -376,10 +385,7 @@ fn fixed_ports() -> Vec<u16> {
 /// acknowledged write; async mode reports what it lost.
 #[test]
 fn redis_py_writes_survive_a_slot_move_and_a_failover_in_both_replication_modes() {
-    if let Some(reason) = redis_py_missing() {
-        let required = std::env::var_os("RINGDB_REQUIRE_REDIS_PY").is_some();
-        assert!(!required, "redis-py is required here: {reason}");
-        eprintln!("SKIP: {reason}");
+    if redis_py_skipped() {
         return;
     }
     for mode in ["sync", "async"] {

@@ -257,6 +257,10 @@ fn malformed_replication_requests_get_errors_and_no_log_means_no_replication() {
         panic!("REPLSYNC");
     };
     let stream = synced[1].text().unwrap();
+    assert_eq!(synced[0], Value::Simple("FULL".into()));
+    // A replica that comes back with a position the backlog holds continues from it.
+    let again = command(&node, &["REPLSYNC", "me:1", "2", &stream, "0"]);
+    assert!(matches!(&again, Value::Array(parts) if parts[0] == Value::Simple("CONTINUE".into())));
     let far = ["REPLFETCH", "me:1", &stream, "999999999", "10", "0"];
     assert!(error(&far).starts_with("RESYNC"));
     // The fetch past the end acknowledged nothing: the only replica seen is the one that

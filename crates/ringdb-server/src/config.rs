@@ -143,6 +143,11 @@ impl ServerConfig {
         if self.sweep_chunk_keys == 0 || self.sweep_interval.is_zero() {
             return invalid("the expiry sweep needs a chunk of at least one key and an interval");
         }
+        if self.replica_of.is_some() && self.cluster_state_file.is_some() {
+            return invalid(
+                "a cluster node's primary comes from the topology (a replica-of line), not from the node's settings",
+            );
+        }
         if self.replication_backlog_bytes == 0 {
             return invalid("the replication backlog needs at least one byte");
         }

@@ -37,6 +37,8 @@ struct State {
     end: u64,
     /// Bytes held in `batches`.
     held_bytes: usize,
+    /// Batches appended since the stream began.
+    appended: u64,
     /// Replicas' long polls waiting for a batch past their offset.
     waiters: Vec<Waker>,
 }
@@ -60,6 +62,7 @@ impl Backlog {
                 batches: VecDeque::new(),
                 end: 0,
                 held_bytes: 0,
+                appended: 0,
                 waiters: Vec::new(),
             }),
         }
@@ -88,6 +91,11 @@ impl Backlog {
         self.lock().end
     }
 
+    /// Batches appended since the stream began.
+    pub fn appended(&self) -> u64 {
+        self.lock().appended
+    }
+
     /// The oldest offset still held.
     pub fn start(&self) -> u64 {
         let state = self.lock();
@@ -104,6 +112,7 @@ impl Backlog {
             let offset = state.end;
             state.end += framed.len() as u64;
             state.held_bytes += framed.len();
+            state.appended += 1;
             state.batches.push_back((offset, framed));
             // The newest batch always stays, however large.
             while state.held_bytes > self.capacity_bytes && state.batches.len() > 1 {

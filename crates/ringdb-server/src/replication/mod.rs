@@ -391,6 +391,7 @@ impl Replication {
                     ));
                 }
                 lines.push(format!("master_repl_offset:{end}"));
+                lines.push(format!("ringdb_repl_batches:{}", self.backlog.appended()));
             }
         }
         if !self.is_replica() {

@@ -36,6 +36,8 @@ struct Progress {
     link_up: bool,
     /// Full copies taken.
     full_syncs: u64,
+    /// Primary batches applied (by this process).
+    applied_batches: u64,
     /// After a copy: the offset to reach before reads are served.
     loading_until: Option<u64>,
     /// Why the link last went down.
@@ -113,6 +115,10 @@ impl Follower {
         let lag = progress.primary_end.saturating_sub(applied);
         lines.push(format!("ringdb_replication_lag_bytes:{lag}"));
         lines.push(format!("ringdb_full_syncs:{}", progress.full_syncs));
+        lines.push(format!(
+            "ringdb_applied_batches:{}",
+            progress.applied_batches
+        ));
         lines.push("slave_read_only:1".into());
         if let Some(error) = &progress.last_error {
             lines.push(format!(
@@ -185,8 +191,10 @@ fn follow(
             }
             other => return Err(format!("fetch refused: {other:?}")),
         };
-        applied += apply(db, replication, &bytes)?;
+        let (bytes_applied, batches) = apply(db, replication, &bytes)?;
+        applied += bytes_applied;
         let mut progress = follower.progress();
+        progress.applied_batches += batches;
         progress.position = Some((stream.clone(), applied));
         progress.primary_end = end;
         progress.link_up = true;
@@ -310,12 +318,13 @@ fn clear_table(db: &Db, replication: &Replication, tag: u8) -> Result<(), String
 }
 
 /// Applies a fetch's batches, merged into few batches of this replica's own (each primary
-/// batch whole, in order); returns the stream bytes applied.
-fn apply(db: &Db, replication: &Replication, bytes: &[u8]) -> Result<u64, String> {
+/// batch whole, in order); returns the stream bytes and the batches applied.
+fn apply(db: &Db, replication: &Replication, bytes: &[u8]) -> Result<(u64, u64), String> {
     let batches = decode_batches(bytes).map_err(|e| format!("a malformed stream: {}", e.0))?;
     let mut merged = WriteBatch::new();
     let mut merged_bytes = 0usize;
     let mut applied = 0u64;
+    let count = batches.len() as u64;
     for (changes, framed) in batches {
         let size: usize = changes.iter().map(change_bytes).sum();
         if !merged.is_empty() && merged_bytes + size > APPLY_BATCH_BYTES {
@@ -336,7 +345,7 @@ fn apply(db: &Db, replication: &Replication, bytes: &[u8]) -> Result<u64, String
     if !merged.is_empty() {
         db.write(&merged).map_err(|e| format!("apply: {e}"))?;
     }
-    Ok(applied)
+    Ok((applied, count))
 }
 
 fn change_bytes(change: &StreamChange) -> usize {
