@@ -115,6 +115,15 @@ fn a_replica_copies_its_primary_follows_its_log_and_refuses_writes() {
         contents(&primary),
         "after the full copy"
     );
+    // The replica's link receives by multishot receive into provided buffers where io_uring
+    // runs, else by plain reads.
+    let uring = std::fs::read_to_string("/proc/sys/kernel/io_uring_disabled")
+        .map_or(true, |text| text.trim() == "0");
+    let receive = info_field(&replica, "ringdb_replica_receive");
+    assert_eq!(
+        receive.as_deref(),
+        Some(if uring { "multishot" } else { "plain" })
+    );
     // The stream: more writes of every kind, then WAIT for the replica's acknowledgement.
     write_mix(&primary, 1);
     assert_eq!(command(&primary, &["WAIT", "1", "5000"]), Value::Integer(1));

@@ -73,14 +73,16 @@ fn encode<A: AsRef<[u8]>>(out: &mut Vec<u8>, arguments: &[A]) {
     }
 }
 
-/// One connection to a server.
-pub struct Client {
+/// One connection to a server. Its replies are read from `R`: the socket itself, or (a
+/// replica's link) a reader fed by a multishot receive on a ring. Fields drop in order: the
+/// reader before the socket it reads.
+pub struct Client<R: Read = TcpStream> {
     address: String,
-    reader: BufReader<TcpStream>,
+    reader: BufReader<R>,
     writer: TcpStream,
 }
 
-impl Client {
+impl Client<TcpStream> {
     /// Connects to `address` (`host:port`), with `timeout` on the connection and each reply.
     pub fn connect(address: &str, timeout: Duration) -> Result<Client, ClientError> {
         let io = |source| ClientError::Io {
@@ -103,6 +105,22 @@ impl Client {
         })
     }
 
+    /// The client's socket (a replica's link reads it through a ring of its own).
+    pub(crate) fn socket(&self) -> &TcpStream {
+        &self.writer
+    }
+
+    /// The same connection, its replies read from `reader` (which reads this socket).
+    pub(crate) fn reading_from<R: Read>(self, reader: R) -> Client<R> {
+        Client {
+            address: self.address,
+            reader: BufReader::new(reader),
+            writer: self.writer,
+        }
+    }
+}
+
+impl<R: Read> Client<R> {
     /// Sends one command and reads its reply (an error reply is a [`Value::Error`]).
     pub fn command<A: AsRef<[u8]>>(&mut self, arguments: &[A]) -> Result<Value, ClientError> {
         let mut request = Vec::new();

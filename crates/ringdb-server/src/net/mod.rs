@@ -4,12 +4,14 @@
 mod conn;
 mod epoll;
 mod provided;
+mod ring_reader;
 mod transport;
 mod wake;
 mod worker;
 
 use crate::error::ServeError;
 use crate::shared::ServerShared;
+pub use ring_reader::RingReader;
 use ringdb::Db;
 use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};

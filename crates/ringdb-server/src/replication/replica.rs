@@ -5,8 +5,11 @@
 use super::backlog::{decode_batches, StreamChange};
 use super::Replication;
 use crate::client::{Client, Value};
+use crate::net::RingReader;
 use ringdb::{Db, WriteBatch};
+use std::io::Read;
 use std::ops::Bound;
+use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -42,6 +45,8 @@ struct Progress {
     loading_until: Option<u64>,
     /// Why the link last went down.
     last_error: Option<String>,
+    /// How its replies are received: `multishot` (into provided buffers) or `plain`.
+    receive: &'static str,
     /// When the primary last answered.
     last_reply: Option<Instant>,
 }
@@ -115,6 +120,7 @@ impl Follower {
         let lag = progress.primary_end.saturating_sub(applied);
         lines.push(format!("ringdb_replication_lag_bytes:{lag}"));
         lines.push(format!("ringdb_full_syncs:{}", progress.full_syncs));
+        lines.push(format!("ringdb_replica_receive:{}", progress.receive));
         lines.push(format!(
             "ringdb_applied_batches:{}",
             progress.applied_batches
@@ -162,18 +168,44 @@ pub fn start(
     Ok(follower)
 }
 
-/// One connection's life: sync, then fetch and apply until stopped or the link fails.
+/// One connection's life: its replies received by a multishot receive into provided buffers
+/// (a plain read where io_uring cannot do that), then [`follow_link`].
 fn follow(
     db: &Db,
     replication: &Replication,
     follower: &Follower,
+    credentials: (&str, Option<&str>),
+) -> Result<(), String> {
+    let client = Client::connect(&follower.primary, LINK_TIMEOUT).map_err(|e| e.to_string())?;
+    match RingReader::open(client.socket().as_raw_fd(), LINK_TIMEOUT) {
+        Ok(reader) => {
+            follower.progress().receive = "multishot";
+            let mut client = client.reading_from(reader);
+            follow_link(db, replication, follower, &mut client, credentials)
+        }
+        Err(error) => {
+            if follower.progress().receive != "plain" {
+                tracing::warn!("replica link: {error}: its replies are read plainly");
+            }
+            follower.progress().receive = "plain";
+            let mut client = client;
+            follow_link(db, replication, follower, &mut client, credentials)
+        }
+    }
+}
+
+/// Syncs, then fetches and applies until stopped or the link fails.
+fn follow_link<R: Read>(
+    db: &Db,
+    replication: &Replication,
+    follower: &Follower,
+    client: &mut Client<R>,
     (name, password): (&str, Option<&str>),
 ) -> Result<(), String> {
-    let mut client = Client::connect(&follower.primary, LINK_TIMEOUT).map_err(|e| e.to_string())?;
     if let Some(password) = password {
         expect_ok(client.command(&["AUTH", password]))?;
     }
-    let (stream, mut applied) = sync(db, replication, follower, &mut client, name)?;
+    let (stream, mut applied) = sync(db, replication, follower, client, name)?;
     // Each pass applies one fetch; it ends when the follower is stopped or the link fails.
     while !follower.stopping() {
         let offset = applied.to_string();
@@ -216,11 +248,11 @@ fn expect_ok(reply: Result<Value, crate::client::ClientError>) -> Result<(), Str
 
 /// `REPLSYNC`: continues the stream held, or takes a full copy. Returns the stream followed
 /// and the offset applied.
-fn sync(
+fn sync<R: Read>(
     db: &Db,
     replication: &Replication,
     follower: &Follower,
-    client: &mut Client,
+    client: &mut Client<R>,
     name: &str,
 ) -> Result<(String, u64), String> {
     let held = follower.progress().position.clone();
@@ -254,7 +286,7 @@ fn sync(
 }
 
 /// A full copy: every table emptied here, then scanned on the primary and written here.
-fn copy(db: &Db, replication: &Replication, client: &mut Client) -> Result<(), String> {
+fn copy<R: Read>(db: &Db, replication: &Replication, client: &mut Client<R>) -> Result<(), String> {
     for tag in 0..super::TABLE_TAGS as u8 {
         let table = replication.table_of(tag).ok_or("tables not open")?;
         clear_table(db, replication, tag)?;
