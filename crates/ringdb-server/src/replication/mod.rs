@@ -184,7 +184,7 @@ impl Replication {
             return Ok(());
         }
         match follower.take() {
-            Some(old) => old.stop(),
+            Some(old) => old.stop_and_wait(),
             None => self.report_unshipped(),
         }
         self.is_replica.store(true, Ordering::Release);
@@ -223,7 +223,8 @@ impl Replication {
     pub fn become_primary(&self) {
         let mut follower = self.follower.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(old) = follower.take() {
-            old.stop();
+            // Before writes are taken: the follower's last write is done, and it makes none.
+            old.stop_and_wait();
             *self
                 .replication_id
                 .lock()

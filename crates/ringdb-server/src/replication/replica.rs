@@ -56,6 +56,9 @@ pub struct Follower {
     /// The primary, `host:port`.
     pub primary: String,
     stop: AtomicBool,
+    /// Held around each of the follower's writes: once [`Follower::stop_and_wait`] returns,
+    /// the follower writes nothing more (a promoted node's clients may write from then on).
+    gate: Mutex<()>,
     loading: AtomicBool,
     progress: Mutex<Progress>,
 }
@@ -77,6 +80,22 @@ impl Follower {
 
     fn stopping(&self) -> bool {
         self.stop.load(Ordering::Acquire)
+    }
+
+    /// Stops the thread and waits until a write of its in progress is done: it writes
+    /// nothing after this returns (its network waits may still be under way).
+    pub fn stop_and_wait(&self) {
+        self.stop();
+        drop(self.gate.lock().unwrap_or_else(|p| p.into_inner()));
+    }
+
+    /// Writes `batch` unless the follower was stopped.
+    fn write(&self, db: &Db, batch: &WriteBatch, what: &str) -> Result<(), String> {
+        let _gate = self.gate.lock().unwrap_or_else(|p| p.into_inner());
+        if self.stopping() {
+            return Err("stopped".into());
+        }
+        db.write(batch).map_err(|e| format!("{what}: {e}"))
     }
 
     /// The link's state as `ROLE` names it, and the offset applied.
@@ -145,6 +164,7 @@ pub fn start(
     let follower = Arc::new(Follower {
         primary,
         stop: AtomicBool::new(false),
+        gate: Mutex::new(()),
         loading: AtomicBool::new(true),
         progress: Mutex::new(Progress::default()),
     });
@@ -223,7 +243,7 @@ fn follow_link<R: Read>(
             }
             other => return Err(format!("fetch refused: {other:?}")),
         };
-        let (bytes_applied, batches) = apply(db, replication, &bytes)?;
+        let (bytes_applied, batches) = apply(db, (replication, follower), &bytes)?;
         applied += bytes_applied;
         let mut progress = follower.progress();
         progress.applied_batches += batches;
@@ -277,7 +297,7 @@ fn sync<R: Read>(
         return Ok((stream, offset));
     }
     follower.loading.store(true, Ordering::Release);
-    copy(db, replication, client)?;
+    copy(db, (replication, follower), client)?;
     let mut progress = follower.progress();
     progress.full_syncs += 1;
     progress.loading_until = None;
@@ -286,10 +306,14 @@ fn sync<R: Read>(
 }
 
 /// A full copy: every table emptied here, then scanned on the primary and written here.
-fn copy<R: Read>(db: &Db, replication: &Replication, client: &mut Client<R>) -> Result<(), String> {
+fn copy<R: Read>(
+    db: &Db,
+    (replication, follower): (&Replication, &Follower),
+    client: &mut Client<R>,
+) -> Result<(), String> {
     for tag in 0..super::TABLE_TAGS as u8 {
         let table = replication.table_of(tag).ok_or("tables not open")?;
-        clear_table(db, replication, tag)?;
+        clear_table(db, (replication, follower), tag)?;
         let mut after: Option<Vec<u8>> = None;
         // Each pass copies a page of pairs; the scan ends when a page comes back short, so it
         // is bounded by the primary's keys (plus those written meanwhile).
@@ -319,7 +343,7 @@ fn copy<R: Read>(db: &Db, replication: &Replication, client: &mut Client<R>) -> 
                 after = Some(key.clone());
             }
             if !batch.is_empty() {
-                db.write(&batch).map_err(|e| format!("copy: {e}"))?;
+                follower.write(db, &batch, "copy")?;
             }
             if pairs.len() / 2 < SCAN_PAIRS {
                 break;
@@ -330,7 +354,11 @@ fn copy<R: Read>(db: &Db, replication: &Replication, client: &mut Client<R>) -> 
 }
 
 /// Deletes every record of the table of stream tag `tag` here, a batch at a time.
-fn clear_table(db: &Db, replication: &Replication, tag: u8) -> Result<(), String> {
+fn clear_table(
+    db: &Db,
+    (replication, follower): (&Replication, &Follower),
+    tag: u8,
+) -> Result<(), String> {
     let table = replication.table_of(tag).ok_or("tables not open")?;
     // Each pass deletes up to a page; it ends when a pass finds nothing (nothing else writes
     // on a replica).
@@ -345,13 +373,17 @@ fn clear_table(db: &Db, replication: &Replication, tag: u8) -> Result<(), String
         if batch.is_empty() {
             return Ok(());
         }
-        db.write(&batch).map_err(|e| format!("clear: {e}"))?;
+        follower.write(db, &batch, "clear")?;
     }
 }
 
 /// Applies a fetch's batches, merged into few batches of this replica's own (each primary
 /// batch whole, in order); returns the stream bytes and the batches applied.
-fn apply(db: &Db, replication: &Replication, bytes: &[u8]) -> Result<(u64, u64), String> {
+fn apply(
+    db: &Db,
+    (replication, follower): (&Replication, &Follower),
+    bytes: &[u8],
+) -> Result<(u64, u64), String> {
     let batches = decode_batches(bytes).map_err(|e| format!("a malformed stream: {}", e.0))?;
     let mut merged = WriteBatch::new();
     let mut merged_bytes = 0usize;
@@ -360,7 +392,7 @@ fn apply(db: &Db, replication: &Replication, bytes: &[u8]) -> Result<(u64, u64),
     for (changes, framed) in batches {
         let size: usize = changes.iter().map(change_bytes).sum();
         if !merged.is_empty() && merged_bytes + size > APPLY_BATCH_BYTES {
-            db.write(&merged).map_err(|e| format!("apply: {e}"))?;
+            follower.write(db, &merged, "apply")?;
             merged = WriteBatch::new();
             merged_bytes = 0;
         }
@@ -375,7 +407,7 @@ fn apply(db: &Db, replication: &Replication, bytes: &[u8]) -> Result<(u64, u64),
         applied += framed as u64;
     }
     if !merged.is_empty() {
-        db.write(&merged).map_err(|e| format!("apply: {e}"))?;
+        follower.write(db, &merged, "apply")?;
     }
     Ok((applied, count))
 }
