@@ -203,20 +203,27 @@ fn replication_refusal(shared: &ServerShared, planned: &Plan) -> Option<Reply> {
         }
         return None;
     }
-    if waits_for_replica(planned) && replication.online_replicas().is_empty() {
+    if waits_for_replica(planned) && !replication.any_replica_online() {
         return Some(Reply::error(errors::NO_REPLICAS));
     }
     None
+}
+
+/// Whether this node answers writes only once a replica has them (a sync-mode primary): only
+/// then are a batch's writes told apart from its reads.
+fn sync_primary(shared: &ServerShared) -> bool {
+    let replication = &shared.replication;
+    replication.mode == ReplicationMode::Sync && !replication.is_replica()
 }
 
 /// In sync mode, after writes: waits until a replica has everything this node has logged so
 /// far. The error that replaces the writes' replies when none acknowledges in time (they are
 /// durable here; whether a replica has them is unknown).
 async fn replicated(shared: &ServerShared) -> Option<Reply> {
-    let replication = &shared.replication;
-    if replication.mode != ReplicationMode::Sync || replication.is_replica() {
+    if !sync_primary(shared) {
         return None;
     }
+    let replication = &shared.replication;
     let offset = replication.backlog.end();
     let timeout = replication.sync_timeout;
     let have = replication.wait_acknowledged(offset, 1, timeout).await;
@@ -321,7 +328,7 @@ async fn run_other(
     session: &mut Session,
     plan: Plan,
 ) -> (Reply, bool) {
-    let writes = waits_for_replica(&plan);
+    let writes = sync_primary(shared) && waits_for_replica(&plan);
     match plan {
         Plan::Reply(reply) => (reply, false),
         Plan::Whole(command) => {
@@ -360,7 +367,7 @@ async fn exec(
         .into_iter()
         .map(|request| plan(request, |key| db.shard_of(key)))
         .collect();
-    let writes = planned.iter().any(waits_for_replica);
+    let writes = sync_primary(shared) && planned.iter().any(waits_for_replica);
     // In cluster mode a transaction's keys are all in one slot this node owns; its writes
     // hold one ticket until EXEC's end.
     let _ticket = match placed(shared, session, &planned) {
@@ -397,11 +404,15 @@ async fn flush(
     if segment.commands.is_empty() {
         return;
     }
-    let writes: Vec<bool> = segment
-        .commands
-        .iter()
-        .map(|(ops, _)| ops.iter().any(op_writes))
-        .collect();
+    // Which commands write matters only to a sync-mode primary: not worked out elsewhere.
+    let writes: Vec<bool> = match sync_primary(shared) {
+        true => segment
+            .commands
+            .iter()
+            .map(|(ops, _)| ops.iter().any(op_writes))
+            .collect(),
+        false => Vec::new(),
+    };
     let mut replies = run_segment(db, &shared.store, std::mem::take(segment)).await;
     if writes.contains(&true) {
         if let Some(refusal) = replicated(shared).await {

@@ -333,11 +333,20 @@ impl Replication {
         online
     }
 
+    /// Whether some replica is online (a sync-mode primary takes writes only then).
+    pub fn any_replica_online(&self) -> bool {
+        let replicas = self.replicas.lock().unwrap_or_else(|p| p.into_inner());
+        replicas
+            .values()
+            .any(|seen| seen.at.elapsed() < REPLICA_ONLINE_WINDOW)
+    }
+
     /// Online replicas that have acknowledged `offset`.
     pub fn acknowledged(&self, offset: u64) -> usize {
-        self.online_replicas()
-            .iter()
-            .filter(|(_, seen)| seen.acked >= offset)
+        let replicas = self.replicas.lock().unwrap_or_else(|p| p.into_inner());
+        replicas
+            .values()
+            .filter(|seen| seen.at.elapsed() < REPLICA_ONLINE_WINDOW && seen.acked >= offset)
             .count()
     }
 
