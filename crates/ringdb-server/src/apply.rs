@@ -17,41 +17,73 @@ pub async fn apply_group(store: Store, handle: DbHandle, ops: Vec<KeyOp>) -> Vec
         .cloned()
         .collect();
     let _guard = lock_all(keys).await;
-    let now = now_ms();
     let mut group = Group::default();
+    let (mut replies, wrote) = run_ops(&store, &handle, &mut group, &ops).await;
+    commit_group(&store, &handle, &group, (&mut replies, &wrote)).await;
+    replies
+}
+
+/// Runs `ops` in order inside `group` (their keys locked by the caller): their replies, and
+/// for each whether it wrote.
+pub async fn run_ops(
+    store: &Store,
+    handle: &DbHandle,
+    group: &mut Group,
+    ops: &[KeyOp],
+) -> (Vec<Reply>, Vec<bool>) {
+    let now = now_ms();
     let mut replies = Vec::with_capacity(ops.len());
     let mut wrote = Vec::with_capacity(ops.len());
-    for op in &ops {
+    for op in ops {
         let (reply, writes) = match op.run {
-            Run::Value(run) => run_value(&store, &handle, &mut group, (op, run), now).await,
+            Run::Value(run) => run_value(store, handle, group, (op, run), now).await,
             Run::Hash(run, needs) => {
                 let hash = (run, needs);
-                crate::hashes::run_hash(&store, &handle, &mut group, op, hash, now).await
+                crate::hashes::run_hash(store, handle, group, op, hash, now).await
             }
-            Run::Rename { only_new } => {
-                rename(&store, &handle, &mut group, (op, only_new), now).await
-            }
+            Run::Rename { only_new } => rename(store, handle, group, (op, only_new), now).await,
         };
         replies.push(reply);
         wrote.push(writes);
     }
-    let failed = match group.batch(&store, &handle).await {
+    debug_assert_eq!(replies.len(), ops.len());
+    (replies, wrote)
+}
+
+/// Commits `group`'s batch and flags the watchers of the keys it wrote (its keys still
+/// locked); a failure replaces the replies of the operations that wrote.
+pub async fn commit_group(
+    store: &Store,
+    handle: &DbHandle,
+    group: &Group,
+    (replies, wrote): (&mut [Reply], &[bool]),
+) {
+    let failed = match group.batch(store, handle).await {
         Ok(batch) if batch.is_empty() => None,
-        Ok(batch) => handle
-            .write(&batch)
-            .await
-            .err()
-            .map(|error| Reply::error(format!("ERR write failed: {error}"))),
+        Ok(batch) => match handle.write(&batch).await {
+            Ok(()) => {
+                store
+                    .watches
+                    .touch(group.written().iter().map(Vec::as_slice));
+                None
+            }
+            Err(error) => Some(Reply::error(format!("ERR write failed: {error}"))),
+        },
         Err(reply) => Some(reply),
     };
     if let Some(failed) = failed {
-        for (reply, wrote) in replies.iter_mut().zip(&wrote) {
-            if *wrote {
-                *reply = failed.clone();
-            }
+        fail_writes(replies, wrote, &failed);
+    }
+}
+
+/// Replaces the replies of the operations that wrote with `failed`.
+pub fn fail_writes(replies: &mut [Reply], wrote: &[bool], failed: &Reply) {
+    debug_assert_eq!(replies.len(), wrote.len());
+    for (reply, wrote) in replies.iter_mut().zip(wrote) {
+        if *wrote {
+            *reply = failed.clone();
         }
     }
-    replies
 }
 
 /// Runs a command on one key's value inside `group`: the reply and whether it wrote.
@@ -131,6 +163,7 @@ pub async fn sweep(
     let now = now_ms();
     let mut batch = WriteBatch::new();
     let mut removed = 0;
+    let mut expired = Vec::new();
     for key in &keys {
         let Ok(Some(value)) = handle.get(key).await else {
             continue;
@@ -156,10 +189,12 @@ pub async fn sweep(
             }
         }
         batch.delete(key);
+        expired.push(key.clone());
         removed += 1;
     }
     if removed > 0 {
         handle.write(&batch).await?;
+        store.watches.touch(expired.iter().map(Vec::as_slice));
     }
     Ok(removed)
 }

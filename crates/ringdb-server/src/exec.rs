@@ -9,15 +9,17 @@
 //! wait for durability, however long the pipeline. Groups of different shards run at once.
 //! Other commands (the connection's, the whole database's) end the segment and run in order.
 
+use crate::across::{Outcome, Proceed};
 use crate::chunks::{Anywhere, KEPT_CHANGING};
 use crate::cluster::WriteTicket;
 use crate::command::{
-    errors, plan, run_session, After, Combine, KeyOp, Plan, Reply, Run, Session, WholeDb,
+    errors, mset_ops, plan, run_session, After, Combine, KeyOp, Plan, Reply, Run, Session, WholeDb,
 };
 use crate::replication::ReplicationMode;
 use crate::shared::ServerShared;
 use crate::store::Store;
 use crate::value::now_ms;
+use crate::watch::{Watching, WATCHED_KEYS_MAX};
 use crate::whole::run_whole;
 use futures_util::future::join_all;
 use ringdb::Db;
@@ -339,6 +341,9 @@ async fn run_other(
             }
         }
         Plan::Keys { .. } => unreachable!("commands on keys run in segments"),
+        Plan::Session(request) if request[0].eq_ignore_ascii_case(b"WATCH") => {
+            (watch(db, shared, session, &request[1..]).await, false)
+        }
         Plan::Session(request) => {
             let (reply, after) = run_session(session, &request, shared);
             match after {
@@ -354,15 +359,59 @@ async fn run_other(
     }
 }
 
-/// EXEC: the queued requests, their replies as one array. Commands on keys of one shard run
-/// as one group there (isolated, and committed as one batch); see the crate's documentation
-/// for transactions over several shards.
+/// `WATCH key [key ...]`: the keys are registered first, then their expiry deadlines read
+/// (a write in between flags the watch; see `watch.rs`).
+async fn watch(db: &Db, shared: &ServerShared, session: &mut Session, keys: &[Vec<u8>]) -> Reply {
+    if session.queued.is_some() {
+        return Reply::error("ERR WATCH inside MULTI is not allowed");
+    }
+    if shared.cluster.enabled() && !session.bypass_slots {
+        let named = keys.iter().map(Vec::as_slice);
+        if let Some(redirect) = shared.cluster.redirect(named, session.readonly) {
+            return redirect;
+        }
+    }
+    let watching = session
+        .watching
+        .get_or_insert_with(|| Watching::new(&shared.store.watches));
+    if watching.len() + keys.len() > WATCHED_KEYS_MAX {
+        return Reply::error(format!(
+            "ERR a connection watches at most {WATCHED_KEYS_MAX} keys"
+        ));
+    }
+    let added = watching.add(keys);
+    let mut segment = Segment::default();
+    for key in &added {
+        let request = vec![b"PEXPIRETIME".to_vec(), key.clone()];
+        if let Plan::Keys { ops, combine } = plan(request, |key| db.shard_of(key)) {
+            segment.commands.push((ops, combine));
+        }
+    }
+    let deadlines = run_segment(db, &shared.store, segment).await;
+    let watching = session.watching.as_mut().expect("registered above");
+    for (key, deadline) in added.iter().zip(deadlines) {
+        if let Reply::Integer(at) = deadline {
+            watching.set_deadline(key, u64::try_from(at).ok());
+        }
+    }
+    Reply::Ok
+}
+
+/// EXEC: the queued requests, their replies as one array; null when a watched key was
+/// written or expired since WATCH. Commands on keys (MSET too, on any shards) run as one
+/// transaction, isolated and atomic across shards (`across.rs`); a transaction with other
+/// commands (the connection's, the whole database's, MSETNX) runs them in order between its
+/// commands on keys, isolated per shard only.
 async fn exec(
     db: &Db,
     shared: &Arc<ServerShared>,
     session: &mut Session,
     queued: Vec<Vec<Vec<u8>>>,
 ) -> Reply {
+    let watching = session.watching.take();
+    if watching.as_ref().is_some_and(|w| w.broken(now_ms())) {
+        return Reply::NullArray;
+    }
     let planned: Vec<Plan> = queued
         .into_iter()
         .map(|request| plan(request, |key| db.shard_of(key)))
@@ -374,6 +423,60 @@ async fn exec(
         Ok(ticket) => ticket,
         Err(redirect) => return redirect,
     };
+    let reply = match planned.iter().all(on_keys_only) {
+        true => exec_isolated(db, &shared.store, planned, watching).await,
+        false => exec_in_order(db, shared, session, planned).await,
+    };
+    match writes && reply != Reply::NullArray {
+        true => replicated(shared).await.unwrap_or(reply),
+        false => reply,
+    }
+}
+
+/// Whether a queued command runs inside an isolated transaction: a command on keys, or MSET
+/// over several shards (MSETNX answers 0 inside a transaction that goes on, so it runs in
+/// order).
+fn on_keys_only(plan: &Plan) -> bool {
+    matches!(
+        plan,
+        Plan::Keys { .. } | Plan::Whole(WholeDb::MsetAcross(_))
+    )
+}
+
+/// EXEC of commands on keys only: one transaction, which also locks the watched keys and
+/// checks the watch with every key locked.
+async fn exec_isolated(
+    db: &Db,
+    store: &Store,
+    planned: Vec<Plan>,
+    watching: Option<Watching>,
+) -> Reply {
+    let commands = planned
+        .into_iter()
+        .map(|plan| match plan {
+            Plan::Keys { ops, combine } => (ops, combine),
+            Plan::Whole(WholeDb::MsetAcross(pairs)) => (mset_ops(pairs, false), Combine::Ok),
+            _ => unreachable!("checked by on_keys_only"),
+        })
+        .collect();
+    let watched = watching.iter().flat_map(Watching::keys).cloned().collect();
+    let proceed: Proceed = match watching {
+        Some(watching) => Arc::new(move |_: &[Reply]| !watching.broken(now_ms())),
+        None => Arc::new(|_: &[Reply]| true),
+    };
+    match crate::across::run(db, store, commands, watched, proceed).await {
+        Outcome::Done(replies) => Reply::Array(replies),
+        Outcome::Aborted => Reply::NullArray,
+    }
+}
+
+/// EXEC of a transaction with commands not on keys: everything in order.
+async fn exec_in_order(
+    db: &Db,
+    shared: &Arc<ServerShared>,
+    session: &mut Session,
+    planned: Vec<Plan>,
+) -> Reply {
     let mut segment = Segment::default();
     let mut items = Vec::with_capacity(planned.len());
     for planned in planned {
@@ -387,10 +490,7 @@ async fn exec(
         }
     }
     items.extend(run_segment(db, &shared.store, segment).await);
-    match writes {
-        true => replicated(shared).await.unwrap_or(Reply::Array(items)),
-        false => Reply::Array(items),
-    }
+    Reply::Array(items)
 }
 
 /// Runs the segment and appends its replies.

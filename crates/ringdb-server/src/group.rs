@@ -39,6 +39,11 @@ pub struct Group {
 }
 
 impl Group {
+    /// The keys the group wrote, in the order of their first write.
+    pub fn written(&self) -> &[Vec<u8>] {
+        &self.written
+    }
+
     /// `key`'s value (inline form) as the group sees it: its own write, else the tree's.
     pub async fn current(
         &mut self,

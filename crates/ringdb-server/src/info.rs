@@ -54,9 +54,10 @@ fn sections_text(db: &Db, shared: &ServerShared) -> Vec<(&'static str, String)> 
         (
             "Clients",
             format!(
-                "connected_clients:{}\r\nmaxclients:{}\r\nblocked_clients:0\r\n",
+                "connected_clients:{}\r\nmaxclients:{}\r\nblocked_clients:0\r\ntotal_watched_keys:{}\r\n",
                 shared.clients.load(Ordering::Relaxed),
-                config.max_clients
+                config.max_clients,
+                shared.store.watches.watched()
             ),
         ),
         (

@@ -32,6 +32,7 @@
 
 #![deny(missing_docs)]
 
+mod across;
 mod apply;
 mod chunks;
 pub mod client;
@@ -54,6 +55,7 @@ mod shared;
 mod store;
 mod sweep;
 mod value;
+mod watch;
 mod whole;
 
 pub use config::{NetworkChoice, NetworkSettings, ServerConfig, TransportKind};

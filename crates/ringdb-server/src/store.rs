@@ -3,7 +3,9 @@
 
 use crate::chunks::Chunks;
 use crate::hashes::HashFields;
+use crate::watch::Watches;
 use ringdb::{Db, WriteError};
+use std::sync::Arc;
 
 /// The chunk and field tables of one server's database.
 #[derive(Clone)]
@@ -12,6 +14,8 @@ pub struct Store {
     pub chunks: Chunks,
     /// Hashes' fields.
     pub fields: HashFields,
+    /// The keys connections WATCH, flagged by every write.
+    pub watches: Arc<Watches>,
 }
 
 impl Store {
@@ -19,6 +23,10 @@ impl Store {
     pub fn open(db: &Db) -> Result<Store, WriteError> {
         let chunks = Chunks::open(db)?;
         let fields = HashFields::open(db, chunks.max_record())?;
-        Ok(Store { chunks, fields })
+        Ok(Store {
+            chunks,
+            fields,
+            watches: Arc::default(),
+        })
     }
 }

@@ -3,12 +3,13 @@
 //! (iterators merged across shards, batches atomic across shards), so they run on a helper
 //! thread while the worker goes on serving its other connections.
 
+use crate::across::{Outcome, Proceed};
 use crate::chunks::Chunks;
-use crate::command::{Reply, Session, WholeDb};
+use crate::command::{Combine, Reply, Session, WholeDb};
 use crate::glob;
 use crate::shared::ServerShared;
 use crate::store::Store;
-use crate::value::{encode, now_ms, HashHeader, Kind, Physical};
+use crate::value::{now_ms, HashHeader, Kind, Physical};
 use ringdb::{Db, WriteBatch};
 use std::future::Future;
 use std::pin::Pin;
@@ -139,14 +140,8 @@ pub async fn run_whole(
             on_helper(move || flush_all(&db, &store)).await
         }
         WholeDb::Save => save(db, shared).await,
-        WholeDb::MsetAcross(pairs) => {
-            let store = shared.store.clone();
-            on_helper(move || mset(&db, &store, pairs, false)).await
-        }
-        WholeDb::MsetNx(pairs) => {
-            let store = shared.store.clone();
-            on_helper(move || mset(&db, &store, pairs, true)).await
-        }
+        WholeDb::MsetAcross(pairs) => mset(&db, &shared.store, pairs, false).await,
+        WholeDb::MsetNx(pairs) => mset(&db, &shared.store, pairs, true).await,
         WholeDb::Info(sections) => crate::info::info(&db, shared, &sections),
         command @ (WholeDb::SlotKeys { .. } | WholeDb::Migrate { .. } | WholeDb::Purge(_)) => {
             cluster_walk(db, shared, command).await
@@ -228,9 +223,16 @@ async fn rename_across(
     keys: (Vec<u8>, Vec<u8>),
     only_new: bool,
 ) -> Reply {
+    let watches = shared.store.watches.clone();
+    let touched = [keys.0.clone(), keys.1.clone()];
     let write = async |batch: WriteBatch| {
         let db = db.clone();
-        on_helper(move || db.write(&batch).map_err(|e| failed("write", e))).await
+        on_helper(move || {
+            db.write(&batch).map_err(|e| failed("write", e))?;
+            watches.touch(touched.iter().map(Vec::as_slice));
+            Ok(())
+        })
+        .await
     };
     crate::rename::rename_across(db, &shared.store, keys, only_new, write).await
 }
@@ -264,6 +266,7 @@ fn flush_all(db: &Db, store: &Store) -> Reply {
         if let Err(error) = db.write(&batch) {
             return failed("flush", error);
         }
+        store.watches.touch_all();
     }
 }
 
@@ -285,43 +288,25 @@ fn delete_parts(
 }
 
 /// MSET over several shards, or MSETNX (`only_new`: 1 and all set if no key exists, else 0
-/// and nothing set): one batch, atomic across shards, that also deletes the chunks of the
-/// large values it replaces.
-fn mset(db: &Db, store: &Store, pairs: Vec<(Vec<u8>, Vec<u8>)>, only_new: bool) -> Reply {
-    let keys: Vec<&[u8]> = pairs.iter().map(|(key, _)| key.as_slice()).collect();
-    let now = now_ms();
-    let old = match db.multi_get(&keys) {
-        Err(error) => return failed("read", error),
-        Ok(values) => values,
+/// and nothing set): one transaction, isolated and atomic across shards (`across.rs`).
+async fn mset(db: &Db, store: &Store, pairs: Vec<(Vec<u8>, Vec<u8>)>, only_new: bool) -> Reply {
+    let ops = crate::command::mset_ops(pairs, only_new);
+    let combine = match only_new {
+        true => Combine::Sum,
+        false => Combine::Ok,
     };
-    let live = old
-        .iter()
-        .flatten()
-        .any(|value| Physical::decode(value).map_or(true, |physical| !physical.expired_at(now)));
-    if only_new && live {
-        return Reply::Integer(0);
+    // MSETNX commits only when every key was absent (every part answered 1).
+    let proceed: Proceed = Arc::new(move |replies: &[Reply]| {
+        !only_new || replies.iter().all(|reply| *reply == Reply::Integer(1))
+    });
+    match crate::across::run(db, store, vec![(ops, combine)], Vec::new(), proceed).await {
+        Outcome::Done(mut replies) => match replies.pop() {
+            Some(Reply::Integer(_)) => Reply::Integer(1),
+            Some(reply) => reply,
+            None => Reply::Ok,
+        },
+        Outcome::Aborted => Reply::Integer(0),
     }
-    let mut batch = WriteBatch::new();
-    for ((key, value), old) in pairs.iter().zip(&old) {
-        let written = match old {
-            Some(old) => delete_parts(store, key, old, &mut batch),
-            None => Ok(()),
-        }
-        .and_then(|()| {
-            let value = encode(Kind::String, None, value);
-            store.chunks.put(&mut batch, key, &value)
-        });
-        if let Err(reply) = written {
-            return reply;
-        }
-    }
-    let done = if only_new {
-        Reply::Integer(1)
-    } else {
-        Reply::Ok
-    };
-    db.write(&batch)
-        .map_or_else(|e| failed("write", e), |()| done)
 }
 
 /// SCAN cursor [MATCH pattern] [COUNT n] [TYPE type]: a cursor names the last key returned

@@ -259,6 +259,41 @@ fn batches_across_shards_and_tables_are_whole() {
 }
 
 #[test]
+fn a_task_writes_batches_across_shards_whole_and_durable() {
+    let d = dir("batches-async");
+    let db = open(&d, 4, Durability::Fdatasync);
+    let orders = db.table("orders").unwrap();
+    let orders_id = orders.id();
+    let written = db
+        .run_on(1, move |s| async move {
+            let mut batch = WriteBatch::new();
+            for i in 0..64 {
+                batch.put(&key(i), b"x");
+                batch.put_in(orders_id, &key(i), b"o");
+            }
+            s.db().write_async(&batch).await?;
+            let mut one_shard = WriteBatch::new();
+            one_shard.delete(&key(0));
+            s.db().write_async(&one_shard).await?;
+            s.db().write_async(&WriteBatch::new()).await
+        })
+        .unwrap();
+    written.unwrap();
+    let shards: std::collections::HashSet<_> = (0..64).map(|i| db.shard_of(&key(i))).collect();
+    assert_eq!(shards.len(), 4, "the batch spans every shard");
+    drop(orders);
+    db.close().unwrap();
+    let db = open(&d, 4, Durability::Fdatasync);
+    assert_eq!(db.range::<&[u8], _>(..).count(), 63);
+    assert_eq!(
+        db.table("orders").unwrap().range::<&[u8], _>(..).count(),
+        64
+    );
+    db.close().unwrap();
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
 fn the_blocking_api_on_a_shard_thread_is_refused_and_tasks_use_the_async_one() {
     let d = dir("on-shard");
     let db = open(&d, 2, Durability::Off);

@@ -15,7 +15,7 @@ mod strings;
 mod table;
 
 pub use session::{run_session, After, Session};
-pub use table::{plan, writes, Plan, WholeDb};
+pub use table::{mset_ops, plan, writes, Plan, WholeDb};
 
 use crate::value::Stored;
 

@@ -1,14 +1,14 @@
 //! Commands on the connection and the server: PING, ECHO, HELLO, AUTH, SELECT, QUIT, RESET,
 //! CLIENT, COMMAND, CONFIG, TIME, LASTSAVE, SHUTDOWN, FUNCTION and SCRIPT (a server without
-//! either), MULTI and DISCARD (EXEC runs in the executor), and the refusals of what the server
-//! does not do (pub/sub, WATCH).
+//! either), MULTI, DISCARD and UNWATCH (EXEC and WATCH run in the executor), and the refusals
+//! of what the server does not do (pub/sub).
 
 use super::table::known_commands;
 use super::{errors, Reply};
 use crate::shared::ServerShared;
 
 /// What a connection carries between its requests.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub struct Session {
     /// The client's id (`CLIENT ID`).
     pub id: u64,
@@ -24,6 +24,8 @@ pub struct Session {
     pub queued: Option<Vec<Vec<Vec<u8>>>>,
     /// A command queued in MULTI was refused: EXEC aborts.
     pub queue_failed: bool,
+    /// WATCH: the keys whose writes make EXEC abort (`watch.rs`).
+    pub watching: Option<crate::watch::Watching>,
     /// The peer's address, for `CLIENT LIST`.
     pub peer: String,
     /// SCAN cursors handed out: the cursor and the last key it returned.
@@ -49,6 +51,7 @@ impl Session {
             library: (String::new(), String::new()),
             queued: None,
             queue_failed: false,
+            watching: None,
             peer,
             scan_cursors: Vec::new(),
             last_scan_cursor: 0,
@@ -127,7 +130,10 @@ pub fn run_session(
             Reply::Ok
         }
         "EXEC" | "DISCARD" => return exec_or_discard(session, &name),
-        "UNWATCH" => Reply::Ok,
+        "UNWATCH" => {
+            session.watching = None;
+            Reply::Ok
+        }
         "CLUSTER" => crate::cluster::cluster_command(arguments, shared),
         "CLUSTERX" => crate::cluster::clusterx_command(session, arguments, shared),
         // No slot migrates yet (so no -ASK is sent) and there are no replicas: accepted.
@@ -140,7 +146,7 @@ pub fn run_session(
             Reply::Ok
         }
         "ASKING" => Reply::Ok,
-        "WATCH" => Reply::error("ERR WATCH is not supported by ringdb yet"),
+        "WATCH" => Reply::error("ERR WATCH runs in the executor"),
         _ => Reply::error(format!(
             "ERR '{}' is not supported: ringdb serve has no pub/sub",
             name.to_ascii_lowercase()
@@ -155,6 +161,9 @@ fn exec_or_discard(session: &mut Session, name: &str) -> (Reply, After) {
         return (Reply::Error(text), After::Continue);
     };
     let failed = std::mem::take(&mut session.queue_failed);
+    if name == "DISCARD" || failed {
+        session.watching = None;
+    }
     match (name, failed) {
         ("DISCARD", _) => (Reply::Ok, After::Continue),
         (_, true) => (

@@ -171,6 +171,18 @@ pub fn mset_part(arguments: &[Vec<u8>], _current: Option<Stored<'_>>, _now_ms: u
     }
 }
 
+/// The part of `MSETNX` for one key: `[name, key, value]`, written only where the key is
+/// absent; 1 then, else 0 (the transaction then writes nothing).
+pub fn msetnx_part(arguments: &[Vec<u8>], current: Option<Stored<'_>>, _now_ms: u64) -> Effect {
+    match current {
+        Some(_) => Effect::reply(Reply::Integer(0)),
+        None => Effect {
+            reply: Reply::Integer(1),
+            write: put(None, &arguments[2]),
+        },
+    }
+}
+
 /// `GETSET key value`.
 pub fn getset(arguments: &[Vec<u8>], current: Option<Stored<'_>>, _now_ms: u64) -> Effect {
     match string_of(current) {

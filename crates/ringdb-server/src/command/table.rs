@@ -288,6 +288,29 @@ pub fn plan(arguments: Vec<Vec<u8>>, shard_of: impl Fn(&[u8]) -> usize) -> Plan 
     plan_whole(name, arguments, shard_of)
 }
 
+/// The key operations of `MSET` (`only_new`: of `MSETNX`, each answering 1 where its key was
+/// absent and writing only then; a key named twice keeps its last value, as in Redis).
+pub fn mset_ops(pairs: Vec<(Vec<u8>, Vec<u8>)>, only_new: bool) -> Vec<KeyOp> {
+    let (name, run): (&[u8], KeyFn) = match only_new {
+        true => (b"MSETNX", strings::msetnx_part),
+        false => (b"MSET", strings::mset_part),
+    };
+    let mut ops: Vec<KeyOp> = Vec::with_capacity(pairs.len());
+    for (key, value) in pairs {
+        if only_new {
+            ops.retain(|op| op.key != key);
+        }
+        ops.push(KeyOp {
+            arguments: Arc::new(vec![name.to_vec(), key.clone(), value]),
+            key,
+            run: Run::Value(run),
+            writes: true,
+            payload: false,
+        });
+    }
+    ops
+}
+
 /// Commands over the whole database, and MSET/MSETNX.
 fn plan_whole(name: &str, arguments: Vec<Vec<u8>>, shard_of: impl Fn(&[u8]) -> usize) -> Plan {
     let count = arguments.len();
@@ -308,18 +331,8 @@ fn plan_whole(name: &str, arguments: Vec<Vec<u8>>, shard_of: impl Fn(&[u8]) -> u
             if pairs.iter().any(|(key, _)| shard_of(key) != first) {
                 return Plan::Whole(WholeDb::MsetAcross(pairs));
             }
-            let ops = pairs
-                .into_iter()
-                .map(|(key, value)| KeyOp {
-                    arguments: Arc::new(vec![arguments[0].clone(), key.clone(), value]),
-                    key,
-                    run: Run::Value(strings::mset_part),
-                    writes: true,
-                    payload: false,
-                })
-                .collect();
             Plan::Keys {
-                ops,
+                ops: mset_ops(pairs, false),
                 combine: Combine::Ok,
             }
         }

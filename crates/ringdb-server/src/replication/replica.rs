@@ -61,6 +61,9 @@ pub struct Follower {
     gate: Mutex<()>,
     loading: AtomicBool,
     progress: Mutex<Progress>,
+    /// The server's watched keys: every applied batch flags every watcher (its keys are not
+    /// listed one by one).
+    watches: Option<Arc<crate::watch::Watches>>,
 }
 
 impl Follower {
@@ -95,7 +98,11 @@ impl Follower {
         if self.stopping() {
             return Err("stopped".into());
         }
-        db.write(batch).map_err(|e| format!("{what}: {e}"))
+        db.write(batch).map_err(|e| format!("{what}: {e}"))?;
+        if let Some(watches) = &self.watches {
+            watches.touch_all();
+        }
+        Ok(())
     }
 
     /// The link's state as `ROLE` names it, and the offset applied.
@@ -167,6 +174,7 @@ pub fn start(
         gate: Mutex::new(()),
         loading: AtomicBool::new(true),
         progress: Mutex::new(Progress::default()),
+        watches: replication.store.get().map(|store| store.watches.clone()),
     });
     let me = follower.clone();
     std::thread::Builder::new()

@@ -50,6 +50,13 @@ impl WriteBatch {
         self
     }
 
+    /// Moves every operation of `other` to the end of this batch (later operations win, as
+    /// always): the parts several tasks prepared, committed as one.
+    pub fn append(&mut self, other: WriteBatch) -> &mut Self {
+        self.ops.extend(other.ops);
+        self
+    }
+
     /// Operations in the batch.
     pub fn len(&self) -> usize {
         self.ops.len()

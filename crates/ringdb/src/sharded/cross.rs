@@ -215,6 +215,30 @@ impl Db {
         outcome
     }
 
+    /// [`write_across`](Self::write_across) from a task: the commit point through the sync
+    /// thread, then every part at once.
+    pub(super) async fn write_across_async(
+        &self,
+        parts: Vec<(usize, WriteBatch)>,
+    ) -> Result<(), WriteError> {
+        let commit = self.log_across_async(&parts).await?;
+        let marker = commit.marker();
+        let committed =
+            futures_util::future::join_all(parts.into_iter().map(|(shard, part)| {
+                self.call_async(shard, move |h| commit_part(h, marker, part))
+            }))
+            .await;
+        let mut outcome = Ok(());
+        for part in committed {
+            if let Err(error) = part.map_err(WriteError::from).and_then(|part| part) {
+                outcome = outcome.and(Err(error));
+            }
+        }
+        // A failed part keeps the batch in flight, and so the log, until a reopen applies it.
+        self.across_done(commit, outcome.is_ok());
+        outcome
+    }
+
     /// The commit point: gives the batch its id, writes it to the log and makes it durable
     /// (sharing the sync with concurrent committers). Returns the id and the marker the parts
     /// carry (`None` without a log).

@@ -153,6 +153,22 @@ impl Db {
         }
     }
 
+    /// [`Db::write`] from a task (a shard's, or any runtime's): the same atomicity, without
+    /// blocking the caller's thread. Over several shards the batch log's sync runs on its
+    /// sync thread and the parts commit concurrently, each awaited.
+    pub async fn write_async(&self, batch: &WriteBatch) -> Result<(), WriteError> {
+        let mut parts = self.split_batch(batch);
+        match parts.len() {
+            0 => Ok(()),
+            1 => {
+                let (shard, part) = parts.pop().expect("one part");
+                self.call_async(shard, move |h| async move { h.write(&part).await })
+                    .await?
+            }
+            _ => self.write_across_async(parts).await,
+        }
+    }
+
     /// [`Db::get`] from a task (on a shard: in place for its own keys; another shard's keys
     /// are read in place too when their pages are resident, else handed over).
     pub async fn get_async(&self, key: &[u8]) -> Result<Option<Vec<u8>>, ReadError> {
