@@ -202,19 +202,47 @@ async fn across(
         return None;
     }
     let failed = match failed {
-        Some(reply) => Some(reply),
-        None => db
-            .write_async(&batch)
-            .await
-            .err()
-            .map(|error| Reply::error(format!("ERR write failed: {error}"))),
+        Some(reply) => {
+            held.release().await;
+            Some(reply)
+        }
+        None => commit(db, store, &mut held, batch, written).await,
     };
-    match failed {
-        Some(failed) => fail_writes(&mut replies, &wrote, &failed),
-        None => store.watches.touch(written.iter().map(Vec::as_slice)),
+    if let Some(failed) = failed {
+        fail_writes(&mut replies, &wrote, &failed);
     }
-    held.release().await;
     Some(replies)
+}
+
+/// Commits `batch` across shards, flags the watchers of the `written` keys and releases every
+/// part, in one task on a shard that runs to its end even when this transaction's future is
+/// dropped: its keys stay locked until its writes are applied. The error, if it failed.
+async fn commit(
+    db: &Db,
+    store: &Store,
+    held: &mut Held,
+    batch: WriteBatch,
+    written: Vec<Vec<u8>>,
+) -> Option<Reply> {
+    let (task_db, store) = (db.clone(), store.clone());
+    let (id, shards) = (held.id, held.shards.clone());
+    // The task releases from here on.
+    held.released = true;
+    let ran = db
+        .call_on_async(shards[0], move |_| async move {
+            let failed = task_db.write_async(&batch).await.err();
+            if failed.is_none() {
+                store.watches.touch(written.iter().map(Vec::as_slice));
+            }
+            release_all(&task_db, id, &shards).await;
+            failed.map(|error| Reply::error(format!("ERR write failed: {error}")))
+        })
+        .await;
+    ran.unwrap_or_else(|error| {
+        // The task never ran (or its shard went down): released from here.
+        held.released = false;
+        Some(shard_down(error))
+    })
 }
 
 /// On the part's shard: locks its keys and keeps them under `id`, runs its operations and
@@ -257,15 +285,18 @@ struct Held {
     released: bool,
 }
 
+/// Releases transaction `id`'s locks on every shard of `shards`.
+async fn release_all(db: &Db, id: u64, shards: &[usize]) {
+    let releases = shards
+        .iter()
+        .map(|&shard| db.call_on_async(shard, move |_| async move { release_here(id) }));
+    // A shard that is down holds nothing any more.
+    join_all(releases).await;
+}
+
 impl Held {
     async fn release(&mut self) {
-        let id = self.id;
-        let releases = self.shards.iter().map(|&shard| {
-            self.db
-                .call_on_async(shard, move |_| async move { release_here(id) })
-        });
-        // A shard that is down holds nothing any more.
-        join_all(releases).await;
+        release_all(&self.db, self.id, &self.shards).await;
         self.released = true;
     }
 }

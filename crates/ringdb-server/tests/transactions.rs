@@ -243,7 +243,7 @@ fn racing_msetnx_across_shards_has_one_winner_and_never_mixes_values() {
 #[test]
 fn connections_closed_in_the_middle_of_transactions_leave_no_key_locked() {
     let (server, address, db) = start("abandoned");
-    let keys = keys_on_every_shard(&db, "held-", 8);
+    let keys = keys_on_every_shard(&db, "held-", 400);
     for _ in 0..40 {
         let mut client = connect(address);
         let mut wire = Vec::new();

@@ -215,12 +215,26 @@ impl Db {
         outcome
     }
 
-    /// [`write_across`](Self::write_across) from a task: the commit point through the sync
-    /// thread, then every part at once.
+    /// [`write_across`](Self::write_across) from a task. The commit runs as a task of its own
+    /// on the first part's shard: once past the commit point it applies every part even when
+    /// the caller's future is dropped (a logged batch left unapplied would be applied again at
+    /// the next open, over later writes of its keys).
     pub(super) async fn write_across_async(
         &self,
         parts: Vec<(usize, WriteBatch)>,
     ) -> Result<(), WriteError> {
+        assert!(parts.len() > 1, "a batch across shards has several parts");
+        let shard = parts[0].0;
+        let db = self.clone();
+        let reply = self.submit(shard, move |_| async move { db.commit_across(parts).await })?;
+        let inbox = &self.shared.inboxes[shard];
+        inbox.watch(reply.loseable());
+        reply.await.ok_or_else(|| inbox.reply_lost())?
+    }
+
+    /// On a shard, as a task of its own: the commit point through the batch log's sync
+    /// thread, then every part at once.
+    async fn commit_across(&self, parts: Vec<(usize, WriteBatch)>) -> Result<(), WriteError> {
         let commit = self.log_across_async(&parts).await?;
         let marker = commit.marker();
         let committed =
