@@ -13,10 +13,10 @@
 //!   with. A chunk that is gone means the value was replaced meanwhile: the read starts over
 //!   (a bounded number of times).
 //! - **No chunk outlives its header** when the value is replaced, deleted or swept on its
-//!   shard: the write that removes a header deletes its chunks in the same batch. The writes
-//!   that do not run on the key's shard under its lock (MSET and MSETNX over several shards,
-//!   FLUSHDB) read the header first; a concurrent write between that read and theirs can
-//!   leave chunks nobody names (space, never a wrong value).
+//!   shard: the write that removes a header deletes its chunks in the same batch. The one
+//!   write that does not run on the key's shard under its lock (FLUSHDB) reads the header
+//!   first; a concurrent write between that read and its own can leave chunks nobody names
+//!   (space, never a wrong value).
 //!
 //! Commands never see any of it: they get the value assembled in its inline form
 //! ([`Chunks::load`]) and their writes are split again ([`Chunks::put`]).

@@ -8,6 +8,9 @@
 //!   in the shard's pages; writes on the key's shard, under the key's lock.
 //! - `exec.rs`: a connection's batch (a pipeline) grouped by shard: one hop per shard with
 //!   writes, one commit (one log record, one wait for durability) per shard and batch.
+//! - `across.rs`: EXEC, and MSET/MSETNX over several shards: one transaction that locks its
+//!   keys on every shard it touches, then commits one batch atomic across shards;
+//!   `watch.rs`: WATCH, the keys whose writes make a connection's EXEC abort.
 //! - `net/`: one worker thread per shard, each with its own io_uring: multishot accept on a
 //!   SO_REUSEPORT listener, a receive armed per connection, one send per batch of replies.
 //! - `sweep.rs`: a thread that walks the keys a chunk at a time and has their shards remove

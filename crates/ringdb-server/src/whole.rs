@@ -1,7 +1,7 @@
 //! Commands over the whole database (DBSIZE, KEYS, SCAN, RANDOMKEY, FLUSHDB, SAVE, INFO) and
-//! the writes whose keys span shards (MSET, MSETNX). They use the `Db`'s blocking calls
-//! (iterators merged across shards, batches atomic across shards), so they run on a helper
-//! thread while the worker goes on serving its other connections.
+//! the writes whose keys span shards (MSET and MSETNX: transactions of `across.rs`; RENAME).
+//! The walks use the `Db`'s blocking calls (iterators merged across shards), so they run on a
+//! helper thread while the worker goes on serving its other connections.
 
 use crate::across::{Outcome, Proceed};
 use crate::chunks::Chunks;

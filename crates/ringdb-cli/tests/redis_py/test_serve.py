@@ -3,7 +3,7 @@
 Run by crates/ringdb-cli/tests/redis_py.rs, which starts the server and passes its port:
     python3 test_serve.py PORT
 Every implemented command is driven through redis-py's own methods, in both protocols, with
-pipelines with and without MULTI/EXEC and values large enough to be stored in chunks; what the server does not do (pub/sub) must be refused
+pipelines with and without MULTI/EXEC, WATCH through redis-py's transaction helper, and values large enough to be stored in chunks; what the server does not do (pub/sub) must be refused
 with an error reply, not a hang or a dropped connection. Exits non-zero on the first failure.
 """
 
@@ -122,6 +122,51 @@ def pipelines(r, p):
     check("multi/exec across keys", pipe.execute(), [True, [b"1", b"2"]])
 
 
+def watches(r, p, port, protocol):
+    """WATCH through redis-py's own optimistic-locking helpers: a write by another client
+    (or by the same one, or an expiry) between WATCH and EXEC makes EXEC fail with WatchError."""
+    other = redis.Redis(port=port, protocol=protocol)
+    a, b = p + "w:a", p + "w:b"
+    r.mset({a: 1, b: 1})
+    pipe = r.pipeline()
+    pipe.watch(a, b)
+    check("watched read", pipe.get(a), b"1")
+    other.incr(a)
+    pipe.multi()
+    pipe.incr(a).incr(b)
+    try:
+        pipe.execute()
+        raise AssertionError("EXEC after a watched key changed must fail")
+    except redis.WatchError:
+        pass
+    pipe.reset()
+    r.set(p + "w:e", 1, px=50)
+    pipe = r.pipeline()
+    pipe.watch(p + "w:e")
+    time.sleep(0.1)
+    pipe.multi()
+    pipe.get(p + "w:e")
+    try:
+        pipe.execute()
+        raise AssertionError("EXEC after a watched key expired must fail")
+    except redis.WatchError:
+        pass
+    pipe.reset()
+
+    def move(pipe):
+        values = [int(pipe.get(key)) for key in (a, b)]
+        pipe.multi()
+        pipe.set(a, values[0] - 1).set(b, values[1] + 1)
+
+    check("transaction helper", r.transaction(move, a, b), [True, True])
+    check("moved", r.mget([a, b]), [b"1", b"2"])
+    check("msetnx taken", r.msetnx({p + "w:n1": 1, a: 9}), False)
+    check("msetnx left nothing", r.get(p + "w:n1"), None)
+    check("msetnx new", r.msetnx({p + "w:n1": 1, p + "w:n2": 2}), True)
+    check("no watched key left", r.info("clients")["total_watched_keys"], 0)
+    other.close()
+
+
 def large_values(r, p):
     """Values past one B+tree record (stored in chunks) behave as small ones do."""
     big = bytes(range(256)) * 4000  # 1,024,000 bytes
@@ -211,6 +256,7 @@ def main():
         keys(r, prefix)
         session(r, protocol)
         pipelines(r, prefix)
+        watches(r, prefix, port, protocol)
         large_values(r, prefix)
         hashes(r, prefix, protocol)
         renames(r, prefix)
