@@ -170,9 +170,10 @@ async fn across(
     let mut wrote = vec![false; count];
     let mut batch = WriteBatch::new();
     let mut written = Vec::new();
+    let mut writing = Vec::new();
     let mut failed = None;
     for part in parts {
-        let positions = part.positions.clone();
+        let (shard, positions) = (part.shard, part.positions.clone());
         // Listed before the hop: a release must reach a part whose hop is under way.
         held.shards.push(part.shard);
         let (part_replies, part_wrote, part_batch, keys) =
@@ -190,7 +191,9 @@ async fn across(
             wrote[position] = wrote_one;
         }
         match part_batch {
+            Ok(part_batch) if part_batch.is_empty() => {}
             Ok(part_batch) => {
+                writing.push(shard);
                 batch.append(part_batch);
             }
             Err(reply) => failed = Some(reply),
@@ -206,7 +209,7 @@ async fn across(
             held.release().await;
             Some(reply)
         }
-        None => commit(db, store, &mut held, batch, written).await,
+        None => commit(db, store, &mut held, (batch, writing), written).await,
     };
     if let Some(failed) = failed {
         fail_writes(&mut replies, &wrote, &failed);
@@ -214,35 +217,32 @@ async fn across(
     Some(replies)
 }
 
-/// Commits `batch` across shards, flags the watchers of the `written` keys and releases every
-/// part, in one task on a shard that runs to its end even when this transaction's future is
-/// dropped: its keys stay locked until its writes are applied. The error, if it failed.
+/// Commits `batch` across shards. On each shard it writes, the engine's task that applied
+/// that shard's part flags the watchers of the `written` keys and releases the part's locks
+/// right after it, and does so even when this transaction's future is dropped: its keys stay
+/// locked until its writes are applied. The parts that wrote nothing are released from here.
+/// The error, if it failed.
 async fn commit(
     db: &Db,
     store: &Store,
     held: &mut Held,
-    batch: WriteBatch,
+    (batch, writing): (WriteBatch, Vec<usize>),
     written: Vec<Vec<u8>>,
 ) -> Option<Reply> {
-    let (task_db, store) = (db.clone(), store.clone());
-    let (id, shards) = (held.id, held.shards.clone());
-    // The task releases from here on.
-    held.released = true;
-    let ran = db
-        .call_on_async(shards[0], move |_| async move {
-            let failed = task_db.write_async(&batch).await.err();
-            if failed.is_none() {
-                store.watches.touch(written.iter().map(Vec::as_slice));
-            }
-            release_all(&task_db, id, &shards).await;
-            failed.map(|error| Reply::error(format!("ERR write failed: {error}")))
-        })
-        .await;
-    ran.unwrap_or_else(|error| {
-        // The task never ran (or its shard went down): released from here.
-        held.released = false;
-        Some(shard_down(error))
-    })
+    let (id, watches) = (held.id, store.watches.clone());
+    // From here on the engine releases the writing parts; `held` keeps the others.
+    held.shards.retain(|shard| !writing.contains(shard));
+    let after = move |_shard: usize| {
+        watches.touch(written.iter().map(Vec::as_slice));
+        release_here(id);
+    };
+    let failed = db.write_async_then(&batch, after).await.err();
+    if failed.is_some() {
+        // Released again where the engine did already: a mark that no part ever reads.
+        release_all(db, id, &writing).await;
+    }
+    held.release().await;
+    failed.map(|error| Reply::error(format!("ERR write failed: {error}")))
 }
 
 /// On the part's shard: locks its keys and keeps them under `id`, runs its operations and

@@ -9,6 +9,8 @@ use ringdb::{
 };
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 
 fn dir(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("ringdb-sharded-{name}-{}", std::process::id()));
@@ -272,14 +274,41 @@ fn a_task_writes_batches_across_shards_whole_and_durable() {
                 batch.put(&key(i), b"x");
                 batch.put_in(orders_id, &key(i), b"o");
             }
-            s.db().write_async(&batch).await?;
+            // `after` runs once on each shard the batch writes, on that shard's thread.
+            let ran: Arc<Vec<AtomicUsize>> =
+                Arc::new((0..4).map(|_| AtomicUsize::new(0)).collect());
+            let counted = ran.clone();
+            let after = move |shard: usize| {
+                let thread = std::thread::current();
+                assert_eq!(
+                    thread.name(),
+                    Some(format!("ringdb-shard-{shard}").as_str())
+                );
+                counted[shard].fetch_add(1, Ordering::Relaxed);
+            };
+            s.db().write_async_then(&batch, after).await?;
             let mut one_shard = WriteBatch::new();
             one_shard.delete(&key(0));
-            s.db().write_async(&one_shard).await?;
-            s.db().write_async(&WriteBatch::new()).await
+            let counted = ran.clone();
+            let after = move |shard: usize| {
+                counted[shard].fetch_add(10, Ordering::Relaxed);
+            };
+            s.db().write_async_then(&one_shard, after).await?;
+            s.db().write_async(&WriteBatch::new()).await?;
+            Ok::<_, ringdb::WriteError>(
+                ran.iter()
+                    .map(|n| n.load(Ordering::Relaxed))
+                    .collect::<Vec<_>>(),
+            )
         })
         .unwrap();
-    written.unwrap();
+    let mut ran = written.unwrap();
+    ran[db.shard_of(&key(0))] -= 10;
+    assert_eq!(
+        ran,
+        vec![1, 1, 1, 1],
+        "after ran once per part, on its shard"
+    );
     let shards: std::collections::HashSet<_> = (0..64).map(|i| db.shard_of(&key(i))).collect();
     assert_eq!(shards.len(), 4, "the batch spans every shard");
     drop(orders);

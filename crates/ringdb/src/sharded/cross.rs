@@ -18,8 +18,12 @@ use crate::catalog::TableId;
 use crate::db::{DbHandle, WriteBatch};
 use crate::error::{OpenError, WriteError};
 use crate::wal::Op;
+use futures_util::future::join_all;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
+
+/// What [`Db::write_async_then`] runs on each part's shard once the part is done.
+pub(super) type AfterPart = Arc<dyn Fn(usize) + Send + Sync>;
 
 pub(crate) use crate::catalog::SYSTEM_TABLE;
 
@@ -218,30 +222,52 @@ impl Db {
     /// [`write_across`](Self::write_across) from a task. The commit runs as a task of its own
     /// on the first part's shard: once past the commit point it applies every part even when
     /// the caller's future is dropped (a logged batch left unapplied would be applied again at
-    /// the next open, over later writes of its keys).
+    /// the next open, over later writes of its keys). `after` runs on each part's shard once
+    /// its part is done.
     pub(super) async fn write_across_async(
         &self,
         parts: Vec<(usize, WriteBatch)>,
+        after: AfterPart,
     ) -> Result<(), WriteError> {
         assert!(parts.len() > 1, "a batch across shards has several parts");
         let shard = parts[0].0;
         let db = self.clone();
-        let reply = self.submit(shard, move |_| async move { db.commit_across(parts).await })?;
+        let commit = move |_| async move { db.commit_across(parts, after).await };
+        let reply = self.submit(shard, commit)?;
         let inbox = &self.shared.inboxes[shard];
         inbox.watch(reply.loseable());
         reply.await.ok_or_else(|| inbox.reply_lost())?
     }
 
     /// On a shard, as a task of its own: the commit point through the batch log's sync
-    /// thread, then every part at once.
-    async fn commit_across(&self, parts: Vec<(usize, WriteBatch)>) -> Result<(), WriteError> {
-        let commit = self.log_across_async(&parts).await?;
+    /// thread, then every part at once, each followed by `after` on its shard.
+    async fn commit_across(
+        &self,
+        parts: Vec<(usize, WriteBatch)>,
+        after: AfterPart,
+    ) -> Result<(), WriteError> {
+        let commit = match self.log_across_async(&parts).await {
+            Ok(commit) => commit,
+            Err(error) => {
+                let shards = parts.iter().map(|(shard, _)| *shard);
+                join_all(shards.map(|shard| {
+                    let after = after.clone();
+                    self.call_async(shard, move |_| async move { after(shard) })
+                }))
+                .await;
+                return Err(error);
+            }
+        };
         let marker = commit.marker();
-        let committed =
-            futures_util::future::join_all(parts.into_iter().map(|(shard, part)| {
-                self.call_async(shard, move |h| commit_part(h, marker, part))
-            }))
-            .await;
+        let committed = join_all(parts.into_iter().map(|(shard, part)| {
+            let after = after.clone();
+            self.call_async(shard, move |h| async move {
+                let applied = commit_part(h, marker, part).await;
+                after(shard);
+                applied
+            })
+        }))
+        .await;
         let mut outcome = Ok(());
         for part in committed {
             if let Err(error) = part.map_err(WriteError::from).and_then(|part| part) {

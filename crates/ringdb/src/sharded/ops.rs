@@ -6,6 +6,7 @@
 //! single-thread database; one that spans shards goes through the cross-shard commit
 //! (`cross.rs`).
 
+use super::cross::AfterPart;
 use super::packed::Packed;
 use super::{gather, Db};
 use crate::db::{DbHandle, WriteBatch};
@@ -13,6 +14,7 @@ use crate::error::{ReadError, WriteError};
 use crate::wal::Op;
 use crate::TableId;
 use futures_util::future::join_all;
+use std::sync::Arc;
 
 impl Db {
     /// The value of `key`, if present. Read on the caller's thread, in place, when its pages
@@ -157,15 +159,34 @@ impl Db {
     /// blocking the caller's thread. Over several shards the batch log's sync runs on its
     /// sync thread and the parts commit concurrently, each awaited.
     pub async fn write_async(&self, batch: &WriteBatch) -> Result<(), WriteError> {
+        self.write_async_then(batch, |_| {}).await
+    }
+
+    /// [`Db::write_async`], then `after(shard)` on the thread of each shard the batch writes,
+    /// in the task that applied that shard's part, as soon as it is done (applied, failed, or
+    /// not applied because the commit point failed). Once the batch is handed over this
+    /// happens even when the caller's future is dropped (a part is never left half done). A
+    /// program that keeps state of its own per shard for the batch (its locks there, say)
+    /// releases it in `after`, without another hand-over.
+    pub async fn write_async_then(
+        &self,
+        batch: &WriteBatch,
+        after: impl Fn(usize) + Send + Sync + 'static,
+    ) -> Result<(), WriteError> {
+        let after: AfterPart = Arc::new(after);
         let mut parts = self.split_batch(batch);
         match parts.len() {
             0 => Ok(()),
             1 => {
                 let (shard, part) = parts.pop().expect("one part");
-                self.call_async(shard, move |h| async move { h.write(&part).await })
-                    .await?
+                let applied = move |h: DbHandle| async move {
+                    let written = h.write(&part).await;
+                    after(shard);
+                    written
+                };
+                self.call_async(shard, applied).await?
             }
-            _ => self.write_across_async(parts).await,
+            _ => self.write_across_async(parts, after).await,
         }
     }
 
