@@ -2,11 +2,17 @@
 //! protocol).
 //!
 //! The coordinator serialises cross-shard commits: under its lock a batch gets its id and its
-//! record goes into the batch log (durable per the durability mode); then each part goes to
-//! its shard as one batch with the marker of the batch's id, and the caller waits for every
-//! part. The shards apply parts concurrently with everything else they do, so the batch
-//! becomes visible shard by shard (it is atomic, not isolated: a reader on two shards can see
-//! one part before the other). Single-shard batches never come here.
+//! record goes into the batch log (durable per the durability mode, the sync shared by
+//! concurrent committers on the batch log's sync thread); then each part goes to its shard as
+//! one batch with the marker of the batch's id, and the caller waits until every part is
+//! applied, not until each is durable in its shard's log: the batch log's record already
+//! makes the batch durable (a part a crash takes lacks its marker, and the reopen applies it
+//! from the batch log). The batch stays in flight, which keeps the batch log from being
+//! emptied, until every part is durable in its shard's log too. The commit runs as a task of
+//! its own on a shard, so a caller that stops waiting never leaves a batch half applied. The
+//! shards apply parts concurrently with everything else they do, so the batch becomes visible
+//! shard by shard (it is atomic, not isolated: a reader on two shards can see one part before
+//! the other). Single-shard batches never come here.
 //!
 //! Without a log (durability `off`) nothing survives a crash anyway: the parts are simply
 //! applied.
@@ -18,8 +24,10 @@ use crate::catalog::TableId;
 use crate::db::{DbHandle, WriteBatch};
 use crate::error::{OpenError, WriteError};
 use crate::wal::Op;
+use super::reply::{self, ReplyReceiver, ReplySender};
 use futures_util::future::join_all;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// What [`Db::write_async_then`] runs on each part's shard once the part is done.
@@ -151,6 +159,79 @@ async fn commit_part(
     h.write(&part).await
 }
 
+/// The parts of a batch across shards not yet durable in their shards' logs: the last one
+/// ends the batch's time in flight.
+struct PartsPending {
+    db: Db,
+    remaining: AtomicUsize,
+    failed: AtomicBool,
+    commit: Mutex<Option<crate::txn::AcrossCommit>>,
+}
+
+impl PartsPending {
+    /// One part is durable (`durable`) or failed.
+    fn part_done(&self, durable: bool) {
+        if !durable {
+            self.failed.store(true, Ordering::Release);
+        }
+        if self.remaining.fetch_sub(1, Ordering::AcqRel) == 1 {
+            let commit = self.commit.lock().unwrap_or_else(|p| p.into_inner()).take();
+            let all_durable = !self.failed.load(Ordering::Acquire);
+            if let Some(commit) = commit {
+                self.db.across_done(commit, all_durable);
+            }
+        }
+    }
+}
+
+/// A reply that reports a part the shard never took.
+fn refused(error: crate::error::ShardError) -> ReplyReceiver<Result<(), WriteError>> {
+    let (sent, reply) = reply::channel();
+    sent.send(Err(WriteError::from(error)));
+    reply
+}
+
+/// On the part's shard: applies the part (with the batch's marker), runs `after` and
+/// replies as soon as it is in the tree (or failed before), then waits for its durability
+/// and tells `pending`.
+fn apply_part(
+    shard: usize,
+    (marker, mut part): (Option<u64>, WriteBatch),
+    after: AfterPart,
+    pending: Arc<PartsPending>,
+    sent: ReplySender<Result<(), WriteError>>,
+) -> impl FnOnce(DbHandle) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()>>> + Send {
+    move |h: DbHandle| {
+        Box::pin(async move {
+            let reply = std::rc::Rc::new(std::cell::Cell::new(Some(sent)));
+            let (early, after_applied) = (reply.clone(), after.clone());
+            let on_applied = move || {
+                after_applied(shard);
+                if let Some(sent) = early.take() {
+                    sent.send(Ok(()));
+                }
+            };
+            let written = match marker {
+                Some(id) => match h.create_table(SYSTEM_TABLE).await {
+                    Ok(system) => {
+                        part.put_in(system, &id.to_be_bytes(), b"");
+                        h.write_then(&part, on_applied).await
+                    }
+                    Err(error) => Err(error),
+                },
+                None => h.write_then(&part, on_applied).await,
+            };
+            let durable = written.is_ok();
+            if let Some(sent) = reply.take() {
+                // Never applied: `after` still runs, and the caller gets the error.
+                after(shard);
+                sent.send(written);
+            }
+            pending.part_done(durable);
+        })
+    }
+}
+
 /// Whether the part of batch `id` is on this shard already.
 async fn has_marker(h: DbHandle, id: u64) -> Result<bool, WriteError> {
     let system = h.create_table(SYSTEM_TABLE).await?;
@@ -187,36 +268,17 @@ async fn delete_markers(h: DbHandle, last: u64) -> Result<(), WriteError> {
 }
 
 impl Db {
-    /// Commits a batch whose parts live on several shards (see the module doc).
+    /// Commits a batch whose parts live on several shards (see the module doc), blocking the
+    /// calling thread: the commit runs as [`write_across_async`](Self::write_across_async)'s
+    /// does, as a task on the first part's shard.
     pub(super) fn write_across(&self, parts: Vec<(usize, WriteBatch)>) -> Result<(), WriteError> {
-        let coordinator = self.shared.coordinator();
-        let (id, marker) = self.log_batch(coordinator, &parts)?;
-        let replies: Vec<_> = parts
-            .into_iter()
-            .map(|(shard, part)| {
-                (
-                    shard,
-                    self.submit(shard, move |h| commit_part(h, marker, part)),
-                )
-            })
-            .collect();
-        let mut outcome = Ok(());
-        for (shard, reply) in replies {
-            let part = reply
-                .map_err(WriteError::from)
-                .and_then(|reply| self.wait(shard, reply).map_err(WriteError::from)?);
-            if outcome.is_ok() {
-                outcome = part;
-            }
-        }
-        if outcome.is_ok() {
-            // A failed part keeps its batch "in flight", and so the log, until a reopen
-            // applies it.
-            coordinator.lock().in_flight -= 1;
-        } else {
-            tracing::error!("cross-shard batch {id}: a part failed after the commit point");
-        }
-        outcome
+        assert!(parts.len() > 1, "a batch across shards has several parts");
+        let shard = parts[0].0;
+        let db = self.clone();
+        let after: AfterPart = Arc::new(|_| {});
+        let commit = move |_| async move { db.commit_across(parts, after).await };
+        let reply = self.submit(shard, commit)?;
+        self.wait(shard, reply)?
     }
 
     /// [`write_across`](Self::write_across) from a task. The commit runs as a task of its own
@@ -240,7 +302,11 @@ impl Db {
     }
 
     /// On a shard, as a task of its own: the commit point through the batch log's sync
-    /// thread, then every part at once, each followed by `after` on its shard.
+    /// thread, then every part at once, each followed by `after` on its shard as soon as it is
+    /// in the shard's tree. Returns once every part is applied, without waiting for the
+    /// shards' logs: the batch log's durable record is what makes the batch durable (a part
+    /// lost in a crash lacks its marker, and the reopen applies it from there). The batch stays
+    /// in flight, and so in the batch log, until every part is durable in its shard's log too.
     async fn commit_across(
         &self,
         parts: Vec<(usize, WriteBatch)>,
@@ -259,29 +325,38 @@ impl Db {
             }
         };
         let marker = commit.marker();
-        let committed = join_all(parts.into_iter().map(|(shard, part)| {
-            let after = after.clone();
-            self.call_async(shard, move |h| async move {
-                let applied = commit_part(h, marker, part).await;
-                after(shard);
-                applied
-            })
-        }))
-        .await;
-        let mut outcome = Ok(());
-        for part in committed {
-            if let Err(error) = part.map_err(WriteError::from).and_then(|part| part) {
-                outcome = outcome.and(Err(error));
+        let pending = Arc::new(PartsPending {
+            db: self.clone(),
+            remaining: AtomicUsize::new(parts.len()),
+            failed: AtomicBool::new(false),
+            commit: Mutex::new(Some(commit)),
+        });
+        let mut applied = Vec::with_capacity(parts.len());
+        for (shard, part) in parts {
+            let (sent, reply) = reply::channel();
+            let task = apply_part(shard, (marker, part), after.clone(), pending.clone(), sent);
+            match self.submit_to(shard, task, |()| ()) {
+                Ok(()) => applied.push((shard, reply)),
+                Err(error) => {
+                    pending.part_done(false);
+                    applied.push((shard, refused(error)));
+                }
             }
         }
-        // A failed part keeps the batch in flight, and so the log, until a reopen applies it.
-        self.across_done(commit, outcome.is_ok());
+        let mut outcome = Ok(());
+        for (shard, reply) in applied {
+            let inbox = &self.shared.inboxes[shard];
+            inbox.watch(reply.loseable());
+            let part = reply.await.ok_or_else(|| WriteError::from(inbox.reply_lost()));
+            outcome = outcome.and(part.and_then(|part| part));
+        }
         outcome
     }
 
     /// The commit point: gives the batch its id, writes it to the log and makes it durable
     /// (sharing the sync with concurrent committers). Returns the id and the marker the parts
     /// carry (`None` without a log).
+    #[cfg(any(test, feature = "__internal"))]
     pub(super) fn log_batch(
         &self,
         coordinator: &Coordinator,
