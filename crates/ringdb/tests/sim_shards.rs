@@ -6,8 +6,11 @@
 //! writes a record of itself. The cut is aimed at a step of the cross-shard commit: a batch
 //! log record written but not synced, the commit point just passed (parts not yet on their
 //! shards), a shard's log write, a data file write (checkpoints and eviction), or a random
-//! moment. After each cut the database reopens and must hold every acknowledged transfer, no
-//! transfer half applied (the balances are what the present records say), and the same sum.
+//! moment. Beside them a thread writes blind batches across shards (`Db::write`: the cross-
+//! shard batch log without transactions, whose caller is answered once the parts are applied,
+//! before the shards' logs are synced). After each cut the database reopens and must hold
+//! every acknowledged transfer and batch, no transfer half applied (the balances are what the
+//! present records say), the same sum, and every batch whole or absent.
 //!
 //! A seed picks the step, the cut's position and which writes survive; the threads'
 //! interleaving is the machine's, so a seed does not replay exactly (`RINGDB_SIM_SEED=<n>`
@@ -17,7 +20,9 @@ use ringdb::TxnError;
 mod bank;
 
 use bank::{account, amount, check, next_transfer, record_value, transfer};
-use ringdb::{Db, DbTransaction, Durability, FileSet, OpenError, Options, ShardStorage, Storage};
+use ringdb::{
+    Db, DbTransaction, Durability, FileSet, OpenError, Options, ShardStorage, Storage, WriteBatch,
+};
 use ringdb_io::{BlockingFile, OpKind, SimDisk};
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -139,6 +144,41 @@ fn task_thread(db: Db, shard: usize, tag: String, mut state: u64, acked: Acked) 
     });
 }
 
+/// Keys of each blind batch: its name, and the name with `/1` to `/3` (most batches span
+/// both shards).
+const BATCH_KEYS: usize = 4;
+
+/// A thread of blind batches across shards until one fails (the power is off): batch `n`
+/// puts its name under its keys; an acknowledged batch is listed by its name.
+fn batch_thread(db: Db, tag: String, acked: Acked) {
+    for n in 0..TRANSFERS_MAX {
+        let name = format!("batch/{tag}/{n:05}");
+        let mut batch = WriteBatch::new();
+        batch.put(name.as_bytes(), name.as_bytes());
+        for part in 1..BATCH_KEYS {
+            batch.put(format!("{name}/{part}").as_bytes(), name.as_bytes());
+        }
+        if db.write(&batch).is_err() {
+            return;
+        }
+        acked.lock().unwrap().push(name);
+    }
+}
+
+/// Every batch present is whole: all its keys, or none.
+fn check_batches_whole(db: &Db, context: &str) -> usize {
+    let mut keys_of: std::collections::HashMap<Vec<u8>, usize> = Default::default();
+    for pair in db.prefix(b"batch/") {
+        let (_, name) = pair.unwrap_or_else(|e| panic!("{context}: scan: {e}"));
+        *keys_of.entry(name).or_default() += 1;
+    }
+    for (name, keys) in &keys_of {
+        let name = String::from_utf8_lossy(name);
+        assert_eq!(keys, &BATCH_KEYS, "{context}: batch {name} half applied");
+    }
+    keys_of.len()
+}
+
 /// Where a round's cut is aimed.
 #[derive(Clone, Copy, Debug)]
 enum Aim {
@@ -195,6 +235,11 @@ fn spawn_transfers(db: &Db, seed: u64, round: u64, acked: &Acked) -> Vec<JoinHan
             user_thread(db, tag, start, acked)
         }));
     }
+    let (batches, batch_acked) = (db.clone(), acked.clone());
+    let tag = format!("{seed}/{round}");
+    threads.push(std::thread::spawn(move || {
+        batch_thread(batches, tag, batch_acked)
+    }));
     let (db, acked, start) = (db.clone(), acked.clone(), state(2));
     let tag = format!("{seed}/{round}/t");
     let shard = (round % u64::from(SHARDS)) as usize;
@@ -270,9 +315,10 @@ fn one_disk(seed: u64, dir: &Path) -> u64 {
         let context = format!("seed {seed} round {round} ({aim:?}, aimed: {aimed})");
         let db = open(&sim, dir).unwrap_or_else(|e| panic!("{context}: reopen: {e}"));
         let present = check(&db, &acked, &context);
+        let batches = check_batches_whole(&db, &context);
         let stats = sim.stats();
         eprintln!(
-            "{context}: {} acknowledged, {present} present; the cut dropped {} writes, kept {}, tore {}",
+            "{context}: {} acknowledged, {present} transfers and {batches} batches present; the cut dropped {} writes, kept {}, tore {}",
             acked.len(), stats.cut_writes_dropped, stats.cut_writes_kept, stats.cut_writes_torn
         );
         db.close()

@@ -18,13 +18,13 @@
 //! applied.
 
 use super::batch_log::{BatchLog, LoggedBatch};
+use super::reply::{self, ReplyReceiver, ReplySender};
 use super::syncer::Syncer;
 use super::Db;
 use crate::catalog::TableId;
 use crate::db::{DbHandle, WriteBatch};
 use crate::error::{OpenError, WriteError};
 use crate::wal::Op;
-use super::reply::{self, ReplyReceiver, ReplySender};
 use futures_util::future::join_all;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -347,7 +347,9 @@ impl Db {
         for (shard, reply) in applied {
             let inbox = &self.shared.inboxes[shard];
             inbox.watch(reply.loseable());
-            let part = reply.await.ok_or_else(|| WriteError::from(inbox.reply_lost()));
+            let part = reply
+                .await
+                .ok_or_else(|| WriteError::from(inbox.reply_lost()));
             outcome = outcome.and(part.and_then(|part| part));
         }
         outcome
