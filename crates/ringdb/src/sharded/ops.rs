@@ -163,8 +163,9 @@ impl Db {
     }
 
     /// [`Db::write_async`], then `after(shard)` on the thread of each shard the batch writes,
-    /// in the task that applied that shard's part, as soon as it is done (applied, failed, or
-    /// not applied because the commit point failed). Once the batch is handed over this
+    /// in the task that applies that shard's part, as soon as the part is in the shard's tree
+    /// (before the wait for its durability: whoever sees it and writes is logged after it), or
+    /// has failed, or was never applied because the commit point failed. Once the batch is handed over this
     /// happens even when the caller's future is dropped (a part is never left half done). A
     /// program that keeps state of its own per shard for the batch (its locks there, say)
     /// releases it in `after`, without another hand-over.
@@ -180,8 +181,15 @@ impl Db {
             1 => {
                 let (shard, part) = parts.pop().expect("one part");
                 let applied = move |h: DbHandle| async move {
-                    let written = h.write(&part).await;
-                    after(shard);
+                    let ran = std::cell::Cell::new(false);
+                    let on_applied = || {
+                        ran.set(true);
+                        after(shard);
+                    };
+                    let written = h.write_then(&part, on_applied).await;
+                    if !ran.get() {
+                        after(shard);
+                    }
                     written
                 };
                 self.call_async(shard, applied).await?
