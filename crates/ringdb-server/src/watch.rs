@@ -69,9 +69,13 @@ impl Watches {
         }
     }
 
-    /// Keys watched now, over every connection.
+    /// Keys watched now by any connection (a key two connections watch counts once, as in
+    /// Redis's `total_watched_keys`).
     pub fn watched(&self) -> usize {
-        self.watched.load(Ordering::Relaxed)
+        match self.watched.load(Ordering::Relaxed) {
+            0 => 0,
+            _ => self.lock().len(),
+        }
     }
 }
 
@@ -197,12 +201,13 @@ mod tests {
             "a key is watched once"
         );
         second.add(&[b"b".to_vec()]);
-        assert_eq!(watches.watched(), 3);
+        assert_eq!(watches.watched(), 2, "a key two connections watch counts once");
         watches.touch([&b"a"[..]]);
         assert!(first.broken(0));
         assert!(!second.broken(0));
         drop(first);
         assert_eq!(watches.watched(), 1);
+        assert_eq!(watches.watched.load(Ordering::Relaxed), 1);
         watches.touch([&b"a"[..]]);
         assert!(!second.broken(0));
         second.set_deadline(b"b", Some(50));
