@@ -201,7 +201,11 @@ mod tests {
             "a key is watched once"
         );
         second.add(&[b"b".to_vec()]);
-        assert_eq!(watches.watched(), 2, "a key two connections watch counts once");
+        assert_eq!(
+            watches.watched(),
+            2,
+            "a key two connections watch counts once"
+        );
         watches.touch([&b"a"[..]]);
         assert!(first.broken(0));
         assert!(!second.broken(0));
