@@ -293,3 +293,58 @@ fn connections_closed_in_the_middle_of_transactions_leave_no_key_locked() {
     server.shutdown();
     server.wait().expect("stops");
 }
+
+#[test]
+fn watch_refusals_are_redis_errors_and_leave_nothing_registered() {
+    let (server, address, _db) = start("refusals");
+    let mut client = connect(address);
+    // WATCH inside MULTI is refused, and the transaction still runs.
+    let replies = client
+        .pipeline(&[
+            words(&["MULTI"]),
+            words(&["WATCH", "a"]),
+            words(&["SET", "a", "1"]),
+            words(&["EXEC"]),
+        ])
+        .unwrap();
+    assert_eq!(
+        replies[1],
+        Value::Error("ERR WATCH inside MULTI is not allowed".into())
+    );
+    assert_eq!(replies[3], Value::Array(vec![Value::Simple("OK".into())]));
+    // Past the bound on watched keys: refused whole, nothing registered.
+    let mut watch = vec!["WATCH".to_string()];
+    watch.extend((0..16 * 1024 + 1).map(|i| format!("key-{i}")));
+    let refused = client.command(&watch).unwrap();
+    assert!(
+        matches!(&refused, Value::Error(text) if text.contains("at most")),
+        "{refused:?}"
+    );
+    let info = client
+        .command(&["INFO", "clients"])
+        .unwrap()
+        .text()
+        .unwrap();
+    assert!(info.contains("total_watched_keys:0"), "{info}");
+    // UNWATCH and EXEC without MULTI answer as Redis does; a watch survives neither.
+    assert_eq!(
+        client.command(&["WATCH", "a"]).unwrap(),
+        Value::Simple("OK".into())
+    );
+    assert_eq!(
+        client.command(&["UNWATCH"]).unwrap(),
+        Value::Simple("OK".into())
+    );
+    assert_eq!(
+        client.command(&["EXEC"]).unwrap(),
+        Value::Error("ERR EXEC without MULTI".into())
+    );
+    let info = client
+        .command(&["INFO", "clients"])
+        .unwrap()
+        .text()
+        .unwrap();
+    assert!(info.contains("total_watched_keys:0"), "{info}");
+    server.shutdown();
+    server.wait().expect("stops");
+}
