@@ -214,13 +214,16 @@ impl BufferManager {
         (dirty, freed)
     }
 
-    /// A round that wrote nothing: when it freed nothing either, run a checkpoint if only
-    /// dirty pages are left in a pool that may not steal, else wait for the next change in the
-    /// free frames (pages in I/O or pinned). `flag` ends the round.
+    /// A round that wrote nothing: run a checkpoint when it freed nothing and dirty pages that
+    /// may not be written back are left, or when it freed less than a batch and such pages
+    /// fill most of the pool (see [`mostly_unstealable`](Self::mostly_unstealable)); else,
+    /// when it freed nothing, wait for the next change in the free frames (pages in I/O or
+    /// pinned). `flag` ends the round.
     async fn after_clean_round(&self, freed: u64, flag: EvictingFlag) -> Result<(), StorageError> {
         let inner = &self.inner;
         let hook = inner.checkpoint.borrow().clone();
-        if freed == 0 && inner.unstealable_dirty() > 0 {
+        let unstealable = inner.unstealable_dirty();
+        if (freed == 0 && unstealable > 0) || self.mostly_unstealable(freed, unstealable) {
             if let Some(hook) = hook {
                 // Every evictable page is dirty and may not be written back: only a
                 // checkpoint can make them clean.
@@ -236,6 +239,21 @@ impl BufferManager {
         }
         drop(flag);
         Ok(())
+    }
+
+    /// Whether a round that freed `freed` clean pages left a pool whose pages are mostly dirty
+    /// and may not be written back (`unstealable`, more than three quarters of the frames):
+    /// then only a checkpoint makes room. Freeing a few clean pages is no way out: one large
+    /// batch (a multi-megabyte value) that needs more pages than are clean would trade the
+    /// last clean frames among its own pages forever, each round freeing one, and never run
+    /// the checkpoint that a round freeing none runs.
+    fn mostly_unstealable(&self, freed: u64, unstealable: usize) -> bool {
+        let frames = self.inner.cfg.frames;
+        debug_assert!(
+            unstealable <= frames,
+            "{unstealable} dirty pages in {frames} frames"
+        );
+        freed < self.inner.cfg.evict_batch as u64 && unstealable * 4 > frames * 3
     }
 
     /// Writes the dirty victims and frees those written; a page whose write failed stays
