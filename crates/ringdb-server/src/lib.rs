@@ -39,6 +39,7 @@ mod across;
 mod apply;
 mod chunks;
 pub mod client;
+mod clients;
 pub mod cluster;
 mod command;
 mod config;

@@ -25,6 +25,8 @@ pub struct ServerShared {
     pub output_limit_closes: AtomicU64,
     /// Expired keys the sweep removed.
     pub expired_keys: AtomicU64,
+    /// Every open connection (`CLIENT LIST`, `CLIENT KILL`).
+    pub client_table: std::sync::Arc<crate::clients::ClientTable>,
     /// The chunk and field tables.
     pub store: Store,
     /// This node's view of the cluster (or, not in cluster mode, its id alone).
@@ -57,6 +59,7 @@ impl ServerShared {
             protocol_errors: AtomicU64::new(0),
             output_limit_closes: AtomicU64::new(0),
             expired_keys: AtomicU64::new(0),
+            client_table: Default::default(),
             store,
             cluster,
             replication,
@@ -65,6 +68,20 @@ impl ServerShared {
             last_save_secs: AtomicU64::new(crate::value::now_ms() / 1000),
             shutdown: AtomicBool::new(false),
             bound: Mutex::new(None),
+        }
+    }
+
+    /// `CONFIG RESETSTAT`: the counters INFO's stats section reports start again from zero.
+    pub fn reset_statistics(&self) {
+        for counter in [
+            &self.connections_received,
+            &self.rejected_connections,
+            &self.commands,
+            &self.protocol_errors,
+            &self.output_limit_closes,
+            &self.expired_keys,
+        ] {
+            counter.store(0, Ordering::Relaxed);
         }
     }
 

@@ -183,6 +183,63 @@ def large_values(r, p):
     check("get deleted", r.get(p + "big"), None)
 
 
+def replaced_large_value(r, p):
+    """A value of several megabytes written over one of its size: the batch (its chunks, the
+    old chunks' deletes) dirties more pages than the default pool has clean (a livelock once)."""
+    for fill in (b"a", b"b"):
+        value = fill * 5_000_000
+        check("set 5 MB", r.set(p + "huge", value), True)
+        check("get 5 MB", r.get(p + "huge") == value, True)
+    check("del 5 MB", r.delete(p + "huge"), 1)
+
+
+def refused(label, call, expected):
+    """`call` must get an error reply whose text contains `expected`."""
+    try:
+        call()
+    except redis.ResponseError as error:
+        check(label, expected in str(error), True)
+        return
+    raise AssertionError(f"{label}: no error reply")
+
+
+def wait_gone(r, client_id):
+    """Waits (bounded) until connection `client_id` left CLIENT LIST."""
+    for _ in range(100):
+        if not r.client_list(client_id=[client_id]):
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"client {client_id} still listed after CLIENT KILL")
+
+
+def clients(r, port, protocol):
+    """CLIENT LIST shows every connection, CLIENT KILL ends others (and itself, after its
+    reply), COMMAND GETKEYS names a command's keys; their malformed forms get errors."""
+    other = redis.Redis(port=port, protocol=protocol)
+    other.client_setname("other")
+    other_id = other.client_id()
+    listed = r.client_list(client_id=[other_id])
+    check("client list id", [c["name"] for c in listed], ["other"])
+    check("client list laddr", listed[0]["laddr"].endswith(f":{port}"), True)
+    check("client list all", len(r.client_list()) >= 2, True)
+    refused("client list bad id", lambda: r.execute_command("CLIENT", "LIST", "ID", "0"), "Invalid client ID")
+    refused("client kill nobody", lambda: r.execute_command("CLIENT", "KILL", "1.2.3.4:5"), "No such client")
+    refused("client kill bad id", lambda: r.execute_command("CLIENT", "KILL", "ID", "x"), "client-id")
+    refused("client kill bad filter", lambda: r.execute_command("CLIENT", "KILL", "COLOR", "red"), "syntax")
+    check("client kill id", r.client_kill_filter(_id=other_id), 1)
+    wait_gone(r, other_id)
+    own = redis.Redis(port=port, protocol=protocol)
+    own_id = own.client_id()
+    check("client kill self", own.execute_command("CLIENT", "KILL", "ID", own_id, "SKIPME", "no"), 1)
+    wait_gone(r, own_id)
+    keys = r.command_getkeys("MSET", "a", "1", "b", "2")
+    check("command getkeys", [k.encode() if isinstance(k, str) else k for k in keys], [b"a", b"b"])
+    refused("getkeys unknown", lambda: r.command_getkeys("NOSUCH", "a"), "Invalid command")
+    refused("getkeys no keys", lambda: r.command_getkeys("PING"), "no key arguments")
+    refused("getkeys arity", lambda: r.command_getkeys("GET", "a", "b"), "number of arguments")
+    check("still serving", r.ping(), True)
+
+
 def hashes(r, p, protocol):
     h = p + "h"
     check("hset mapping", r.hset(h, mapping={"a": 1, "b": 2}), 2)
@@ -250,7 +307,7 @@ def refusals(r):
 def main():
     port = int(sys.argv[1])
     for protocol in (2, 3):
-        r = redis.Redis(port=port, protocol=protocol)
+        r = redis.Redis(port=port, protocol=protocol, socket_timeout=60)
         prefix = f"{time.time_ns()}:resp{protocol}:"
         strings(r, prefix)
         keys(r, prefix)
@@ -258,6 +315,8 @@ def main():
         pipelines(r, prefix)
         watches(r, prefix, port, protocol)
         large_values(r, prefix)
+        replaced_large_value(r, prefix)
+        clients(r, port, protocol)
         hashes(r, prefix, protocol)
         renames(r, prefix)
         refusals(r)

@@ -94,7 +94,11 @@ pub fn run_session(
     let reply = match name.as_str() {
         "PING" => ping(session, arguments),
         "ECHO" => Reply::Bulk(arguments[1].clone()),
-        "HELLO" => hello(session, arguments, shared),
+        "HELLO" => {
+            let reply = hello(session, arguments, shared);
+            shared.client_table.describe(session.id, described(session));
+            reply
+        }
         "AUTH" => auth(session, arguments, shared),
         "SELECT" => match super::parse_integer(&arguments[1]) {
             Some(0) => Reply::Ok,
@@ -108,9 +112,17 @@ pub fn run_session(
                 shared.password().is_some(),
                 session.peer.clone(),
             );
+            shared.client_table.describe(session.id, described(session));
             Reply::Simple("RESET".into())
         }
-        "CLIENT" => client(session, arguments),
+        "CLIENT" => {
+            let (reply, after) = client(session, arguments, shared);
+            shared.client_table.describe(session.id, described(session));
+            if after != After::Continue {
+                return (reply, after);
+            }
+            reply
+        }
         "COMMAND" => command(arguments),
         "CONFIG" => config(arguments, shared),
         "TIME" => {
@@ -253,53 +265,187 @@ fn hello(session: &mut Session, arguments: &[Vec<u8>], shared: &ServerShared) ->
     ])
 }
 
-fn client(session: &mut Session, arguments: &[Vec<u8>]) -> Reply {
+/// What the connection's entry in the server's table of clients shows of its session.
+fn described(session: &Session) -> crate::clients::Described {
+    crate::clients::Described {
+        name: session.name.clone().unwrap_or_default(),
+        library_name: session.library.0.clone(),
+        library_version: session.library.1.clone(),
+        resp: if session.resp3 { 3 } else { 2 },
+    }
+}
+
+fn client(session: &mut Session, arguments: &[Vec<u8>], shared: &ServerShared) -> (Reply, After) {
     let sub = upper(&arguments[1]);
-    match (sub.as_str(), arguments.len()) {
+    let reply = match (sub.as_str(), arguments.len()) {
         ("ID", 2) => Reply::Integer(session.id as i64),
         ("GETNAME", 2) => session
             .name
             .clone()
             .map_or(Reply::Null, |name| Reply::Bulk(name.into_bytes())),
-        ("SETNAME", 3) => {
-            let name = String::from_utf8_lossy(&arguments[2]).into_owned();
-            if name.contains(' ') || name.contains('\n') {
-                return Reply::error(
-                    "ERR Client names cannot contain spaces, newlines or special characters.",
-                );
-            }
-            session.name = (!name.is_empty()).then_some(name);
-            Reply::Ok
-        }
-        ("SETINFO", 4) => {
-            let value = String::from_utf8_lossy(&arguments[3]).into_owned();
-            match upper(&arguments[2]).as_str() {
-                "LIB-NAME" => session.library.0 = value,
-                "LIB-VER" => session.library.1 = value,
-                _ => {
-                    return Reply::error(format!(
-                        "ERR Unrecognized option '{}'",
-                        String::from_utf8_lossy(&arguments[2])
-                    ))
-                }
-            }
-            Reply::Ok
-        }
-        ("INFO", 2) => Reply::Verbatim(client_line(session) + "\n"),
-        ("LIST", _) => Reply::Verbatim(client_line(session) + "\n"),
+        ("SETNAME", 3) => client_set_name(session, &arguments[2]),
+        ("SETINFO", 4) => client_set_info(session, &arguments[2], &arguments[3]),
+        ("INFO", 2) => Reply::Verbatim(client_line(session, shared) + "\n"),
+        ("LIST", _) => client_list(session, &arguments[2..], shared),
+        ("KILL", _) => return client_kill(session, &arguments[2..], shared),
         ("NO-EVICT" | "NO-TOUCH", 3) => Reply::Ok,
         _ => Reply::error(format!(
             "ERR unknown subcommand '{}'. Try CLIENT HELP.",
             String::from_utf8_lossy(&arguments[1])
         )),
+    };
+    (reply, After::Continue)
+}
+
+/// `CLIENT SETNAME name` (empty: no name).
+fn client_set_name(session: &mut Session, name: &[u8]) -> Reply {
+    let name = String::from_utf8_lossy(name).into_owned();
+    if name.contains(' ') || name.contains('\n') {
+        return Reply::error(
+            "ERR Client names cannot contain spaces, newlines or special characters.",
+        );
+    }
+    session.name = (!name.is_empty()).then_some(name);
+    Reply::Ok
+}
+
+/// `CLIENT SETINFO LIB-NAME|LIB-VER value`.
+fn client_set_info(session: &mut Session, option: &[u8], value: &[u8]) -> Reply {
+    let value = String::from_utf8_lossy(value).into_owned();
+    match upper(option).as_str() {
+        "LIB-NAME" => session.library.0 = value,
+        "LIB-VER" => session.library.1 = value,
+        _ => {
+            return Reply::error(format!(
+                "ERR Unrecognized option '{}'",
+                String::from_utf8_lossy(option)
+            ))
+        }
+    }
+    Reply::Ok
+}
+
+/// `CLIENT LIST [TYPE normal|master|replica|pubsub] [ID id ...]`: every connection of the
+/// server (all are of type normal: replicas and pub/sub are not clients of this table).
+fn client_list(session: &Session, options: &[Vec<u8>], shared: &ServerShared) -> Reply {
+    let mut wanted: Option<Vec<u64>> = None;
+    let mut at = 0;
+    while at < options.len() {
+        match (upper(&options[at]).as_str(), options.get(at + 1)) {
+            ("TYPE", Some(kind)) => {
+                match upper(kind).as_str() {
+                    "NORMAL" => {}
+                    "MASTER" | "REPLICA" | "SLAVE" | "PUBSUB" => wanted = Some(Vec::new()),
+                    _ => {
+                        return Reply::error(format!(
+                            "ERR Unknown client type '{}'",
+                            String::from_utf8_lossy(kind)
+                        ))
+                    }
+                }
+                at += 2;
+            }
+            ("ID", Some(_)) => {
+                let mut ids = Vec::new();
+                for id in &options[at + 1..] {
+                    match super::parse_integer(id).and_then(|id| u64::try_from(id).ok()) {
+                        Some(id) if id > 0 => ids.push(id),
+                        _ => return Reply::error("ERR Invalid client ID"),
+                    }
+                }
+                wanted = Some(ids);
+                at = options.len();
+            }
+            _ => return Reply::error(errors::SYNTAX),
+        }
+    }
+    let own = client_line(session, shared);
+    Reply::Verbatim(
+        shared
+            .client_table
+            .lines(wanted.as_deref(), (session.id, &own)),
+    )
+}
+
+/// `CLIENT KILL addr:port` (the old form: OK or an error) or `CLIENT KILL <filter value>
+/// ...` (ID, ADDR, LADDR, USER, SKIPME, MAXAGE, TYPE normal: the count ended). A connection
+/// that kills itself (`SKIPME no`) gets its reply, then closes.
+fn client_kill(session: &Session, options: &[Vec<u8>], shared: &ServerShared) -> (Reply, After) {
+    let old_form = options.len() == 1;
+    let filter = match old_form {
+        true => Ok(crate::clients::KillFilter {
+            peer: Some(String::from_utf8_lossy(&options[0]).into_owned()),
+            user_matches: true,
+            ..Default::default()
+        }),
+        false => kill_filter(session, options),
+    };
+    let filter = match filter {
+        Ok(filter) => filter,
+        Err(reply) => return (reply, After::Continue),
+    };
+    let (killed, itself) = shared.client_table.kill(&filter, session.id);
+    let after = if itself {
+        After::Close
+    } else {
+        After::Continue
+    };
+    let count = killed + usize::from(itself);
+    match old_form {
+        true if count == 0 => (Reply::error("ERR No such client"), after),
+        true => (Reply::Ok, after),
+        false => (Reply::Integer(count as i64), after),
     }
 }
 
-fn client_line(session: &Session) -> String {
+fn kill_filter(
+    session: &Session,
+    options: &[Vec<u8>],
+) -> Result<crate::clients::KillFilter, Reply> {
+    let mut filter = crate::clients::KillFilter {
+        user_matches: true,
+        skip: Some(session.id),
+        ..Default::default()
+    };
+    if options.is_empty() || !options.len().is_multiple_of(2) {
+        return Err(Reply::error(errors::SYNTAX));
+    }
+    for pair in options.chunks_exact(2) {
+        let value = String::from_utf8_lossy(&pair[1]).into_owned();
+        let number = || value.parse::<u64>().ok();
+        match upper(&pair[0]).as_str() {
+            "ID" => {
+                filter.id =
+                    Some(number().ok_or(Reply::error("ERR client-id should be greater than 0"))?)
+            }
+            "ADDR" => filter.peer = Some(value),
+            "LADDR" => filter.local = Some(value),
+            "USER" => filter.user_matches = value == "default",
+            "MAXAGE" => {
+                filter.max_age_secs = Some(number().ok_or(Reply::error(errors::NOT_INTEGER))?)
+            }
+            "SKIPME" => match value.to_ascii_lowercase().as_str() {
+                "yes" => filter.skip = Some(session.id),
+                "no" => filter.skip = None,
+                _ => return Err(Reply::error(errors::SYNTAX)),
+            },
+            "TYPE" => match value.to_ascii_lowercase().as_str() {
+                "normal" => {}
+                "master" | "replica" | "slave" | "pubsub" => filter.user_matches = false,
+                _ => return Err(Reply::error(format!("ERR Unknown client type '{value}'"))),
+            },
+            _ => return Err(Reply::error(errors::SYNTAX)),
+        }
+    }
+    Ok(filter)
+}
+
+fn client_line(session: &Session, shared: &ServerShared) -> String {
     format!(
-        "id={} addr={} laddr= fd=0 name={} age=0 idle=0 flags={} db=0 sub=0 psub=0 ssub=0 multi={} qbuf=0 resp={} lib-name={} lib-ver={}",
+        "id={} addr={} laddr={} fd=0 name={} age=0 idle=0 flags={} db=0 sub=0 psub=0 ssub=0 multi={} qbuf=0 user=default resp={} lib-name={} lib-ver={}",
         session.id,
         session.peer,
+        shared.client_table.local_address(session.id),
         session.name.as_deref().unwrap_or(""),
         if session.queued.is_some() { "x" } else { "N" },
         session.queued.as_ref().map_or(-1, |q| q.len() as i64),
@@ -348,6 +494,7 @@ fn command(arguments: &[Vec<u8>]) -> Reply {
                 .collect(),
         ),
         Some("DOCS") => Reply::Map(Vec::new()),
+        Some("GETKEYS") if arguments.len() >= 3 => command_keys(&known, &arguments[2..]),
         Some("LIST") => Reply::Array(
             known
                 .iter()
@@ -359,6 +506,33 @@ fn command(arguments: &[Vec<u8>]) -> Reply {
             String::from_utf8_lossy(&arguments[1])
         )),
     }
+}
+
+/// `COMMAND GETKEYS name argument ...`: the keys of a command as its key positions name them.
+fn command_keys(known: &[(&'static str, i32)], request: &[Vec<u8>]) -> Reply {
+    let name = upper(&request[0]);
+    let Some((_, arity)) = known.iter().find(|(n, _)| *n == name) else {
+        return Reply::error("ERR Invalid command specified");
+    };
+    let count = request.len() as i64;
+    let arity = i64::from(*arity);
+    if (arity > 0 && count != arity) || (arity < 0 && count < -arity) {
+        return Reply::error("ERR Invalid number of arguments specified for command");
+    }
+    let (first, last, step) = super::table::key_positions(&name);
+    if first == 0 || step <= 0 {
+        return Reply::error("ERR The command has no key arguments");
+    }
+    let last = if last < 0 {
+        count + last
+    } else {
+        last.min(count - 1)
+    };
+    let keys = (first..=last)
+        .step_by(step as usize)
+        .map(|at| Reply::Bulk(request[at as usize].clone()))
+        .collect();
+    Reply::Array(keys)
 }
 
 /// `CONFIG GET pattern ...` over the settings that exist, `CONFIG SET` of those that can
@@ -392,7 +566,10 @@ fn config(arguments: &[Vec<u8>], shared: &ServerShared) -> Reply {
             }
             Reply::Ok
         }
-        "RESETSTAT" => Reply::Ok,
+        "RESETSTAT" => {
+            shared.reset_statistics();
+            Reply::Ok
+        }
         "GET" | "SET" => Reply::error(errors::arity("config|get")),
         _ => Reply::error(format!(
             "ERR unknown subcommand '{}'. Try CONFIG HELP.",

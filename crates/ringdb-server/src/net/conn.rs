@@ -5,6 +5,7 @@
 //! send is in flight it reads `sending`. Neither is touched, moved or freed before its
 //! completion arrives: the worker frees a connection only once it has no operation in flight.
 
+use crate::clients::Registration;
 use crate::command::Session;
 use crate::exec::BatchOutcome;
 use std::future::Future;
@@ -19,6 +20,9 @@ pub type Running = Pin<Box<dyn Future<Output = BatchOutcome>>>;
 
 /// A connection.
 pub struct Conn {
+    /// First, so that it drops first: the connection leaves the table of clients before its
+    /// socket is closed (`clients.rs`).
+    pub registration: Registration,
     pub fd: OwnedFd,
     pub generation: u32,
     /// Written by the kernel while a receive into it is in flight; only where receives are
@@ -50,7 +54,7 @@ pub struct Conn {
 
 impl Conn {
     /// A connection on `stream`.
-    pub fn new(fd: OwnedFd, generation: u32, session: Session) -> Conn {
+    pub fn new(registration: Registration, fd: OwnedFd, generation: u32, session: Session) -> Conn {
         let on: libc::c_int = 1;
         // SAFETY: passes a live int of the size given; a Unix socket refuses it, harmlessly.
         unsafe {
@@ -63,6 +67,7 @@ impl Conn {
             )
         };
         Conn {
+            registration,
             fd,
             generation,
             recv_buffer: None,

@@ -275,12 +275,17 @@ impl Worker {
         }
         let generation = self.next_generation;
         self.next_generation = (self.next_generation + 1) & 0x00FF_FFFF;
+        let (peer, local) = (address_of(&fd, Side::Peer), address_of(&fd, Side::Local));
         let session = Session::new(
             self.shared.next_client_id(),
             self.shared.password().is_some(),
-            peer_of(&fd),
+            peer.clone(),
         );
-        let conn = Box::new(Conn::new(fd, generation, session));
+        let registration =
+            self.shared
+                .client_table
+                .register(session.id, fd.as_raw_fd(), peer, local);
+        let conn = Box::new(Conn::new(registration, fd, generation, session));
         let slot = match self.free_slots.pop() {
             Some(slot) => {
                 self.conns[slot as usize] = Some(conn);
@@ -591,6 +596,7 @@ impl Worker {
             return false;
         }
         let session = conn.session.take().expect("checked above");
+        conn.registration.touch();
         conn.running = Some(Box::pin(run_batch(db, shared, session, requests, budget)));
         true
     }
@@ -742,17 +748,26 @@ impl Worker {
 const DRAIN_WAITS_MAX: usize = 500;
 const DRAIN_WAIT: Duration = Duration::from_millis(10);
 
-fn peer_of(fd: &OwnedFd) -> String {
-    // SAFETY: getpeername writes at most `length` bytes into the zeroed storage we own.
+/// Which end of a socket [`address_of`] names.
+#[derive(Clone, Copy)]
+enum Side {
+    Peer,
+    Local,
+}
+
+/// A socket's address (its peer's or its own) as `CLIENT LIST` writes it.
+fn address_of(fd: &OwnedFd, side: Side) -> String {
+    // SAFETY: getpeername and getsockname write at most `length` bytes into the zeroed
+    // storage we own.
     unsafe {
         let mut storage: libc::sockaddr_storage = std::mem::zeroed();
         let mut length = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
-        if libc::getpeername(
-            fd.as_raw_fd(),
-            (&mut storage as *mut libc::sockaddr_storage).cast(),
-            &mut length,
-        ) != 0
-        {
+        let pointer = (&mut storage as *mut libc::sockaddr_storage).cast();
+        let status = match side {
+            Side::Peer => libc::getpeername(fd.as_raw_fd(), pointer, &mut length),
+            Side::Local => libc::getsockname(fd.as_raw_fd(), pointer, &mut length),
+        };
+        if status != 0 {
             return String::new();
         }
         match i32::from(storage.ss_family) {
