@@ -30,6 +30,9 @@ pub struct ServeArgs {
     /// The most clients at once.
     #[arg(long, default_value_t = 10_000)]
     maxclients: usize,
+    /// Close a connection idle for this many seconds (Redis's `timeout`; 0: never).
+    #[arg(long, default_value_t = 0)]
+    timeout: u64,
     /// The largest bulk string a request may carry.
     #[arg(long, default_value = "512M")]
     proto_max_bulk_len: String,
@@ -109,6 +112,7 @@ pub fn run(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
         workers: args.workers,
         password: args.requirepass.clone(),
         max_clients: args.maxclients,
+        idle_timeout_secs: args.timeout,
         max_bulk_bytes: parse_size(&args.proto_max_bulk_len)? as usize,
         max_reply_bytes: parse_size(&args.client_output_limit)? as usize,
         network: NetworkSettings {

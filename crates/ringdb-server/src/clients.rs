@@ -76,6 +76,14 @@ impl Registration {
     }
 }
 
+impl Registration {
+    /// How long since the connection's last batch started (or since it was accepted).
+    pub fn idle(&self) -> std::time::Duration {
+        let active = std::time::Duration::from_millis(self.active_ms.load(Ordering::Relaxed));
+        self.created.elapsed().saturating_sub(active)
+    }
+}
+
 impl Drop for Registration {
     fn drop(&mut self) {
         let removed = self.table.lock().remove(&self.id);

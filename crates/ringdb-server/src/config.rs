@@ -29,6 +29,9 @@ pub struct ServerConfig {
     /// A connection whose requests wait for it to read its replies, and that reads none of
     /// them for this long, is disconnected.
     pub reply_stall_timeout: std::time::Duration,
+    /// Redis's `timeout`: a connection that sends nothing for this many seconds, with nothing
+    /// running and no reply unsent, is closed; 0 (the default) never closes one.
+    pub idle_timeout_secs: u64,
     /// The expiry sweep looks at this many keys per `sweep_interval` (`sweep.rs`).
     pub sweep_chunk_keys: usize,
     /// How often the expiry sweep takes a chunk.
@@ -121,6 +124,7 @@ impl Default for ServerConfig {
             max_pending_request_bytes: 1024 * 1024 * 1024,
             max_reply_bytes: 256 * 1024 * 1024,
             reply_stall_timeout: std::time::Duration::from_secs(60),
+            idle_timeout_secs: 0,
             sweep_chunk_keys: 1024,
             sweep_interval: std::time::Duration::from_millis(100),
             network: NetworkSettings::default(),

@@ -85,6 +85,14 @@ impl ServerShared {
         }
     }
 
+    /// Redis's `timeout` now, in seconds (0: connections are never closed for idleness).
+    pub fn idle_timeout_secs(&self) -> u64 {
+        self.config
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .idle_timeout_secs
+    }
+
     /// The settings now.
     pub fn config(&self) -> ServerConfig {
         self.config
@@ -170,7 +178,7 @@ impl ServerShared {
                 "bind".into(),
                 config.listen.map_or(String::new(), |a| a.ip().to_string()),
             ),
-            ("timeout".into(), "0".into()),
+            ("timeout".into(), config.idle_timeout_secs.to_string()),
             ("databases".into(), "1".into()),
             ("save".into(), String::new()),
             ("appendonly".into(), "yes".into()),
@@ -195,6 +203,7 @@ impl ServerShared {
         };
         match name.as_str() {
             "maxclients" => config.max_clients = number()?.max(1),
+            "timeout" => config.idle_timeout_secs = number()? as u64,
             "requirepass" => config.password = (!text.is_empty()).then(|| text.clone()),
             "save" | "appendonly" | "appendfsync" => {}
             _ => {

@@ -7,6 +7,7 @@ pipelines with and without MULTI/EXEC, WATCH through redis-py's transaction help
 with an error reply, not a hang or a dropped connection. Exits non-zero on the first failure.
 """
 
+import socket
 import sys
 import time
 
@@ -238,6 +239,32 @@ def clients(r, port, protocol):
     refused("getkeys no keys", lambda: r.command_getkeys("PING"), "no key arguments")
     refused("getkeys arity", lambda: r.command_getkeys("GET", "a", "b"), "number of arguments")
     check("still serving", r.ping(), True)
+    idle_timeout(r, port)
+
+
+def idle_timeout(r, port):
+    """CONFIG SET timeout closes a connection that sends nothing for that long (Redis's
+    `timeout`), not one that keeps sending; 0 turns it off again."""
+    refused("config set timeout bad", lambda: r.config_set("timeout", "soon"), "Invalid argument")
+    check("config set timeout", r.config_set("timeout", 1), True)
+    check("config get timeout", r.config_get("timeout")["timeout"], "1")
+    quiet = socket.create_connection(("127.0.0.1", port))
+    quiet.sendall(b"PING\r\n")
+    check("quiet ping", quiet.recv(64), b"+PONG\r\n")
+    busy = socket.create_connection(("127.0.0.1", port))
+    quiet.settimeout(10)
+    started = time.monotonic()
+    for _ in range(8):
+        busy.sendall(b"PING\r\n")
+        check("busy ping", busy.recv(64), b"+PONG\r\n")
+        time.sleep(0.4)
+    check("idle closed", quiet.recv(64), b"")
+    check("idle closed within the run", time.monotonic() - started < 10, True)
+    r.config_set("timeout", 0)
+    busy.sendall(b"PING\r\n")
+    check("busy kept", busy.recv(64), b"+PONG\r\n")
+    quiet.close()
+    busy.close()
 
 
 def hashes(r, p, protocol):

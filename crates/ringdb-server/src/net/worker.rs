@@ -632,13 +632,15 @@ impl Worker {
     }
 
     /// Closes the connections that wait for their client to read and have read nothing for
-    /// the stall timeout (looked at once per wait timeout at most).
+    /// the stall timeout, and those idle past Redis's `timeout` (looked at once per wait
+    /// timeout at most).
     fn close_stalled(&mut self) {
         let now = std::time::Instant::now();
         if now.duration_since(self.last_stall_check) < WAIT_TIMEOUT.min(self.stall_timeout) {
             return;
         }
         self.last_stall_check = now;
+        self.close_idle(self.shared.idle_timeout_secs());
         for slot in 0..self.conns.len() as u32 {
             let pause = self.pause_bytes;
             let Some(conn) = self.conns[slot as usize].as_deref_mut() else {
@@ -651,6 +653,25 @@ impl Worker {
                 self.shared
                     .output_limit_closes
                     .fetch_add(1, Ordering::Relaxed);
+                self.release_if_idle(slot);
+            }
+        }
+    }
+
+    /// Closes the connections that sent nothing for `timeout_secs` (0: none), have no batch
+    /// running and no reply unsent, as Redis's `timeout` does.
+    fn close_idle(&mut self, timeout_secs: u64) {
+        if timeout_secs == 0 {
+            return;
+        }
+        let timeout = Duration::from_secs(timeout_secs);
+        for slot in 0..self.conns.len() as u32 {
+            let Some(conn) = self.conns[slot as usize].as_deref_mut() else {
+                continue;
+            };
+            let quiet = conn.session.is_some() && conn.unsent_bytes() == 0 && conn.input.is_empty();
+            if quiet && !conn.dead && conn.registration.idle() > timeout {
+                conn.kill();
                 self.release_if_idle(slot);
             }
         }
