@@ -285,6 +285,15 @@ def hashes(r, p, protocol):
     check("hsetnx taken", r.hsetnx(h, "a", "x"), 0)
     check("hsetnx new", r.hsetnx(h, "c", "x"), 1)
     check("hscan", r.hscan(h, 0, match="[ab]"), (0, {b"a": b"3", b"b": b"2"}))
+    every = r.hgetall(h)
+    check("hrandfield", r.hrandfield(h) in every, True)
+    check("hrandfield distinct", sorted(r.hrandfield(h, 9)), sorted(every))
+    check("hrandfield repeated", len(r.hrandfield(h, -9)), 9)
+    pairs = r.hrandfield(h, 2, withvalues=True)
+    flat = pairs if protocol == 2 else [item for pair in pairs for item in pair]
+    check("hrandfield withvalues", all(every[f] == v for f, v in zip(flat[::2], flat[1::2])), True)
+    check("hrandfield withvalues count", len(flat), 4)
+    check("hrandfield absent", r.hrandfield(h + "none"), None)
     check("type hash", r.type(h), b"hash")
     check("hdel", r.hdel(h, "a", "zz"), 1)
     try:

@@ -1,5 +1,5 @@
 //! Hash commands as pure functions of the hash's fields: HSET, HMSET, HSETNX, HGET, HMGET, HDEL,
-//! HEXISTS, HLEN, HSTRLEN, HINCRBY, HINCRBYFLOAT, HGETALL, HKEYS, HVALS, HSCAN.
+//! HEXISTS, HLEN, HSTRLEN, HINCRBY, HINCRBYFLOAT, HGETALL, HKEYS, HVALS, HSCAN, HRANDFIELD.
 //!
 //! A hash is stored as one record per field (`hashes.rs` at the crate's root says where); a
 //! command names the fields it needs ([`Needs`]), the shard reads those (or all of them) into a
@@ -96,7 +96,79 @@ pub const HASH_COMMANDS: &[(&str, i32, HashFn, Needs)] = &[
     ("HKEYS", 2, hkeys, Needs::All),
     ("HVALS", 2, hvals, Needs::All),
     ("HSCAN", -3, hscan, Needs::All),
+    ("HRANDFIELD", -2, hrandfield, Needs::All),
 ];
+
+/// The most fields one HRANDFIELD answers (a negative count repeats fields: without a bound a
+/// request of a few bytes could ask for a reply of any size).
+const RANDOM_FIELDS_MAX: u64 = 1 << 20;
+
+/// `HRANDFIELD key [count [WITHVALUES]]`: one random field (null when the hash is absent);
+/// with a count, that many distinct fields (at most the hash's), or with a negative count
+/// that many drawn with repetition; WITHVALUES pairs each with its value.
+pub fn hrandfield(arguments: &[Vec<u8>], hash: Option<&HashView>) -> HashEffect {
+    let fields: Vec<(&Vec<u8>, &Vec<u8>)> = all(hash).collect();
+    let Some(count) = arguments.get(2) else {
+        return HashEffect::reply(match fields.is_empty() {
+            true => Reply::Null,
+            false => Reply::Bulk(fields[random_below(fields.len() as u64) as usize].0.clone()),
+        });
+    };
+    let values = match arguments.get(3).map(|word| word.to_ascii_uppercase()) {
+        None => false,
+        Some(word) if word == b"WITHVALUES" && arguments.len() == 4 => true,
+        Some(_) => return HashEffect::reply(Reply::error(errors::SYNTAX)),
+    };
+    let Some(count) = parse_integer(count) else {
+        return HashEffect::reply(Reply::error(errors::NOT_INTEGER));
+    };
+    if count.unsigned_abs() > RANDOM_FIELDS_MAX {
+        return HashEffect::reply(Reply::error("ERR value is out of range"));
+    }
+    let chosen = choose_fields(fields.len(), count);
+    let pick = |at: usize| {
+        (
+            Reply::Bulk(fields[at].0.clone()),
+            Reply::Bulk(fields[at].1.clone()),
+        )
+    };
+    HashEffect::reply(match values {
+        true => Reply::Pairs(chosen.into_iter().map(pick).collect()),
+        false => Reply::Array(chosen.into_iter().map(|at| pick(at).0).collect()),
+    })
+}
+
+/// Indexes into `len` fields for HRANDFIELD's `count`: distinct ones (a random subset in
+/// random order) when positive, drawn with repetition when negative.
+fn choose_fields(len: usize, count: i64) -> Vec<usize> {
+    if len == 0 {
+        return Vec::new();
+    }
+    if count < 0 {
+        return (0..count.unsigned_abs())
+            .map(|_| random_below(len as u64) as usize)
+            .collect();
+    }
+    let wanted = (count as u64).min(len as u64) as usize;
+    let mut order: Vec<usize> = (0..len).collect();
+    // A partial Fisher-Yates shuffle: the first `wanted` places get a uniform random subset.
+    for place in 0..wanted {
+        let other = place + random_below((len - place) as u64) as usize;
+        order.swap(place, other);
+    }
+    order.truncate(wanted);
+    debug_assert!(order.len() == wanted && wanted <= len);
+    order
+}
+
+/// A random number below `bound` (not 0): each call hashes with a freshly keyed hasher.
+fn random_below(bound: u64) -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    debug_assert!(bound > 0, "a random number below 0");
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u64(bound);
+    hasher.finish() % bound
+}
 
 /// Whether the argument count suits the command beyond its arity (HSET's fields come in pairs).
 pub fn pairs_complete(name: &str, count: usize) -> bool {
@@ -318,6 +390,60 @@ mod tests {
                 .iter()
                 .map(|(f, v)| (f.as_bytes().to_vec(), v.as_bytes().to_vec()))
                 .collect(),
+        }
+    }
+
+    #[test]
+    fn hrandfield_draws_distinct_fields_or_repeats_them_and_refuses_bad_counts() {
+        let hash = view(&[("a", "1"), ("b", "2"), ("c", "3")]);
+        let field = hrandfield(&args(&["HRANDFIELD", "h"]), Some(&hash)).reply;
+        assert!(matches!(field, Reply::Bulk(ref f) if hash.fields.contains_key(f)));
+        assert_eq!(
+            hrandfield(&args(&["HRANDFIELD", "h"]), None).reply,
+            Reply::Null
+        );
+        let Reply::Array(distinct) =
+            hrandfield(&args(&["HRANDFIELD", "h", "10"]), Some(&hash)).reply
+        else {
+            panic!("an array");
+        };
+        let mut names: Vec<Reply> = distinct.clone();
+        names.sort_by_key(|r| format!("{r:?}"));
+        names.dedup();
+        assert_eq!((distinct.len(), names.len()), (3, 3));
+        let Reply::Array(repeated) =
+            hrandfield(&args(&["HRANDFIELD", "h", "-7"]), Some(&hash)).reply
+        else {
+            panic!("an array");
+        };
+        assert_eq!(repeated.len(), 7);
+        let Reply::Pairs(pairs) =
+            hrandfield(&args(&["HRANDFIELD", "h", "2", "WITHVALUES"]), Some(&hash)).reply
+        else {
+            panic!("pairs");
+        };
+        for (field, value) in &pairs {
+            let (Reply::Bulk(field), Reply::Bulk(value)) = (field, value) else {
+                panic!("bulk strings");
+            };
+            assert_eq!(hash.fields.get(field), Some(value));
+        }
+        assert_eq!(pairs.len(), 2);
+        assert_eq!(
+            hrandfield(&args(&["HRANDFIELD", "h", "-3"]), None).reply,
+            Reply::Array(Vec::new())
+        );
+        let refusals = [
+            (vec!["HRANDFIELD", "h", "x"], errors::NOT_INTEGER),
+            (vec!["HRANDFIELD", "h", "1", "WITHSCORES"], errors::SYNTAX),
+            (
+                vec!["HRANDFIELD", "h", "-99999999999"],
+                "ERR value is out of range",
+            ),
+        ];
+        for (request, error) in refusals {
+            let reply = hrandfield(&args(&request), Some(&hash)).reply;
+            assert_eq!(reply, Reply::error(error), "{request:?}");
         }
     }
 

@@ -41,6 +41,9 @@ pub enum Reply {
     Array(Vec<Reply>),
     /// A map (RESP2: a flat array).
     Map(Vec<(Reply, Reply)>),
+    /// Pairs (RESP3: an array of two-element arrays; RESP2: a flat array), as HRANDFIELD
+    /// WITHVALUES answers.
+    Pairs(Vec<(Reply, Reply)>),
     /// A set (RESP2: an array).
     Set(Vec<Reply>),
     /// Text for people (RESP3 verbatim string, RESP2 bulk).
@@ -75,6 +78,17 @@ impl Reply {
             Reply::Map(pairs) => {
                 out.map(pairs.len());
                 for (key, value) in pairs {
+                    key.write(out);
+                    value.write(out);
+                }
+            }
+            Reply::Pairs(pairs) => {
+                let nested = out.resp3();
+                out.array(if nested { pairs.len() } else { 2 * pairs.len() });
+                for (key, value) in pairs {
+                    if nested {
+                        out.array(2);
+                    }
                     key.write(out);
                     value.write(out);
                 }
@@ -269,6 +283,16 @@ pub fn parse_float(bytes: &[u8]) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pairs_nest_in_resp3_and_lie_flat_in_resp2() {
+        let pairs = Reply::Pairs(vec![(Reply::Bulk(b"f".to_vec()), Reply::Integer(1))]);
+        let (mut two, mut three) = (Vec::new(), Vec::new());
+        pairs.write(&mut crate::resp::Replies::new(&mut two, false));
+        pairs.write(&mut crate::resp::Replies::new(&mut three, true));
+        assert_eq!(two, b"*2\r\n$1\r\nf\r\n:1\r\n");
+        assert_eq!(three, b"*1\r\n*2\r\n$1\r\nf\r\n:1\r\n");
+    }
 
     #[test]
     fn integers_are_read_as_redis_reads_them() {
