@@ -55,6 +55,7 @@ mod net;
 mod rename;
 mod replication;
 pub mod resp;
+mod sample;
 mod shared;
 mod store;
 mod sweep;

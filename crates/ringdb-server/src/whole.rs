@@ -1,4 +1,4 @@
-//! Commands over the whole database (DBSIZE, KEYS, SCAN, RANDOMKEY, FLUSHDB, SAVE, INFO) and
+//! Commands over the whole database (DBSIZE, KEYS, SCAN, RANDOMKEY: `sample.rs`, FLUSHDB, SAVE, INFO) and
 //! the writes whose keys span shards (MSET and MSETNX: transactions of `across.rs`; RENAME).
 //! The walks use the `Db`'s blocking calls (iterators merged across shards), so they run on a
 //! helper thread while the worker goes on serving its other connections.
@@ -106,8 +106,8 @@ pub async fn run_whole(
     let db = db.clone();
     match command {
         WholeDb::DbSize => {
-            on_helper(move || match live_keys(&db, None, usize::MAX) {
-                Ok(keys) => Reply::Integer(keys.len() as i64),
+            on_helper(move || match crate::sample::count_live_keys(&db) {
+                Ok(count) => Reply::Integer(count as i64),
                 Err(reply) => reply,
             })
             .await
@@ -126,11 +126,8 @@ pub async fn run_whole(
         }
         WholeDb::Scan(arguments) => scan(db, session, arguments).await,
         WholeDb::RandomKey => {
-            on_helper(move || match live_keys(&db, None, 1) {
-                Ok(keys) => keys
-                    .into_iter()
-                    .next()
-                    .map_or(Reply::Null, |(key, _)| Reply::Bulk(key)),
+            on_helper(move || match crate::sample::random_key(&db) {
+                Ok(key) => key.map_or(Reply::Null, Reply::Bulk),
                 Err(reply) => reply,
             })
             .await

@@ -83,6 +83,11 @@ def keys(r, p):
     found = set(r.scan_iter(match=f"{p}scan:*", count=7))
     check("scan finds all", len(found), 30)
     check("keys", len(r.keys(f"{p}scan:1*")), 11)
+    # RANDOMKEY draws from the whole key space (the database holds other sections' keys too),
+    # not the first key every time.
+    drawn = {r.randomkey() for _ in range(60)}
+    check("randomkey varies", len(drawn) > 10, True)
+    check("randomkey live", all(r.exists(key) for key in drawn), True)
 
 
 def session(r, protocol):

@@ -162,7 +162,7 @@ fn choose_fields(len: usize, count: i64) -> Vec<usize> {
 }
 
 /// A random number below `bound` (not 0): each call hashes with a freshly keyed hasher.
-fn random_below(bound: u64) -> u64 {
+pub(crate) fn random_below(bound: u64) -> u64 {
     use std::hash::{BuildHasher, Hasher};
     debug_assert!(bound > 0, "a random number below 0");
     let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
