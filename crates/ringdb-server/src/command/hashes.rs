@@ -99,8 +99,9 @@ pub const HASH_COMMANDS: &[(&str, i32, HashFn, Needs)] = &[
     ("HRANDFIELD", -2, hrandfield, Needs::All),
 ];
 
-/// The most fields one HRANDFIELD answers (a negative count repeats fields: without a bound a
-/// request of a few bytes could ask for a reply of any size).
+/// The most fields one HRANDFIELD with a negative count answers (it repeats fields: without a
+/// bound a request of a few bytes could ask for a reply of any size; a positive count is
+/// bounded by the hash).
 const RANDOM_FIELDS_MAX: u64 = 1 << 20;
 
 /// `HRANDFIELD key [count [WITHVALUES]]`: one random field (null when the hash is absent);
@@ -122,7 +123,7 @@ pub fn hrandfield(arguments: &[Vec<u8>], hash: Option<&HashView>) -> HashEffect 
     let Some(count) = parse_integer(count) else {
         return HashEffect::reply(Reply::error(errors::NOT_INTEGER));
     };
-    if count.unsigned_abs() > RANDOM_FIELDS_MAX {
+    if count < 0 && count.unsigned_abs() > RANDOM_FIELDS_MAX {
         return HashEffect::reply(Reply::error("ERR value is out of range"));
     }
     let chosen = choose_fields(fields.len(), count);
@@ -433,6 +434,12 @@ mod tests {
             hrandfield(&args(&["HRANDFIELD", "h", "-3"]), None).reply,
             Reply::Array(Vec::new())
         );
+        let Reply::Array(every) =
+            hrandfield(&args(&["HRANDFIELD", "h", "99999999999"]), Some(&hash)).reply
+        else {
+            panic!("an array");
+        };
+        assert_eq!(every.len(), 3);
         let refusals = [
             (vec!["HRANDFIELD", "h", "x"], errors::NOT_INTEGER),
             (vec!["HRANDFIELD", "h", "1", "WITHSCORES"], errors::SYNTAX),
