@@ -94,11 +94,7 @@ pub fn run_session(
     let reply = match name.as_str() {
         "PING" => ping(session, arguments),
         "ECHO" => Reply::Bulk(arguments[1].clone()),
-        "HELLO" => {
-            let reply = hello(session, arguments, shared);
-            shared.client_table.describe(session.id, described(session));
-            reply
-        }
+        "HELLO" | "RESET" | "CLIENT" => return self_describing(session, &name, arguments, shared),
         "AUTH" => auth(session, arguments, shared),
         "SELECT" => match super::parse_integer(&arguments[1]) {
             Some(0) => Reply::Ok,
@@ -106,23 +102,6 @@ pub fn run_session(
             None => Reply::error(errors::NOT_INTEGER),
         },
         "QUIT" => return (Reply::Ok, After::Close),
-        "RESET" => {
-            *session = Session::new(
-                session.id,
-                shared.password().is_some(),
-                session.peer.clone(),
-            );
-            shared.client_table.describe(session.id, described(session));
-            Reply::Simple("RESET".into())
-        }
-        "CLIENT" => {
-            let (reply, after) = client(session, arguments, shared);
-            shared.client_table.describe(session.id, described(session));
-            if after != After::Continue {
-                return (reply, after);
-            }
-            reply
-        }
         "COMMAND" => command(arguments),
         "CONFIG" => config(arguments, shared),
         "TIME" => {
@@ -165,6 +144,27 @@ pub fn run_session(
         )),
     };
     (reply, After::Continue)
+}
+
+/// HELLO, RESET and CLIENT: what they change of the connection (its protocol, name,
+/// library) is copied to the server's table of clients once they ran.
+fn self_describing(
+    session: &mut Session,
+    name: &str,
+    arguments: &[Vec<u8>],
+    shared: &ServerShared,
+) -> (Reply, After) {
+    let (reply, after) = match name {
+        "HELLO" => (hello(session, arguments, shared), After::Continue),
+        "RESET" => {
+            let needs_auth = shared.password().is_some();
+            *session = Session::new(session.id, needs_auth, session.peer.clone());
+            (Reply::Simple("RESET".into()), After::Continue)
+        }
+        _ => client(session, arguments, shared),
+    };
+    shared.client_table.describe(session.id, described(session));
+    (reply, after)
 }
 
 fn exec_or_discard(session: &mut Session, name: &str) -> (Reply, After) {
