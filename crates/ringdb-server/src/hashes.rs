@@ -116,6 +116,62 @@ impl HashFields {
         Err(Reply::error("ERR hash too large to read whole"))
     }
 
+    /// A page of the hash `generation`'s field records for HSCAN: from `cursor` (0: the first
+    /// record) about `count` records, and the cursor of the next page (0 after the last).
+    ///
+    /// A cursor is the first 8 bytes after the generation of the next record not returned
+    /// (zero-padded, big endian); a page starts at those bytes with trailing zeros removed,
+    /// which sort at or before that record, so no record is skipped. A page takes every
+    /// record that shares its last record's 8 bytes, so the next cursor sorts past every
+    /// record returned and iteration always advances (records are returned once, in key
+    /// order; a field written meanwhile may or may not be seen, as Redis allows).
+    async fn page(
+        &self,
+        handle: &DbHandle,
+        generation: u64,
+        cursor: u64,
+        count: usize,
+    ) -> Result<(Vec<(Vec<u8>, Vec<u8>)>, u64), Reply> {
+        let mut start = generation.to_be_bytes().to_vec();
+        let bytes = cursor.to_be_bytes();
+        let kept = bytes
+            .iter()
+            .rposition(|&b| b != 0)
+            .map_or(0, |last| last + 1);
+        start.extend_from_slice(&bytes[..kept]);
+        let end = generation.checked_add(1).map(u64::to_be_bytes);
+        let end_bound = end
+            .as_ref()
+            .map_or(Bound::Unbounded, |end| Bound::Excluded(&end[..]));
+        let table = handle.in_table(self.table.id());
+        let mut taken: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+        for _ in 0..SCANS_MAX {
+            let from = match taken.last() {
+                Some((last, _)) => Bound::Excluded(last.as_slice()),
+                None => Bound::Included(start.as_slice()),
+            };
+            let wanted = count.saturating_sub(taken.len()).max(1) + 1;
+            let page = table
+                .scan(from, end_bound, Direction::Forward, wanted)
+                .await
+                .map_err(|error| Reply::error(format!("ERR read failed: {error}")))?;
+            let exhausted = page.len() < wanted;
+            for (record, value) in page {
+                let same_cursor = taken
+                    .last()
+                    .is_some_and(|(last, _)| record_cursor(last) == record_cursor(&record));
+                if taken.len() >= count && !same_cursor {
+                    return Ok((taken, record_cursor(&record)));
+                }
+                taken.push((record, value));
+            }
+            if exhausted {
+                return Ok((taken, 0));
+            }
+        }
+        Err(Reply::error("ERR hash too large to read whole"))
+    }
+
     /// Adds the deletion of every field of the hash `generation` to `batch`, from any thread
     /// that may block (FLUSHDB, MSET over several shards).
     pub fn delete_all_blocking(
@@ -146,7 +202,17 @@ impl HashFields {
             ..HashView::default()
         };
         let generation = header.generation;
-        if needs == Needs::All {
+        let page = crate::command::hashes::scan_page(arguments);
+        let pending = group.pending_fields(generation).next().is_some();
+        if let (Needs::Page, Some((cursor, count)), false) = (needs, page, pending) {
+            let (records, next) = self.page(handle, generation, cursor, count).await?;
+            for (record, value) in records {
+                view.fields.insert(field_of(&record).to_vec(), value);
+            }
+            view.next_cursor = Some(next);
+            return Ok(view);
+        }
+        if matches!(needs, Needs::All | Needs::Page) {
             for (record, value) in self.scan(handle, generation).await? {
                 view.fields.insert(field_of(&record).to_vec(), value);
             }
@@ -219,6 +285,16 @@ pub async fn read_anywhere(
         }
     }
     run(&op.arguments, Some(&view)).reply
+}
+
+/// HSCAN's cursor for a field record: the 8 bytes after its generation, zero-padded, big
+/// endian (see [`HashFields::page`]).
+fn record_cursor(record: &[u8]) -> u64 {
+    let mut bytes = [0u8; 8];
+    let after = record.get(8..).unwrap_or_default();
+    let length = after.len().min(8);
+    bytes[..length].copy_from_slice(&after[..length]);
+    u64::from_be_bytes(bytes)
 }
 
 /// The field in a field record's key.

@@ -272,6 +272,35 @@ def idle_timeout(r, port):
     busy.close()
 
 
+def hscan_pages(r, h):
+    """HSCAN returns a large hash a page at a time (about COUNT fields per call, each field
+    once, the last page with cursor 0); fields that share their first 8 bytes come in one
+    page, so the cursor always advances."""
+    r.hset(h, mapping={f"f{i}": i for i in range(250)})
+    cursor, seen, pages = 0, [], 0
+    while True:
+        cursor, page = r.hscan(h, cursor, count=7)
+        check("hscan page size", len(page) <= 7, True)
+        seen.extend(page)
+        pages += 1
+        if cursor == 0 or pages > 1000:
+            break
+    check("hscan pages", pages > 30, True)
+    check("hscan every field once", sorted(seen), sorted(f"f{i}".encode() for i in range(250)))
+    check("hscan novalues", r.hscan(h, 0, count=3, no_values=True)[1][0].startswith(b"f"), True)
+    r.delete(h)
+    r.hset(h, mapping={f"same-prefix-{i}": i for i in range(40)})
+    cursor, page = r.hscan(h, 0, count=5)
+    check("hscan shared prefix", (cursor, len(page)), (0, 40))
+    refused("hscan bad cursor", lambda: r.hscan(h, -1), "invalid cursor")
+    # After a write in the same transaction the hash is read whole (its pending fields too).
+    pipe = r.pipeline(transaction=True)
+    pipe.hset(h, "zz-new", 1).hscan(h, 0, count=2)
+    cursor, page = pipe.execute()[1]
+    check("hscan after a pending write", (cursor, len(page)), (0, 41))
+    r.delete(h)
+
+
 def hashes(r, p, protocol):
     h = p + "h"
     check("hset mapping", r.hset(h, mapping={"a": 1, "b": 2}), 2)
@@ -290,6 +319,7 @@ def hashes(r, p, protocol):
     check("hsetnx taken", r.hsetnx(h, "a", "x"), 0)
     check("hsetnx new", r.hsetnx(h, "c", "x"), 1)
     check("hscan", r.hscan(h, 0, match="[ab]"), (0, {b"a": b"3", b"b": b"2"}))
+    hscan_pages(r, h + "paged")
     every = r.hgetall(h)
     check("hrandfield", r.hrandfield(h) in every, True)
     check("hrandfield distinct", sorted(r.hrandfield(h, 9)), sorted(every))

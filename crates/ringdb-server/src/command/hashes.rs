@@ -21,8 +21,10 @@ pub enum Needs {
         /// The distance between fields (2 when values sit between them).
         step: usize,
     },
-    /// Every field (HGETALL, HKEYS, HVALS, HSCAN).
+    /// Every field (HGETALL, HKEYS, HVALS).
     All,
+    /// A page of fields from HSCAN's cursor ([`scan_page`]).
+    Page,
 }
 
 impl Needs {
@@ -48,6 +50,9 @@ pub struct HashView {
     pub count: u64,
     /// The fields read, with their values.
     pub fields: BTreeMap<Vec<u8>, Vec<u8>>,
+    /// Read a page at a time (HSCAN): the cursor of the next page, 0 after the last.
+    /// `None`: every field was read.
+    pub next_cursor: Option<u64>,
 }
 
 /// What a hash command answers and writes.
@@ -95,7 +100,7 @@ pub const HASH_COMMANDS: &[(&str, i32, HashFn, Needs)] = &[
     ("HGETALL", 2, hgetall, Needs::All),
     ("HKEYS", 2, hkeys, Needs::All),
     ("HVALS", 2, hvals, Needs::All),
-    ("HSCAN", -3, hscan, Needs::All),
+    ("HSCAN", -3, hscan, Needs::Page),
     ("HRANDFIELD", -2, hrandfield, Needs::All),
 ];
 
@@ -335,10 +340,35 @@ pub fn hvals(_arguments: &[Vec<u8>], hash: Option<&HashView>) -> HashEffect {
     ))
 }
 
-/// `HSCAN key cursor [MATCH pattern] [COUNT count] [NOVALUES]`: the whole hash in one reply
-/// (cursor 0), as Redis answers for hashes in its compact encoding; MATCH filters.
+/// Fields HSCAN returns per call without COUNT, as Redis.
+const SCAN_COUNT_DEFAULT: usize = 10;
+
+/// The largest COUNT HSCAN honours (a bound on one reply and one read).
+const SCAN_COUNT_MAX: usize = 1 << 16;
+
+/// HSCAN's cursor and COUNT, for the shard's read of one page; `None` when the request is
+/// malformed ([`hscan`] then answers its error).
+pub fn scan_page(arguments: &[Vec<u8>]) -> Option<(u64, usize)> {
+    let cursor = std::str::from_utf8(arguments.get(2)?)
+        .ok()?
+        .parse::<u64>()
+        .ok()?;
+    let mut count = SCAN_COUNT_DEFAULT;
+    for (at, word) in arguments.iter().enumerate().skip(3) {
+        if word.eq_ignore_ascii_case(b"COUNT") {
+            let value = parse_integer(arguments.get(at + 1)?)?;
+            count = usize::try_from(value).ok()?.clamp(1, SCAN_COUNT_MAX);
+        }
+    }
+    Some((cursor, count))
+}
+
+/// `HSCAN key cursor [MATCH pattern] [COUNT count] [NOVALUES]`: a page of about COUNT fields
+/// from the cursor and the next page's cursor (0 after the last); MATCH filters the page. A
+/// hash with writes pending in the same group is read whole (cursor 0).
 pub fn hscan(arguments: &[Vec<u8>], hash: Option<&HashView>) -> HashEffect {
-    if parse_integer(&arguments[2]).is_none_or(|cursor| cursor < 0) {
+    let cursor = std::str::from_utf8(&arguments[2]).ok();
+    if cursor.and_then(|c| c.parse::<u64>().ok()).is_none() {
         return HashEffect::reply(Reply::error("ERR invalid cursor"));
     }
     let (mut pattern, mut values) = (None, true);
@@ -370,8 +400,9 @@ pub fn hscan(arguments: &[Vec<u8>], hash: Option<&HashView>) -> HashEffect {
             }
         }
     }
+    let next = hash.and_then(|h| h.next_cursor).unwrap_or(0);
     HashEffect::reply(Reply::Array(vec![
-        Reply::Bulk(b"0".to_vec()),
+        Reply::Bulk(next.to_string().into_bytes()),
         Reply::Array(items),
     ]))
 }
@@ -386,6 +417,7 @@ mod tests {
 
     fn view(pairs: &[(&str, &str)]) -> HashView {
         HashView {
+            next_cursor: None,
             count: pairs.len() as u64,
             fields: pairs
                 .iter()
