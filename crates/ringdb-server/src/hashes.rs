@@ -91,33 +91,14 @@ impl HashFields {
         handle: &DbHandle,
         generation: u64,
     ) -> Result<Vec<(Vec<u8>, Vec<u8>)>, Reply> {
-        let start = generation.to_be_bytes();
-        let end = generation.checked_add(1).map(u64::to_be_bytes);
-        let end_bound = end
-            .as_ref()
-            .map_or(Bound::Unbounded, |end| Bound::Excluded(&end[..]));
-        let table = handle.in_table(self.table.id());
-        let mut found: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
-        for _ in 0..SCANS_MAX {
-            let from = match found.last() {
-                Some((last, _)) => Bound::Excluded(last.as_slice()),
-                None => Bound::Included(&start[..]),
-            };
-            let page = table
-                .scan(from, end_bound, Direction::Forward, SCAN_FIELDS)
-                .await
-                .map_err(|error| Reply::error(format!("ERR read failed: {error}")))?;
-            let done = page.len() < SCAN_FIELDS;
-            found.extend(page);
-            if done {
-                return Ok(found);
-            }
-        }
-        Err(Reply::error("ERR hash too large to read whole"))
+        let (records, next) = self.page(handle, generation, 0, usize::MAX).await?;
+        debug_assert_eq!(next, 0, "a page without a count ends at the last record");
+        Ok(records)
     }
 
     /// A page of the hash `generation`'s field records for HSCAN: from `cursor` (0: the first
-    /// record) about `count` records, and the cursor of the next page (0 after the last).
+    /// record) about `count` records (`usize::MAX`: all of them), and the cursor of the next
+    /// page (0 after the last).
     ///
     /// A cursor is the first 8 bytes after the generation of the next record not returned
     /// (zero-padded, big endian); a page starts at those bytes with trailing zeros removed,
@@ -150,7 +131,9 @@ impl HashFields {
                 Some((last, _)) => Bound::Excluded(last.as_slice()),
                 None => Bound::Included(start.as_slice()),
             };
-            let wanted = count.saturating_sub(taken.len()).max(1) + 1;
+            // One more than the page needs (it tells whether records follow), in reads of at
+            // most `SCAN_FIELDS`.
+            let wanted = count.saturating_sub(taken.len()).clamp(1, SCAN_FIELDS) + 1;
             let page = table
                 .scan(from, end_bound, Direction::Forward, wanted)
                 .await

@@ -40,6 +40,16 @@ fn connect(address: SocketAddr) -> Client {
     Client::connect(&address.to_string(), Duration::from_secs(30)).expect("connect")
 }
 
+/// INFO says no key is watched: EXEC, UNWATCH and closed connections unregistered theirs.
+fn assert_nothing_watched(client: &mut Client) {
+    let info = client
+        .command(&["INFO", "clients"])
+        .unwrap()
+        .text()
+        .unwrap();
+    assert!(info.contains("total_watched_keys:0"), "{info}");
+}
+
 fn words(command: &[&str]) -> Vec<Vec<u8>> {
     command.iter().map(|w| w.as_bytes().to_vec()).collect()
 }
@@ -195,12 +205,7 @@ fn watched_increments_from_many_clients_lose_no_update() {
     assert_eq!(integer(&client.command(&["GET", &second]).unwrap()), 240);
     assert!(retries > 0, "six clients on two keys conflict at times");
     // Watched keys are unregistered by EXEC, UNWATCH and a closed connection.
-    let info = client
-        .command(&["INFO", "clients"])
-        .unwrap()
-        .text()
-        .unwrap();
-    assert!(info.contains("total_watched_keys:0"), "{info}");
+    assert_nothing_watched(&mut client);
     server.shutdown();
     server.wait().expect("stops");
 }
@@ -320,12 +325,7 @@ fn watch_refusals_are_redis_errors_and_leave_nothing_registered() {
         matches!(&refused, Value::Error(text) if text.contains("at most")),
         "{refused:?}"
     );
-    let info = client
-        .command(&["INFO", "clients"])
-        .unwrap()
-        .text()
-        .unwrap();
-    assert!(info.contains("total_watched_keys:0"), "{info}");
+    assert_nothing_watched(&mut client);
     // UNWATCH and EXEC without MULTI answer as Redis does; a watch survives neither.
     assert_eq!(
         client.command(&["WATCH", "a"]).unwrap(),
@@ -339,12 +339,7 @@ fn watch_refusals_are_redis_errors_and_leave_nothing_registered() {
         client.command(&["EXEC"]).unwrap(),
         Value::Error("ERR EXEC without MULTI".into())
     );
-    let info = client
-        .command(&["INFO", "clients"])
-        .unwrap()
-        .text()
-        .unwrap();
-    assert!(info.contains("total_watched_keys:0"), "{info}");
+    assert_nothing_watched(&mut client);
     server.shutdown();
     server.wait().expect("stops");
 }
