@@ -44,6 +44,10 @@ pub struct DbArgs {
     /// passthrough (durability nvme-flush), where a sync is an NVMe Flush on the same ring.
     #[arg(long)]
     iopoll: bool,
+    /// Leave each shard's thread free to run on any CPU (by default each is pinned to one):
+    /// for a machine whose CPUs the shards share with other busy programs.
+    #[arg(long)]
+    no_pin: bool,
 }
 
 impl DbArgs {
@@ -79,7 +83,7 @@ impl DbArgs {
         if let Some(shards) = self.shards {
             builder = builder.shards(shards);
         }
-        let db = builder.open()?;
+        let db = builder.pin(!self.no_pin).open()?;
         if let Some(first) = db.stats()?.shards.first() {
             crate::ycsb_cmd::warn_fallbacks(&first.io);
         }

@@ -51,6 +51,11 @@ pub struct ServeArgs {
     /// connections) or single (one receive at a time, a buffer per connection).
     #[arg(long, default_value = "multishot", value_parser = ["multishot", "single"])]
     recv: String,
+    /// Where the network workers run: shards (each a task on one shard's thread and ring, so
+    /// a shard's own keys are served with no hop), threads (a thread each), or auto (shards
+    /// where the engine and network are io_uring and there is one worker per shard).
+    #[arg(long, default_value = "auto")]
+    net_placement: ringdb_server::Placement,
     /// Cluster mode (the Redis Cluster protocol): the node serves the slots its controller
     /// assigns (`ringdb cluster push`) and redirects the others with -MOVED.
     #[arg(long)]
@@ -119,6 +124,7 @@ pub fn run(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
             transport: args.net,
             ring_mode: args.net_ring,
             multishot_receive: args.recv == "multishot",
+            placement: args.net_placement,
         },
         cluster_state_file: None,
         replica_of: args.replicaof.clone(),

@@ -64,6 +64,36 @@ pub struct NetworkSettings {
     /// receive at a time into a buffer of each connection's own. Kernels without provided
     /// buffer rings or multishot receives fall back to the latter.
     pub multishot_receive: bool,
+    /// Which threads the workers run on.
+    pub placement: Placement,
+}
+
+/// Which threads the network workers run on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Placement {
+    /// On the shards' threads where they can (one worker per shard, io_uring engines and
+    /// network), else on threads of their own.
+    Auto,
+    /// Each worker is a task of one shard's runtime: the shard's own keys are served with
+    /// no hop to another thread. A server that cannot (workers not one per shard, a shard
+    /// engine or network without io_uring) refuses to start.
+    Shards,
+    /// Each worker on a thread of its own; every write hops to its shard.
+    Threads,
+}
+
+impl std::str::FromStr for Placement {
+    type Err = String;
+    fn from_str(text: &str) -> Result<Self, String> {
+        match text {
+            "auto" => Ok(Placement::Auto),
+            "shards" => Ok(Placement::Shards),
+            "threads" => Ok(Placement::Threads),
+            _ => Err(format!(
+                "{text:?}: not a placement of the network (auto, shards or threads)"
+            )),
+        }
+    }
 }
 
 /// How a server's network workers ended up talking to the kernel.
@@ -75,6 +105,8 @@ pub struct NetworkChoice {
     pub receive: &'static str,
     /// Why the workers do without io_uring or multishot receives, where they do.
     pub fallback: Option<String>,
+    /// Whether the workers run on the shards' threads.
+    pub on_shards: bool,
 }
 
 /// Which way the network workers talk to the kernel.
@@ -108,6 +140,7 @@ impl Default for NetworkSettings {
             transport: TransportKind::Auto,
             ring_mode: ringdb_io::SetupMode::Defer,
             multishot_receive: true,
+            placement: Placement::Auto,
         }
     }
 }

@@ -34,15 +34,23 @@ fn sections_text(db: &Db, shared: &ServerShared) -> Vec<(&'static str, String)> 
             .map(|shard| shard.memory.total().current_bytes)
             .sum::<u64>()
     });
-    let (multiplexing, receive) = shared
-        .network
-        .get()
-        .map_or(("none", "none"), |choice| (choice.api, choice.receive));
+    let (multiplexing, receive, placement) =
+        shared
+            .network
+            .get()
+            .map_or(("none", "none", "none"), |choice| {
+                let placement = if choice.on_shards {
+                    "shards"
+                } else {
+                    "threads"
+                };
+                (choice.api, choice.receive, placement)
+            });
     vec![
         (
             "Server",
             format!(
-                "redis_version:{}\r\nringdb_version:{}\r\nredis_mode:{mode}\r\nos:Linux\r\narch_bits:64\r\nmultiplexing_api:{multiplexing}\r\nringdb_receive:{receive}\r\nprocess_id:{}\r\ntcp_port:{port}\r\nuptime_in_seconds:{}\r\nuptime_in_days:{}\r\n",
+                "redis_version:{}\r\nringdb_version:{}\r\nredis_mode:{mode}\r\nos:Linux\r\narch_bits:64\r\nmultiplexing_api:{multiplexing}\r\nringdb_receive:{receive}\r\nringdb_network_placement:{placement}\r\nprocess_id:{}\r\ntcp_port:{port}\r\nuptime_in_seconds:{}\r\nuptime_in_days:{}\r\n",
                 crate::REDIS_VERSION,
                 env!("CARGO_PKG_VERSION"),
                 std::process::id(),

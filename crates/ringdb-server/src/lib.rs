@@ -63,7 +63,7 @@ mod value;
 mod watch;
 mod whole;
 
-pub use config::{NetworkChoice, NetworkSettings, ServerConfig, TransportKind};
+pub use config::{NetworkChoice, NetworkSettings, Placement, ServerConfig, TransportKind};
 pub use error::ServeError;
 pub use replication::ReplicationMode;
 

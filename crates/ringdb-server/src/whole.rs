@@ -139,7 +139,12 @@ pub async fn run_whole(
         WholeDb::Save => save(db, shared).await,
         WholeDb::MsetAcross(pairs) => mset(&db, &shared.store, pairs, false).await,
         WholeDb::MsetNx(pairs) => mset(&db, &shared.store, pairs, true).await,
-        WholeDb::Info(sections) => crate::info::info(&db, shared, &sections),
+        WholeDb::Info(sections) => {
+            // The engine's figures come from every shard: a call that may block, and a worker
+            // may be a shard's own thread.
+            let shared = shared.clone();
+            on_helper(move || crate::info::info(&db, &shared, &sections)).await
+        }
         command @ (WholeDb::SlotKeys { .. } | WholeDb::Migrate { .. } | WholeDb::Purge(_)) => {
             cluster_walk(db, shared, command).await
         }

@@ -2,7 +2,7 @@
 //! transactions, bad input and a restart.
 
 use ringdb::{Db, Durability, Options};
-use ringdb_server::{NetworkSettings, Server, ServerConfig, TransportKind};
+use ringdb_server::{NetworkSettings, Placement, Server, ServerConfig, TransportKind};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::PathBuf;
@@ -817,32 +817,75 @@ fn renames_move_strings_large_values_and_hashes_within_and_across_shards() {
     server.wait().expect("stops");
 }
 
-/// The ways a worker may talk to the kernel, each with what INFO says of it.
-fn networks() -> [(NetworkSettings, &'static str); 3] {
+/// The ways a worker may talk to the kernel and the threads it may run on, each with what
+/// INFO says of it.
+fn networks() -> [(NetworkSettings, &'static str); 4] {
     let uring = NetworkSettings {
         transport: TransportKind::Uring,
+        placement: Placement::Shards,
         ..NetworkSettings::default()
+    };
+    let threads = NetworkSettings {
+        placement: Placement::Threads,
+        ..uring
     };
     let single = NetworkSettings {
         multishot_receive: false,
         ring_mode: ringdb_io::SetupMode::Default,
+        placement: Placement::Auto,
         ..uring
     };
     let epoll = NetworkSettings {
         transport: TransportKind::Epoll,
+        placement: Placement::Auto,
         ..uring
     };
     [
         (
             uring,
-            "multiplexing_api:io_uring\r\nringdb_receive:multishot\r\n",
+            "multiplexing_api:io_uring\r\nringdb_receive:multishot\r\nringdb_network_placement:shards\r\n",
+        ),
+        (
+            threads,
+            "multiplexing_api:io_uring\r\nringdb_receive:multishot\r\nringdb_network_placement:threads\r\n",
         ),
         (
             single,
-            "multiplexing_api:io_uring\r\nringdb_receive:single\r\n",
+            "multiplexing_api:io_uring\r\nringdb_receive:single\r\nringdb_network_placement:shards\r\n",
         ),
-        (epoll, "multiplexing_api:epoll\r\nringdb_receive:single\r\n"),
+        (
+            epoll,
+            "multiplexing_api:epoll\r\nringdb_receive:single\r\nringdb_network_placement:threads\r\n",
+        ),
     ]
+}
+
+#[test]
+fn workers_on_the_shards_are_refused_where_they_cannot_run_there() {
+    let cases = [
+        (TransportKind::Epoll, 0, "the network uses epoll"),
+        (TransportKind::Uring, 1, "1 workers for 2 shards"),
+    ];
+    for (index, (transport, workers, why)) in cases.into_iter().enumerate() {
+        let dir = temp_dir(&format!("placement-refused-{index}"));
+        let config = ServerConfig {
+            workers,
+            network: NetworkSettings {
+                transport,
+                placement: Placement::Shards,
+                ..NetworkSettings::default()
+            },
+            ..local_config()
+        };
+        let error = match Server::start(open(&dir, true), config) {
+            Ok(_) => panic!("workers on the shards with {transport:?}, {workers} workers started"),
+            Err(error) => error.to_string(),
+        };
+        assert!(
+            error.contains("cannot run on the shards' threads") && error.contains(why),
+            "{error}"
+        );
+    }
 }
 
 /// The `INFO server` text.

@@ -346,6 +346,7 @@ impl Engine for LibaioEngine {
             });
         }
         let (opcode, fd) = match req.op {
+            OpKind::PollIn => return Err(super::poll_refused(self.kind())),
             OpKind::Read => (IOCB_CMD_PREAD, self.fd(req)?),
             OpKind::Write => (IOCB_CMD_PWRITE, self.fd(req)?),
             OpKind::Fsync => (IOCB_CMD_FSYNC, self.fd(req)?),

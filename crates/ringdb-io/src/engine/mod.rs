@@ -55,6 +55,10 @@ pub enum OpKind {
     Fdatasync,
     /// Does nothing; measures the pure submission path.
     Nop,
+    /// Waits until a descriptor (`offset` holds it, `file` is unused) is readable: how a
+    /// runtime sleeps on another ring or an eventfd together with its own I/O. Only engines
+    /// whose [`Engine::supports_poll`] is true take it; the others refuse it at `push`.
+    PollIn,
 }
 
 impl OpKind {
@@ -66,6 +70,7 @@ impl OpKind {
             OpKind::Fsync => "fsync",
             OpKind::Fdatasync => "fdatasync",
             OpKind::Nop => "nop",
+            OpKind::PollIn => "poll",
         }
     }
 }
@@ -129,6 +134,16 @@ impl IoRequest {
         }
     }
 
+    /// A wait until descriptor `fd` is readable (see [`OpKind::PollIn`]).
+    pub fn poll_in(fd: std::os::fd::RawFd, user_data: u64) -> Self {
+        debug_assert!(fd >= 0, "a poll of a closed descriptor");
+        IoRequest {
+            op: OpKind::PollIn,
+            offset: fd as u64,
+            ..IoRequest::nop(user_data)
+        }
+    }
+
     /// The same request, naming the registered buffer `index` its memory lies in.
     pub fn with_buf_index(mut self, index: Option<u16>) -> Self {
         self.buf_index = index;
@@ -185,6 +200,17 @@ fn deliver_ready(
     n
 }
 
+/// The error of an [`OpKind::PollIn`] pushed to an engine that cannot wait for descriptors.
+pub(crate) fn poll_refused(engine: EngineKind) -> crate::error::IoError {
+    crate::error::IoError::Unsupported {
+        switch: crate::error::Switch::IoUring,
+        reason: format!(
+            "waiting for a descriptor on the runtime's own ring needs the uring engine, not {}",
+            engine.name()
+        ),
+    }
+}
+
 /// A ring-per-thread I/O engine. Not `Send`: it belongs to the thread that opened it.
 pub trait Engine {
     /// Which engine this is.
@@ -217,6 +243,12 @@ pub trait Engine {
 
     /// What the engine counted so far.
     fn stats(&self) -> EngineStats;
+
+    /// Whether [`OpKind::PollIn`] requests complete asynchronously here (io_uring engines
+    /// that queue, outside IOPOLL). Elsewhere `push` refuses them.
+    fn supports_poll(&self) -> bool {
+        false
+    }
 
     /// Waits for every request in flight and drops their completions. Engines call this on
     /// drop so that no buffer is released while the kernel may still write into it.

@@ -165,6 +165,7 @@ impl NvmeCommands {
                 (flush, 0, None)
             }
             OpKind::Nop => unreachable!("NOPs are built by prepare"),
+            OpKind::PollIn => unreachable!("the engine refuses polls before prepare"),
         };
         let build = |builder: opcode::UringCmd80| {
             builder

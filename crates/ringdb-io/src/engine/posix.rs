@@ -70,6 +70,7 @@ impl Engine for PosixEngine {
             });
         }
         let result = match req.op {
+            OpKind::PollIn => return Err(super::poll_refused(self.kind())),
             OpKind::Nop => 0,
             OpKind::Read | OpKind::Write => {
                 let fd = self.fd(req)?;

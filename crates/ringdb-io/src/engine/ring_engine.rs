@@ -32,6 +32,11 @@ pub trait RingCommands {
 
     /// The completion for the entry tagged `tag` that finished with `result`.
     fn complete(&mut self, tag: u64, result: i32) -> IoCompletion;
+
+    /// Whether `prepare` takes [`OpKind::PollIn`](super::OpKind::PollIn) requests.
+    fn polls(&self) -> bool {
+        false
+    }
 }
 
 /// An io_uring engine: a [`Ring`] plus the commands it carries.
@@ -116,6 +121,11 @@ impl<Commands: RingCommands> Engine for RingEngine<Commands> {
         self.in_flight
     }
 
+    fn supports_poll(&self) -> bool {
+        // `uring-sync` waits for each request as it is pushed: a poll would block there.
+        !self.synchronous && self.commands.polls()
+    }
+
     fn pending(&self) -> usize {
         // Doorbell entries go to the kernel in the call that queues them; should an enter
         // have taken none of them, they still never count as requests.
@@ -124,6 +134,9 @@ impl<Commands: RingCommands> Engine for RingEngine<Commands> {
 
     unsafe fn push(&mut self, request: &IoRequest) -> Result<()> {
         check_user_data(request.user_data)?;
+        if request.op == super::OpKind::PollIn && !self.supports_poll() {
+            return Err(super::poll_refused(self.kind));
+        }
         if self.in_flight >= self.depth {
             return Err(IoError::QueueFull {
                 engine: self.kind,

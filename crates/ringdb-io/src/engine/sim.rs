@@ -354,6 +354,7 @@ impl Disk {
         }
         let result = match (req.op, slot.fault) {
             (OpKind::Nop, _) => 0,
+            (OpKind::PollIn, _) => unreachable!("push refuses polls"),
             (_, Some(SimFault::Eio)) => -libc::EIO,
             (_, Some(SimFault::Enospc)) => -libc::ENOSPC,
             (OpKind::Read, fault) => self.complete_read(req, fault),
@@ -873,6 +874,9 @@ impl Engine for SimEngine {
                 in_flight: self.in_flight(),
                 depth: self.depth,
             });
+        }
+        if req.op == OpKind::PollIn {
+            return Err(super::poll_refused(self.kind()));
         }
         let mut req = *req;
         if req.op != OpKind::Nop {

@@ -108,10 +108,21 @@ impl RingCommands for FileCommands {
 
     fn prepare(&mut self, request: &IoRequest) -> Result<(squeue::Entry, u64)> {
         let tag = request.user_data;
+        // A NOP and a poll name no file of the table, so FIXED_FILE must not be set on them.
+        let fileless = self.entry_flags - squeue::Flags::FIXED_FILE;
         if request.op == OpKind::Nop {
-            // A NOP names no file, so FIXED_FILE must not be set on it.
-            let flags = self.entry_flags - squeue::Flags::FIXED_FILE;
-            return Ok((opcode::Nop::new().build().flags(flags).user_data(tag), tag));
+            return Ok((
+                opcode::Nop::new().build().flags(fileless).user_data(tag),
+                tag,
+            ));
+        }
+        if request.op == OpKind::PollIn {
+            let fd = RawFd::try_from(request.offset).map_err(|_| IoError::NoSuchFile {
+                index: u32::MAX,
+                files: self.files.len(),
+            })?;
+            let entry = opcode::PollAdd::new(types::Fd(fd), libc::POLLIN as u32).build();
+            return Ok((entry.flags(fileless).user_data(tag), tag));
         }
         let index = request.file.0 as usize;
         let fd = *self.files.get(index).ok_or({
@@ -128,6 +139,11 @@ impl RingCommands for FileCommands {
     }
 
     fn abandon(&mut self, _tag: u64) {}
+
+    fn polls(&self) -> bool {
+        // An IOPOLL ring completes only polled block I/O.
+        !self.iopoll
+    }
 
     fn complete(&mut self, tag: u64, result: i32) -> IoCompletion {
         IoCompletion {

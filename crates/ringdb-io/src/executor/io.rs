@@ -108,6 +108,24 @@ impl Io {
             .map(|_| ())
     }
 
+    /// Whether [`Io::wait_readable`] works on this runtime (its engine is `uring`).
+    pub fn supports_poll(&self) -> bool {
+        self.inner.engine.borrow().supports_poll()
+    }
+
+    /// Resolves once `fd` is readable (`POLLIN`), waiting on the runtime's own ring with its
+    /// other I/O: a runtime can serve a second ring (whose descriptor is readable while it
+    /// has completions) or an eventfd from the same thread. Refused where
+    /// [`Io::supports_poll`] is false. The descriptor must stay open until this resolves: a
+    /// dropped future's poll stays in the ring until the descriptor becomes readable.
+    pub async fn wait_readable(&self, fd: std::os::fd::RawFd) -> Result<()> {
+        let request = IoRequest::poll_in(fd, 0);
+        OpFuture::<AlignedBuf>::new(self.inner.clone(), request, None)
+            .await
+            .0
+            .map(|_| ())
+    }
+
     /// A free buffer of the runtime's pool, if one is free and nobody waits for one.
     pub fn lease_buf(&self) -> Option<PoolBuf> {
         self.inner.pool.as_ref()?.try_lease()

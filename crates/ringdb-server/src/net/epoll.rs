@@ -116,6 +116,9 @@ impl EpollLoop {
             }
             // The worker receives one at a time here (it has no provided buffers).
             NetOp::RecvMulti { .. } => self.done.push((user_data, -libc::EINVAL, 0)),
+            // Only workers on a shard's ring tick, and those need io_uring.
+            NetOp::Timeout { .. } => self.done.push((user_data, -libc::EOPNOTSUPP, 0)),
+            NetOp::Nop => self.done.push((user_data, 0, 0)),
             NetOp::Cancel { target } => {
                 let found = self.cancel(|waiting| waiting.user_data == target);
                 let result = if found > 0 { 0 } else { -libc::ENOENT };

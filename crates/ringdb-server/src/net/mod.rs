@@ -9,6 +9,7 @@ mod transport;
 mod wake;
 mod worker;
 
+use crate::config::{Placement, TransportKind};
 use crate::error::ServeError;
 use crate::shared::ServerShared;
 pub use ring_reader::RingReader;
@@ -165,25 +166,21 @@ pub fn start_workers(
         listeners.extend(unix.take());
         prepared.push(listeners);
     }
+    let on_shards = on_shards(db, shared, workers)?;
     let mut threads = Vec::with_capacity(workers);
     for (index, listeners) in prepared.into_iter().enumerate() {
-        let (db, worker_shared) = (db.clone(), shared.clone());
         let (started, ready) = std::sync::mpsc::sync_channel(1);
+        let start = WorkerStart {
+            index,
+            listeners,
+            db: db.clone(),
+            shared: shared.clone(),
+            on_shard: on_shards,
+            started,
+        };
         let thread = std::thread::Builder::new()
             .name(format!("ringdb-serve-{index}"))
-            .spawn(
-                move || match worker::Worker::new(listeners, db, worker_shared) {
-                    Ok(worker) => {
-                        let _ = started.send(Ok(()));
-                        worker.run()
-                    }
-                    Err(error) => {
-                        let _ =
-                            started.send(Err(std::io::Error::new(error.kind(), error.to_string())));
-                        Err(error)
-                    }
-                },
-            )
+            .spawn(move || start.run())
             .map_err(|source| ServeError::Ring { source })?;
         threads.push(thread);
         let started = ready
@@ -195,4 +192,90 @@ pub fn start_workers(
         }
     }
     Ok(threads)
+}
+
+/// Whether the workers run on the shards' threads (see [`Placement`]).
+fn on_shards(db: &Db, shared: &ServerShared, workers: usize) -> Result<bool, ServeError> {
+    let network = shared.config().network;
+    let wanted = match network.placement {
+        Placement::Threads => return Ok(false),
+        Placement::Shards => true,
+        Placement::Auto => false,
+    };
+    let why_not = if workers != db.shard_count() {
+        Some(format!(
+            "{workers} workers for {} shards (one per shard is needed)",
+            db.shard_count()
+        ))
+    } else if network.transport == TransportKind::Epoll {
+        Some("the network uses epoll".to_string())
+    } else {
+        match db.run_on(0, |shard| async move { shard.io().supports_poll() }) {
+            Ok(true) => None,
+            Ok(false) => Some("the shards' I/O engine is not io_uring".to_string()),
+            Err(error) => Some(error.to_string()),
+        }
+    };
+    match why_not {
+        None => Ok(true),
+        Some(reason) if wanted => Err(ServeError::Ring {
+            source: std::io::Error::other(format!(
+                "the network cannot run on the shards' threads: {reason}"
+            )),
+        }),
+        Some(reason) => {
+            tracing::info!("network workers on threads of their own: {reason}");
+            Ok(false)
+        }
+    }
+}
+
+/// What a worker's thread needs to start it.
+struct WorkerStart {
+    index: usize,
+    listeners: Vec<OwnedFd>,
+    db: Db,
+    shared: Arc<ServerShared>,
+    on_shard: bool,
+    /// Told once the worker is set up, or why it could not be.
+    started: std::sync::mpsc::SyncSender<std::io::Result<()>>,
+}
+
+impl WorkerStart {
+    /// Sets the worker up and serves: on this thread, or as a task of shard `index` (this
+    /// thread then waits for it).
+    fn run(self) -> std::io::Result<()> {
+        let WorkerStart {
+            index,
+            listeners,
+            db,
+            shared,
+            on_shard,
+            started,
+        } = self;
+        if !on_shard {
+            let worker = announce(worker::Worker::new(listeners, db, shared, false), &started)?;
+            return worker.run();
+        }
+        let runner = db.clone();
+        let served = runner.run_on(index, move |shard| async move {
+            let worker = announce(worker::Worker::new(listeners, db, shared, true), &started)?;
+            worker
+                .serve_on_shard(shard.io().clone(), shard.doorbell())
+                .await
+        });
+        served.unwrap_or_else(|error| Err(std::io::Error::other(error.to_string())))
+    }
+}
+
+/// Tells the starting thread how the worker's setup went.
+fn announce<T>(
+    setup: std::io::Result<T>,
+    started: &std::sync::mpsc::SyncSender<std::io::Result<()>>,
+) -> std::io::Result<T> {
+    let _ = started.send(match &setup {
+        Ok(_) => Ok(()),
+        Err(error) => Err(std::io::Error::new(error.kind(), error.to_string())),
+    });
+    setup
 }

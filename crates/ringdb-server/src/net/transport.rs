@@ -36,6 +36,10 @@ pub enum NetOp {
     Cancel { target: u64 },
     /// End every operation in flight.
     CancelAll,
+    /// Complete at once (a completion for a waiter on the ring's descriptor to see).
+    Nop,
+    /// Complete (with `ETIME`) after the interval at `spec` (io_uring only).
+    Timeout { spec: *const types::Timespec },
 }
 
 /// A worker's ring or epoll loop.
@@ -107,6 +111,17 @@ impl Transport {
             .map_err(|error| ring_error("enter", error))
     }
 
+    /// Hands the operations queued to the kernel and lets it post what has finished, without
+    /// waiting, and without a system call when there is neither (io_uring).
+    pub fn flush(&mut self) -> std::io::Result<()> {
+        match self {
+            Transport::Uring(ring) if ring.pending() == 0 => ring
+                .prepare_reap()
+                .map_err(|error| ring_error("enter", error)),
+            _ => self.enter(false, Duration::ZERO),
+        }
+    }
+
     /// Moves the completions ready into `into`: (user data, result, flags).
     pub fn completions(&mut self, into: &mut Vec<(u64, i32, u32)>) {
         match self {
@@ -150,6 +165,8 @@ fn entry_of(op: NetOp) -> squeue::Entry {
         }
         NetOp::Cancel { target } => opcode::AsyncCancel::new(target).build(),
         NetOp::CancelAll => opcode::AsyncCancel2::new(types::CancelBuilder::any()).build(),
+        NetOp::Timeout { spec } => opcode::Timeout::new(spec).build(),
+        NetOp::Nop => opcode::Nop::new().build(),
     }
 }
 

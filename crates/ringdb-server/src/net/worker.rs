@@ -38,6 +38,7 @@ const OP_RECV: u64 = 2;
 const OP_SEND: u64 = 3;
 const OP_WAKE: u64 = 4;
 const OP_CANCEL: u64 = 5;
+const OP_TICK: u64 = 6;
 
 /// Provided buffers per worker (a power of two), and the bytes of each: what arrives on all
 /// the worker's connections between two turns of its loop.
@@ -69,6 +70,10 @@ pub struct Worker {
     /// Written by the kernel while the eventfd read is in flight.
     wake_buffer: Box<u64>,
     wake_in_flight: bool,
+    /// The tick's interval, read by the kernel while the tick is in flight (workers on a
+    /// shard only).
+    tick_spec: Box<io_uring::types::Timespec>,
+    tick_in_flight: bool,
     db: Db,
     shared: Arc<ServerShared>,
     limits: Limits,
@@ -88,6 +93,38 @@ pub struct Worker {
     last_stall_check: std::time::Instant,
 }
 
+/// A poll of a worker's ring on its shard's ring, kept armed across sleeps.
+type RingPoll = std::pin::Pin<Box<dyn std::future::Future<Output = ringdb_io::Result<()>>>>;
+
+/// How a worker on a shard woke up.
+enum Slept {
+    /// Its ring has completions (or the poll failed).
+    Ring(ringdb_io::Result<()>),
+    /// A connection was woken.
+    Woken,
+}
+
+/// A worker's sleep on a shard (see [`Worker::serve_on_shard`]).
+struct ShardSleep<'a> {
+    ring_poll: &'a mut RingPoll,
+    wake: &'a WakeQueue,
+    doorbell: Option<&'a ringdb_io::Doorbell>,
+}
+
+impl std::future::Future for ShardSleep<'_> {
+    type Output = Slept;
+    fn poll(mut self: std::pin::Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Slept> {
+        if let Poll::Ready(result) = self.ring_poll.as_mut().poll(cx) {
+            return Poll::Ready(Slept::Ring(result));
+        }
+        if self.wake.prepare_task_sleep(cx.waker(), self.doorbell) {
+            Poll::Pending
+        } else {
+            Poll::Ready(Slept::Woken)
+        }
+    }
+}
+
 /// A hop in progress.
 type Hop = std::pin::Pin<Box<dyn std::future::Future<Output = ()>>>;
 
@@ -101,16 +138,22 @@ const PAUSE_BYTES_MAX: usize = 4 * 1024 * 1024;
 const PASSES_MAX: usize = 4;
 
 impl Worker {
-    /// A worker over `listeners`.
+    /// A worker over `listeners`; `on_shard`: it will run on a shard's runtime
+    /// ([`Worker::serve_on_shard`]).
     pub fn new(
         listeners: Vec<OwnedFd>,
         db: Db,
         shared: Arc<ServerShared>,
+        on_shard: bool,
     ) -> std::io::Result<Worker> {
         let config = shared.config();
         let network = config.network;
-        let (transport, mut fallback) =
-            Transport::open(network.transport, network.ring_mode, RING_ENTRIES)?;
+        // A ring another ring waits on must post its completions without being entered.
+        let mode = match network.ring_mode {
+            ringdb_io::SetupMode::Defer if on_shard => ringdb_io::SetupMode::Coop,
+            mode => mode,
+        };
+        let (transport, mut fallback) = Transport::open(network.transport, mode, RING_ENTRIES)?;
         let provided = match (network.multishot_receive, transport.ring()) {
             (true, Some(ring)) => {
                 match ProvidedBuffers::register(ring.uring(), PROVIDED_COUNT, PROVIDED_BYTES) {
@@ -142,6 +185,7 @@ impl Worker {
             api,
             receive,
             fallback,
+            on_shards: on_shard,
         });
         Ok(Worker {
             transport,
@@ -155,6 +199,8 @@ impl Worker {
             wake: Arc::new(WakeQueue::new()?),
             wake_buffer: Box::new(0),
             wake_in_flight: false,
+            tick_spec: Box::new(io_uring::types::Timespec::from(WAIT_TIMEOUT)),
+            tick_in_flight: false,
             db,
             shared,
             limits,
@@ -194,38 +240,139 @@ impl Worker {
         self.push(NetOp::ReadCounter { fd, buffer }, tag(OP_WAKE, 0, 0));
     }
 
-    /// Serves until the server is asked to stop.
+    /// Serves until the server is asked to stop, on a thread of its own.
     pub fn run(mut self) -> std::io::Result<()> {
-        for index in 0..self.listeners.len() {
-            self.arm_accept(index);
-        }
-        self.arm_wake();
-        crate::hop::become_worker(self.db.shard_count());
+        self.begin();
         let mut woken = Vec::new();
         let mut completions = Vec::new();
         while !self.shared.shutting_down() && self.failure.is_none() {
-            for _ in 0..PASSES_MAX {
-                self.wake.take(&mut woken);
-                if woken.is_empty() && self.ready.is_empty() {
-                    break;
-                }
-                self.ready.append(&mut woken);
-                self.serve_ready();
-                self.start_hops();
-            }
+            self.serve_woken(&mut woken);
             let sleep = self.ready.is_empty() && self.wake.prepare_sleep();
             if let Err(error) = self.transport.enter(sleep, WAIT_TIMEOUT) {
                 self.failure.get_or_insert(error);
             }
             self.wake.awake();
             self.close_stalled();
-            self.transport.completions(&mut completions);
-            for (data, result, flags) in completions.drain(..) {
-                self.complete(data, result, flags);
-            }
+            self.reap(&mut completions);
         }
         self.drain();
         self.failure.take().map_or(Ok(()), Err)
+    }
+
+    /// Serves until the server is asked to stop, as a task of the runtime of the shard whose
+    /// thread this is (`io`, `doorbell`): requests for the shard's own keys run in place, with
+    /// no hop and no wake-up of another thread. With nothing to do the task sleeps until its
+    /// ring has completions (a tick every [`WAIT_TIMEOUT`] among them: a poll of the ring's
+    /// descriptor on the shard's ring) or a connection is woken, so the shard's I/O and the
+    /// network share one sleep.
+    pub async fn serve_on_shard(
+        mut self,
+        io: ringdb_io::Io,
+        doorbell: Option<ringdb_io::Doorbell>,
+    ) -> std::io::Result<()> {
+        let Some(ring) = self.transport.ring() else {
+            return Err(std::io::Error::other(
+                "a worker on a shard needs an io_uring",
+            ));
+        };
+        let ring_fd = ring.uring().as_raw_fd();
+        self.begin();
+        self.arm_tick();
+        let mut woken = Vec::new();
+        let mut completions = Vec::new();
+        let mut ring_poll: Option<RingPoll> = None;
+        while !self.shared.shutting_down() && self.failure.is_none() {
+            self.serve_woken(&mut woken);
+            if let Err(error) = self.transport.flush() {
+                self.failure.get_or_insert(error);
+            }
+            let reaped = self.reap(&mut completions);
+            self.close_stalled();
+            if reaped > 0 || !self.ready.is_empty() {
+                io.yield_now().await;
+                continue;
+            }
+            let poll = ring_poll.get_or_insert_with(|| {
+                let io = io.clone();
+                Box::pin(async move { io.wait_readable(ring_fd).await })
+            });
+            let slept = ShardSleep {
+                ring_poll: poll,
+                wake: &self.wake,
+                doorbell: doorbell.as_ref(),
+            }
+            .await;
+            self.wake.awake();
+            match slept {
+                Slept::Ring(result) => {
+                    ring_poll = None;
+                    if let Err(error) = result {
+                        let error = std::io::Error::other(error.to_string());
+                        self.failure.get_or_insert(error);
+                    }
+                }
+                Slept::Woken => {}
+            }
+        }
+        self.drain();
+        self.settle(ring_poll).await;
+        self.failure.take().map_or(Ok(()), Err)
+    }
+
+    /// After the drain: a poll of the ring still armed on the shard's ring must complete before
+    /// the ring goes (the shard's runtime waits for every request it has in flight), so the
+    /// ring is given a completion to see.
+    async fn settle(&mut self, ring_poll: Option<RingPoll>) {
+        let Some(poll) = ring_poll else {
+            return;
+        };
+        self.push(NetOp::Nop, tag(OP_CANCEL, 0, 0));
+        if let Err(error) = self.transport.enter(false, Duration::ZERO) {
+            tracing::warn!("a network worker could not settle its ring: {error}");
+            std::mem::forget(poll);
+            return;
+        }
+        let _ = poll.await;
+    }
+
+    /// Arms the accepts and the wake-up read, and queues groups for the turn's hops.
+    fn begin(&mut self) {
+        for index in 0..self.listeners.len() {
+            self.arm_accept(index);
+        }
+        self.arm_wake();
+        crate::hop::become_worker(self.db.shard_count());
+    }
+
+    /// Serves what was woken and parsed, a bounded number of passes.
+    fn serve_woken(&mut self, woken: &mut Vec<(u32, u32)>) {
+        for _ in 0..PASSES_MAX {
+            self.wake.take(woken);
+            if woken.is_empty() && self.ready.is_empty() {
+                break;
+            }
+            self.ready.append(woken);
+            self.serve_ready();
+            self.start_hops();
+        }
+    }
+
+    /// Takes the ring's completions and acts on each; returns how many there were.
+    fn reap(&mut self, completions: &mut Vec<(u64, i32, u32)>) -> usize {
+        self.transport.completions(completions);
+        let reaped = completions.len();
+        for (data, result, flags) in completions.drain(..) {
+            self.complete(data, result, flags);
+        }
+        reaped
+    }
+
+    /// Arms the tick: a timeout on the worker's ring that ends a wait on a shard after
+    /// [`WAIT_TIMEOUT`], so stalled clients and the shutdown are looked at.
+    fn arm_tick(&mut self) {
+        let spec: *const io_uring::types::Timespec = &*self.tick_spec;
+        self.tick_in_flight = true;
+        self.push(NetOp::Timeout { spec }, tag(OP_TICK, 0, 0));
     }
 
     fn complete(&mut self, data: u64, result: i32, flags: u32) {
@@ -235,6 +382,12 @@ impl Worker {
             OP_WAKE => {
                 self.wake_in_flight = false;
                 self.arm_wake();
+            }
+            OP_TICK => {
+                self.tick_in_flight = false;
+                if !self.shared.shutting_down() {
+                    self.arm_tick();
+                }
             }
             OP_RECV => self.received(slot, generation, result, flags),
             OP_SEND => self.sent(slot, generation, result),
@@ -737,11 +890,15 @@ impl Worker {
         std::mem::forget(std::mem::take(&mut self.conns));
         std::mem::forget(self.provided.take());
         std::mem::forget(std::mem::replace(&mut self.wake_buffer, Box::new(0)));
+        let spec = io_uring::types::Timespec::new();
+        std::mem::forget(std::mem::replace(&mut self.tick_spec, Box::new(spec)));
     }
 
     /// Whether the kernel may still write or read memory of this worker.
     fn busy(&self) -> bool {
-        self.wake_in_flight || self.conns.iter().flatten().any(|conn| conn.in_flight())
+        self.wake_in_flight
+            || self.tick_in_flight
+            || self.conns.iter().flatten().any(|conn| conn.in_flight())
     }
 
     /// A completion reaped at shutdown: only what it ends is recorded.
@@ -749,6 +906,9 @@ impl Worker {
         let (op, generation, slot) = untag(data);
         if op == OP_WAKE {
             self.wake_in_flight = false;
+        }
+        if op == OP_TICK {
+            self.tick_in_flight = false;
         }
         if let (Some(id), Some(provided)) = (cqueue::buffer_select(flags), self.provided.as_mut()) {
             provided.take(id, 0, |_| ());

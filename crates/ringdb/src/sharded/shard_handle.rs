@@ -45,6 +45,12 @@ impl Shard {
         &self.io
     }
 
+    /// The doorbell of the shard's runtime: ringing it (from any thread) ends the runtime's
+    /// sleep in its ring, so a task woken from another thread is polled at once.
+    pub fn doorbell(&self) -> Option<ringdb_io::Doorbell> {
+        super::context::current_doorbell()
+    }
+
     /// Starts a task on the shard.
     pub fn spawn<T: 'static>(&self, future: impl Future<Output = T> + 'static) -> JoinHandle<T> {
         self.io.spawn(future)
