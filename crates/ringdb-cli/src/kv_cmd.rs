@@ -44,10 +44,11 @@ pub struct DbArgs {
     /// passthrough (durability nvme-flush), where a sync is an NVMe Flush on the same ring.
     #[arg(long)]
     iopoll: bool,
-    /// Leave each shard's thread free to run on any CPU (by default each is pinned to one):
-    /// for a machine whose CPUs the shards share with other busy programs.
-    #[arg(long)]
-    no_pin: bool,
+    /// Pin each shard's thread to a CPU: on (the default of the embedded commands) or off
+    /// (the default of `serve`, whose CPUs its clients, the kernel's network work and other
+    /// programs share: a pinned shard waits while another program holds its CPU).
+    #[arg(long, value_parser = ["on", "off"])]
+    pin: Option<String>,
 }
 
 impl DbArgs {
@@ -57,6 +58,15 @@ impl DbArgs {
     }
 
     pub(crate) fn open(&self, fresh: bool) -> Result<Db, Box<dyn std::error::Error>> {
+        self.open_pinned_by_default(fresh, true)
+    }
+
+    /// Opens the database; its shards are pinned as `--pin` says, else as `pin_by_default`.
+    pub(crate) fn open_pinned_by_default(
+        &self,
+        fresh: bool,
+        pin_by_default: bool,
+    ) -> Result<Db, Box<dyn std::error::Error>> {
         let durability: Durability = self.durability.parse()?;
         let mut opts = Options::default();
         opts.io.engine = self.engine.parse()?;
@@ -83,7 +93,11 @@ impl DbArgs {
         if let Some(shards) = self.shards {
             builder = builder.shards(shards);
         }
-        let db = builder.pin(!self.no_pin).open()?;
+        let pin = self
+            .pin
+            .as_deref()
+            .map_or(pin_by_default, |pin| pin == "on");
+        let db = builder.pin(pin).open()?;
         if let Some(first) = db.stats()?.shards.first() {
             crate::ycsb_cmd::warn_fallbacks(&first.io);
         }

@@ -133,7 +133,7 @@ pub fn run(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
         replication_sync_timeout: std::time::Duration::from_millis(args.repl_sync_timeout_ms),
         ..ServerConfig::default()
     };
-    let db = args.db.open(false)?;
+    let db = args.db.open_pinned_by_default(false, false)?;
     let config = ServerConfig {
         cluster_state_file: cluster_state_file(&args)?,
         ..config
