@@ -29,15 +29,47 @@ fn live(value: &[u8], now: u64) -> bool {
     Physical::decode(value).is_ok_and(|physical| !physical.expired_at(now))
 }
 
+/// What INFO's keyspace section says of the database.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct KeyspaceCounts {
+    /// Live keys.
+    pub keys: u64,
+    /// Live keys with a deadline.
+    pub expires: u64,
+    /// Their average time left, in milliseconds (0 without any).
+    pub average_ttl_ms: u64,
+}
+
 /// The number of live keys, counted as the walk goes (DBSIZE).
 pub fn count_live_keys(db: &Db) -> Result<u64, Reply> {
+    keyspace_counts(db).map(|counts| counts.keys)
+}
+
+/// The live keys, those with a deadline and their average time left, in one walk over the
+/// keys (INFO keyspace, DBSIZE): nothing collected, one record at a time.
+pub fn keyspace_counts(db: &Db) -> Result<KeyspaceCounts, Reply> {
     let now = now_ms();
-    let mut count = 0u64;
+    let mut counts = KeyspaceCounts::default();
+    let mut ttl_sum_ms = 0u128;
     for pair in db.range::<Vec<u8>, _>(..) {
         let (_, value) = pair.map_err(failed)?;
-        count += u64::from(live(&value, now));
+        let Ok(physical) = Physical::decode(&value) else {
+            continue;
+        };
+        if physical.expired_at(now) {
+            continue;
+        }
+        counts.keys += 1;
+        if let Some(deadline) = physical.deadline_ms() {
+            counts.expires += 1;
+            ttl_sum_ms += u128::from(deadline.saturating_sub(now));
+        }
     }
-    Ok(count)
+    if counts.expires > 0 {
+        counts.average_ttl_ms = (ttl_sum_ms / u128::from(counts.expires)) as u64;
+    }
+    debug_assert!(counts.expires <= counts.keys);
+    Ok(counts)
 }
 
 /// A key drawn at random (RANDOMKEY), `None` when there is no live key: one of the next

@@ -237,6 +237,14 @@ impl<'a> Physical<'a> {
             Physical::Chunked(header) => header.expired_at(now_ms),
         }
     }
+
+    /// When the value expires (Unix milliseconds), if it does.
+    pub fn deadline_ms(&self) -> Option<u64> {
+        match self {
+            Physical::Inline(stored) => stored.deadline_ms,
+            Physical::Chunked(header) => header.deadline_ms,
+        }
+    }
 }
 
 /// The engine's bytes for a value.

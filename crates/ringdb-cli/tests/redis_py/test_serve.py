@@ -375,6 +375,29 @@ def refusals(r):
     check("still serving", r.ping(), True)
 
 
+def keyspace(r, p):
+    """INFO keyspace counts the live keys (as DBSIZE does) and those with a deadline."""
+
+    def counts():
+        db0 = r.info("keyspace").get("db0", {})
+        return db0.get("keys", 0), db0.get("expires", 0), db0.get("avg_ttl", 0)
+
+    seen = []
+    # A key an earlier check gave a short deadline may expire between two calls: try again.
+    for _ in range(5):
+        keys0, expires0, _ = counts()
+        r.set(p + "ks:plain", "1")
+        r.set(p + "ks:ttl", "1", ex=1000)
+        keys1, expires1, average_ttl = counts()
+        dbsize = r.dbsize()
+        r.delete(p + "ks:plain", p + "ks:ttl")
+        seen.append((keys0, expires0, keys1, expires1, dbsize))
+        if (keys1, expires1) == (keys0 + 2, expires0 + 1) and keys1 == dbsize:
+            check("keyspace avg_ttl", 0 < average_ttl <= 1_000_000, True)
+            return
+    raise AssertionError(f"INFO keyspace disagrees with the writes and DBSIZE: {seen}")
+
+
 def main():
     port = int(sys.argv[1])
     for protocol in (2, 3):
@@ -390,6 +413,7 @@ def main():
         clients(r, port, protocol)
         hashes(r, prefix, protocol)
         renames(r, prefix)
+        keyspace(r, prefix)
         refusals(r)
         r.close()
         print(f"redis-py {redis.__version__}, RESP{protocol}: every check passed")
