@@ -421,6 +421,16 @@ fn a_unix_socket_serves_as_tcp_does() {
         got.extend_from_slice(&buffer[..n]);
     }
     assert_eq!(got, b"+OK\r\n:2\r\n");
+    // CLIENT LIST names a Unix socket's client by the socket's path, as Redis does.
+    stream.write_all(&encode(&["CLIENT", "LIST"])).unwrap();
+    let expected = format!("addr={0}:0 laddr={0}:0 ", socket.display());
+    let mut listed = String::new();
+    while !listed.ends_with("\n\r\n") {
+        let n = stream.read(&mut buffer).expect("reply");
+        assert!(n > 0, "closed");
+        listed.push_str(&String::from_utf8_lossy(&buffer[..n]));
+    }
+    assert!(listed.contains(&expected), "{listed}");
     server.shutdown();
     server.wait().expect("stops");
     let _ = std::fs::remove_file(&socket);

@@ -930,7 +930,7 @@ const DRAIN_WAITS_MAX: usize = 500;
 const DRAIN_WAIT: Duration = Duration::from_millis(10);
 
 /// Which end of a socket [`address_of`] names.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, PartialEq, Eq)]
 enum Side {
     Peer,
     Local,
@@ -962,7 +962,21 @@ fn address_of(fd: &OwnedFd, side: Side) -> String {
                 let ip = std::net::Ipv6Addr::from(v6.sin6_addr.s6_addr);
                 format!("[{ip}]:{}", u16::from_be(v6.sin6_port))
             }
-            _ => "unix".to_string(),
+            // A Unix socket's client is unnamed: both ends read as the server's path, as
+            // Redis writes them (`/path/to.sock:0`).
+            libc::AF_UNIX if side == Side::Peer => address_of(fd, Side::Local),
+            libc::AF_UNIX => {
+                let unix =
+                    &*(&storage as *const libc::sockaddr_storage).cast::<libc::sockaddr_un>();
+                let path: Vec<u8> = unix
+                    .sun_path
+                    .iter()
+                    .take_while(|&&byte| byte != 0)
+                    .map(|&byte| byte as u8)
+                    .collect();
+                format!("{}:0", String::from_utf8_lossy(&path))
+            }
+            _ => "unknown:0".to_string(),
         }
     }
 }
