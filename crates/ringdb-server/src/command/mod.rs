@@ -8,6 +8,7 @@
 //! combined ([`Combine`]). Commands on the connection (`PING`, `HELLO`, `CLIENT`) and on the
 //! whole database (`DBSIZE`, `KEYS`, `FLUSHDB`) are the other kinds ([`Plan`]).
 
+mod bits;
 pub mod hashes;
 mod keys;
 mod session;

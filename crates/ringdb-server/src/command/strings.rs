@@ -9,7 +9,7 @@ use crate::value::{encode, Kind, Stored};
 pub const MAX_STRING_BYTES: usize = 512 * 1024 * 1024;
 
 /// The string in `current`, or the WRONGTYPE error.
-fn string_of<'a>(current: Option<Stored<'a>>) -> Result<Option<Stored<'a>>, Effect> {
+pub(super) fn string_of<'a>(current: Option<Stored<'a>>) -> Result<Option<Stored<'a>>, Effect> {
     match current {
         Some(stored) if stored.kind != Kind::String => {
             Err(Effect::reply(Reply::error(errors::WRONG_TYPE)))
@@ -18,7 +18,7 @@ fn string_of<'a>(current: Option<Stored<'a>>) -> Result<Option<Stored<'a>>, Effe
     }
 }
 
-fn put(deadline_ms: Option<u64>, payload: &[u8]) -> Write {
+pub(super) fn put(deadline_ms: Option<u64>, payload: &[u8]) -> Write {
     Write::Put(encode(Kind::String, deadline_ms, payload))
 }
 

@@ -2,7 +2,7 @@
 //! rule: a positive arity is exact, a negative one a minimum, both counting the name), and its
 //! keys and functions laid out.
 
-use super::{errors, hashes, keys, strings, Combine, KeyFn, KeyOp, Reply, Run};
+use super::{bits, errors, hashes, keys, strings, Combine, KeyFn, KeyOp, Reply, Run};
 use std::sync::Arc;
 
 /// What a request turns into.
@@ -88,6 +88,10 @@ const KEY_COMMANDS: &[(&str, i32, KeyFn, bool)] = &[
     ("GETRANGE", 4, strings::getrange, false),
     ("SUBSTR", 4, strings::getrange, false),
     ("SETRANGE", 4, strings::setrange, true),
+    ("GETBIT", 3, bits::getbit, false),
+    ("SETBIT", 4, bits::setbit, true),
+    ("BITCOUNT", -2, bits::bitcount, false),
+    ("BITPOS", -3, bits::bitpos, false),
     ("INCR", 2, strings::incr, true),
     ("DECR", 2, strings::incr, true),
     ("INCRBY", 3, strings::incr, true),
