@@ -218,6 +218,11 @@ impl Engine for RegionEngine {
         self.inner.pending()
     }
 
+    fn supports_poll(&self) -> bool {
+        // A poll names no region: it goes to the device's engine as it is.
+        self.inner.supports_poll()
+    }
+
     unsafe fn push(&mut self, req: &IoRequest) -> Result<()> {
         if !matches!(req.op, OpKind::Read | OpKind::Write) {
             // A sync of any region is a sync of the device; a nop goes as it is.
