@@ -871,6 +871,38 @@ fn networks() -> [(NetworkSettings, &'static str); 4] {
 }
 
 #[test]
+fn workers_on_the_shards_stop_with_clients_still_connected_and_the_database_closes() {
+    let dir = temp_dir("placement-stop");
+    let config = ServerConfig {
+        network: NetworkSettings {
+            placement: Placement::Shards,
+            ..NetworkSettings::default()
+        },
+        ..local_config()
+    };
+    let (server, address) = start_with(open(&dir, true), config);
+    let mut idle = Client::connect(address);
+    idle.exchange(&[&["SET", "kept", "1"]], "+OK\r\n");
+    // One client stops half way through a request, another never sends anything.
+    let mut partial = TcpStream::connect(address).expect("connect");
+    partial.write_all(b"*3\r\n$3\r\nSET\r\n$1\r\nx").unwrap();
+    let _silent = TcpStream::connect(address).expect("connect");
+    let (done, stopped) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        server.shutdown();
+        let _ = done.send(server.wait());
+    });
+    let waited = stopped
+        .recv_timeout(Duration::from_secs(20))
+        .expect("the server stops within 20 s with clients connected");
+    waited.expect("stops cleanly");
+    // The shards closed (their files are free again) and kept the write.
+    let reopened = open(&dir, false);
+    assert!(reopened.get(b"kept").expect("read").is_some());
+    drop(idle);
+}
+
+#[test]
 fn workers_on_the_shards_are_refused_where_they_cannot_run_there() {
     let cases = [
         (TransportKind::Epoll, 0, "the network uses epoll"),
