@@ -8,6 +8,9 @@
 //! Every wait in these tests is bounded (channel receives with a timeout, a watchdog that
 //! unblocks a stuck read), so a lost wake-up fails a test instead of hanging it.
 
+#[path = "support/pipe.rs"]
+mod pipe_support;
+use pipe_support::{pipe, write_byte};
 use ringdb_io::{
     Doorbell, Engine, EngineKind, FileId, Io, IoConfig, IoError, LibaioEngine, Runtime,
     RuntimeStats, SetupMode,
@@ -158,21 +161,6 @@ fn a_burst_of_rings_is_never_lost() {
     for (name, config) in configs() {
         burst_rings_are_not_lost(name, &config);
     }
-}
-
-/// A pipe: (read end, write end).
-fn pipe() -> (OwnedFd, OwnedFd) {
-    let mut fds = [0; 2];
-    // SAFETY: `fds` has room for the two descriptors pipe2 writes.
-    assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
-    // SAFETY: both were just created and are owned by nothing else.
-    unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) }
-}
-
-fn write_byte(fd: &OwnedFd) {
-    // SAFETY: writes one byte from a live array.
-    let written = unsafe { libc::write(fd.as_raw_fd(), [7u8].as_ptr().cast(), 1) };
-    assert_eq!(written, 1);
 }
 
 /// io_uring: a read of an empty pipe stays in flight until someone writes. A task awaiting

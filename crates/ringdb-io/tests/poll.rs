@@ -7,28 +7,16 @@
 //! Every wait is bounded: a watchdog writes the byte after `WATCHDOG`, so a lost completion
 //! fails the timing assertion instead of hanging.
 
+#[path = "support/pipe.rs"]
+mod pipe_support;
+use pipe_support::{pipe, write_byte};
 use ringdb_io::{EngineKind, IoConfig, IoError, Runtime, SetupMode};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const WATCHDOG: Duration = Duration::from_secs(10);
 const WRITE_AFTER: Duration = Duration::from_millis(50);
-
-/// A pipe: (read end, write end).
-fn pipe() -> (OwnedFd, OwnedFd) {
-    let mut fds = [0; 2];
-    // SAFETY: `fds` has room for the two descriptors pipe2 writes.
-    assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
-    // SAFETY: both were just created and are owned by nothing else.
-    unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) }
-}
-
-fn write_byte(fd: &OwnedFd) {
-    // SAFETY: writes one byte from a live array.
-    let written = unsafe { libc::write(fd.as_raw_fd(), [7u8].as_ptr().cast(), 1) };
-    assert_eq!(written, 1);
-}
 
 /// A runtime for `config`, or `None` (said on stderr) where the engine cannot run here.
 fn runtime(name: &str, config: &IoConfig) -> Option<Runtime> {
