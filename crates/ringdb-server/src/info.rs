@@ -44,6 +44,21 @@ fn keyspace(db: &Db) -> Result<String, Reply> {
     ))
 }
 
+/// How the network workers talk to the kernel and where they run (INFO server).
+fn network_choice(shared: &ServerShared) -> (&'static str, &'static str, &'static str) {
+    shared
+        .network
+        .get()
+        .map_or(("none", "none", "none"), |choice| {
+            let placement = if choice.on_shards {
+                "shards"
+            } else {
+                "threads"
+            };
+            (choice.api, choice.receive, placement)
+        })
+}
+
 fn sections_text(db: &Db, shared: &ServerShared) -> Vec<(&'static str, String)> {
     let config = shared.config();
     let port = config.listen.map_or(0, |a| a.port());
@@ -54,18 +69,7 @@ fn sections_text(db: &Db, shared: &ServerShared) -> Vec<(&'static str, String)> 
             .map(|shard| shard.memory.total().current_bytes)
             .sum::<u64>()
     });
-    let (multiplexing, receive, placement) =
-        shared
-            .network
-            .get()
-            .map_or(("none", "none", "none"), |choice| {
-                let placement = if choice.on_shards {
-                    "shards"
-                } else {
-                    "threads"
-                };
-                (choice.api, choice.receive, placement)
-            });
+    let (multiplexing, receive, placement) = network_choice(shared);
     vec![
         (
             "Server",

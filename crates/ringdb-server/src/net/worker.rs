@@ -93,6 +93,37 @@ pub struct Worker {
     last_stall_check: std::time::Instant,
 }
 
+/// The worker's transport in the mode `network` asks for (on a shard: completions posted
+/// without an enter of its ring), its provided buffers where it can have them, and why it does
+/// without io_uring or multishot receives, where it does.
+fn open_transport(
+    network: crate::NetworkSettings,
+    on_shard: bool,
+) -> std::io::Result<(Transport, Option<ProvidedBuffers>, Option<String>)> {
+    // A ring another ring waits on must post its completions without being entered.
+    let mode = match network.ring_mode {
+        ringdb_io::SetupMode::Defer if on_shard => ringdb_io::SetupMode::Coop,
+        mode => mode,
+    };
+    let (transport, mut fallback) = Transport::open(network.transport, mode, RING_ENTRIES)?;
+    let provided = match (network.multishot_receive, transport.ring()) {
+        (true, Some(ring)) => {
+            match ProvidedBuffers::register(ring.uring(), PROVIDED_COUNT, PROVIDED_BYTES) {
+                Ok(provided) => Some(provided),
+                Err(error) => {
+                    let reason =
+                        format!("no provided-buffer ring ({error}): receives one at a time");
+                    tracing::warn!("{reason}");
+                    fallback = Some(reason);
+                    None
+                }
+            }
+        }
+        _ => None,
+    };
+    Ok((transport, provided, fallback))
+}
+
 /// A poll of a worker's ring on its shard's ring, kept armed across sleeps.
 type RingPoll = std::pin::Pin<Box<dyn std::future::Future<Output = ringdb_io::Result<()>>>>;
 
@@ -147,28 +178,7 @@ impl Worker {
         on_shard: bool,
     ) -> std::io::Result<Worker> {
         let config = shared.config();
-        let network = config.network;
-        // A ring another ring waits on must post its completions without being entered.
-        let mode = match network.ring_mode {
-            ringdb_io::SetupMode::Defer if on_shard => ringdb_io::SetupMode::Coop,
-            mode => mode,
-        };
-        let (transport, mut fallback) = Transport::open(network.transport, mode, RING_ENTRIES)?;
-        let provided = match (network.multishot_receive, transport.ring()) {
-            (true, Some(ring)) => {
-                match ProvidedBuffers::register(ring.uring(), PROVIDED_COUNT, PROVIDED_BYTES) {
-                    Ok(provided) => Some(provided),
-                    Err(error) => {
-                        let reason =
-                            format!("no provided-buffer ring ({error}): receives one at a time");
-                        tracing::warn!("{reason}");
-                        fallback = Some(reason);
-                        None
-                    }
-                }
-            }
-            _ => None,
-        };
+        let (transport, provided, fallback) = open_transport(config.network, on_shard)?;
         let limits = Limits {
             max_bulk_bytes: config.max_bulk_bytes,
         };
