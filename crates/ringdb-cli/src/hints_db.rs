@@ -171,7 +171,8 @@ fn storage_hint(e: &StorageError) -> Option<String> {
             found, expected, ..
         }) => Some(format!(
             "if this database was written by another ringdb build (page format {found:#04x}; \
-             this one reads {expected:#04x}: format 0xb2 added key heads to node slots), load \
+             this one reads {expected:#04x} and 0xb2: format 0xb2 added key heads to node \
+             slots, 0xb3 their head skip), load \
              the data again (`--load`, or another --db); otherwise `ringdb check` lists every \
              damaged page"
         )),
@@ -193,7 +194,7 @@ mod tests {
         let old = StorageError::Page(PageError::BadMagic {
             page: 0,
             found: 0xb1,
-            expected: 0xb2,
+            expected: 0xb3,
         });
         let hint = storage_hint(&old).unwrap();
         assert!(

@@ -134,7 +134,7 @@ async fn one_shard(db: &Db, store: &Store, part: Part, proceed: Proceed) -> Opti
     let count = part.ops.len();
     let ran = db
         .call_on_async(part.shard, move |handle| async move {
-            let _guard = lock_all(part.keys).await;
+            let _guard = lock_all(part.keys.iter().map(Vec::as_slice)).await;
             let mut group = Group::default();
             let (mut replies, wrote) = run_ops(&store, &handle, &mut group, &part.ops).await;
             if !proceed(&replies) {
@@ -250,7 +250,7 @@ async fn commit(
 async fn prepare(db: &Db, store: &Store, id: u64, part: Part) -> Result<Prepared, Reply> {
     let store = store.clone();
     db.call_on_async(part.shard, move |handle| async move {
-        let guard = lock_all(part.keys).await;
+        let guard = lock_all(part.keys.iter().map(Vec::as_slice)).await;
         if RELEASED_EARLY.with(|early| early.borrow_mut().remove(&id)) {
             drop(guard);
             return Err(Reply::error("ERR the transaction was abandoned"));

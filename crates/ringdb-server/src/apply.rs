@@ -14,8 +14,7 @@ pub async fn apply_group(store: Store, handle: DbHandle, ops: Vec<KeyOp>) -> Vec
         .iter()
         .filter(|op| op.writes)
         .flat_map(KeyOp::locked_keys)
-        .cloned()
-        .collect();
+        .map(Vec::as_slice);
     let _guard = lock_all(keys).await;
     let mut group = Group::default();
     let (mut replies, wrote) = run_ops(&store, &handle, &mut group, &ops).await;
@@ -159,7 +158,7 @@ pub async fn sweep(
     handle: DbHandle,
     keys: Vec<Vec<u8>>,
 ) -> Result<usize, ringdb::WriteError> {
-    let _guard = lock_all(keys.clone()).await;
+    let _guard = lock_all(keys.iter().map(Vec::as_slice)).await;
     let now = now_ms();
     let mut batch = WriteBatch::new();
     let mut removed = 0;

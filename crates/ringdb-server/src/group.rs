@@ -7,7 +7,7 @@ use crate::command::{errors, Reply, Write};
 use crate::store::Store;
 use crate::value::{ChunkedHeader, HashHeader, Stored};
 use ringdb::{DbHandle, WriteBatch};
-use std::collections::{HashMap, HashSet};
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
 /// The live value in `bytes` at `now`, or the error reply for bytes the server did not write.
 pub fn live(bytes: Option<&[u8]>, now: u64) -> Result<Option<Stored<'_>>, Reply> {

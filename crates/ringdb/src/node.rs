@@ -9,15 +9,16 @@
 //! 0                  HEADER_SIZE            slots_end     data_start               page_size
 //! ```
 //!
-//! The header is [`crate::page`]'s; the node uses its `level`, `count`, `data_start`, `frag`
-//! and `link` fields. Each slot is [`SLOT_SIZE`] = 14 bytes, little-endian:
+//! The header is [`crate::page`]'s; the node uses its `level`, `count`, `data_start`, `frag`,
+//! `head_skip` and `link` fields. Each slot is [`SLOT_SIZE`] = 14 bytes, little-endian:
 //!
 //! ```text
 //! offset size field
 //!      0    2 offset     where the record starts in the page (0 for a record of 0 bytes)
 //!      2    2 key_len
 //!      4    2 value_len
-//!      6    8 key_head   the key's first 8 bytes as a big-endian integer, zero-padded
+//!      6    8 key_head   the 8 bytes of the key after the node's head skip, as a big-endian
+//!                        integer, zero-padded
 //! ```
 //!
 //! The key head makes a binary search read the slot array only: heads compare as integers in
@@ -26,6 +27,21 @@
 //! page (a cache miss each in a pool larger than the CPU's caches) through a `memcmp` call.
 //! The head is derived from the key whenever a slot is written, and [`Node::check`] verifies it
 //! against the key.
+//!
+//! # Head skip (prefix truncation of the heads)
+//!
+//! Keys that share their first eight bytes (`user:000123`, `key:000000001234`, a table's keys
+//! under one prefix) would give every slot the same head, and every search step would fall
+//! back to comparing whole keys. So a node's heads start after the `head_skip` bytes that all
+//! of its keys share: the keys themselves are stored whole, only the heads skip the common
+//! prefix. A search first compares the searched key with that prefix (read from slot 0's key):
+//! a key without it lies before or after every key of the node; a key with it is searched by
+//! the heads of the rest. The invariant ([`Node::check`]): every key is at least `head_skip`
+//! bytes long and begins with slot 0's first `head_skip` bytes. A node's first key sets the
+//! skip to its length; an insert of a key without the prefix shortens it (and rewrites the
+//! heads); a split, a merge or a compaction sets it to the longest prefix its keys share (that
+//! of the first and the last key, the keys being sorted); an empty node's skip is 0. Pages of format 0xB2 had no skip (the bytes were 0): they read as nodes
+//! whose skip is 0.
 //!
 //! A record is the key's bytes immediately followed by the value's. Slots are sorted by key
 //! (memcmp order, i.e. `<[u8] as Ord>`; keys are unique); records are not: they are placed
@@ -146,6 +162,8 @@ pub enum NodeError {
     BadChild { page: u64, slot: usize, len: usize },
     #[error("page {page}, slot {slot}: the key head in the slot does not match the key")]
     BadKeyHead { page: u64, slot: usize },
+    #[error("page {page}, slot {slot}: the key does not begin with the {skip} bytes the node's heads skip")]
+    BadHeadSkip { page: u64, slot: usize, skip: usize },
     #[error("page {page}: the records of slots {a} and {b} overlap")]
     Overlap { page: u64, a: usize, b: usize },
     #[error("page {page}, slot {slot}: key is not greater than the previous slot's")]
@@ -278,10 +296,15 @@ pub fn fits_merged(left: &[u8], right: &[u8], sep: &[u8]) -> bool {
     }
 }
 
+/// How many bytes `a` and `b` begin with in common.
+fn common_prefix_len(a: &[u8], b: &[u8]) -> usize {
+    a.iter().zip(b).take_while(|(x, y)| x == y).count()
+}
+
 /// The shortest key `s` with `left < s <= right` (a prefix of `right`): the leaf separator.
 pub fn shortest_separator<'k>(left: &[u8], right: &'k [u8]) -> &'k [u8] {
     debug_assert!(left < right, "separator of unordered keys");
-    let common = left.iter().zip(right).take_while(|(a, b)| a == b).count();
+    let common = common_prefix_len(left, right);
     // `left < right` and `right` is not a prefix of `left`, so `right` has a byte at `common`.
     &right[..(common + 1).min(right.len())]
 }
@@ -377,6 +400,12 @@ impl<B: AsRef<[u8]>> Node<B> {
         page::get_u32(self.page(), page::OFF_FRAG) as usize
     }
 
+    /// The bytes every key of the node begins with, which the slots' heads leave out.
+    #[inline]
+    pub fn head_skip(&self) -> usize {
+        page::get_u16(self.page(), page::OFF_HEAD_SKIP) as usize
+    }
+
     #[inline]
     fn slot(&self, i: usize) -> Slot {
         debug_assert!(i < self.count(), "slot {i} of {}", self.count());
@@ -411,15 +440,28 @@ impl<B: AsRef<[u8]>> Node<B> {
 
     /// Binary search: `Ok(slot)` holding `key`, or `Err(slot)` where it would be inserted.
     pub fn search(&self, key: &[u8]) -> Result<usize, usize> {
-        let probe = KeyProbe::new(key);
-        let (mut lo, mut hi) = (0, self.count());
+        let skip = self.head_skip();
+        let count = self.count();
+        if skip > 0 && count > 0 {
+            // Every key begins with slot 0's first `skip` bytes: a key that does not lies
+            // before or after all of them.
+            let prefix = &self.key(0)[..skip];
+            match key[..skip.min(key.len())].cmp(prefix) {
+                Ordering::Less => return Err(0),
+                Ordering::Greater => return Err(count),
+                // Equal slices of which the prefix has `skip` bytes: the key has them too.
+                Ordering::Equal => {}
+            }
+        }
+        let probe = KeyProbe::new(&key[skip.min(key.len())..]);
+        let (mut lo, mut hi) = (0, count);
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
             let at = slot_pos(mid);
             let p = self.page();
             let head = page::get_u64(p, at + SLOT_HEAD);
             let key_len = page::get_u16(p, at + 2) as usize;
-            match probe.order_of_head(head, key_len, || self.key(mid)) {
+            match probe.order_of_head(head, key_len - skip, || &self.key(mid)[skip..]) {
                 Ordering::Less => lo = mid + 1,
                 Ordering::Greater => hi = mid,
                 Ordering::Equal => return Ok(mid),
@@ -604,12 +646,25 @@ impl<B: AsRef<[u8]>> Node<B> {
         self.check_heads()
     }
 
-    /// Every slot's key head matches its key (records are in bounds: `check` saw to it).
+    /// Every key begins with the prefix the heads skip, and every slot's key head matches the
+    /// rest of its key (records are in bounds: `check` saw to it).
     fn check_heads(&self) -> Result<(), NodeError> {
         let p = self.page();
+        let skip = self.head_skip();
+        let prefix = self.iter().next().map_or(&[][..], |(first, _)| first);
+        let lacking = (0..self.count()).find(|&i| {
+            !self.key(i).starts_with(&prefix[..skip.min(prefix.len())]) || self.key(i).len() < skip
+        });
+        if let Some(slot) = lacking {
+            return Err(NodeError::BadHeadSkip {
+                page: id_of(p),
+                slot,
+                skip,
+            });
+        }
         for i in 0..self.count() {
             let stored = page::get_u64(p, slot_pos(i) + SLOT_HEAD);
-            if stored != key_head(self.key(i)) {
+            if stored != key_head(&self.key(i)[skip..]) {
                 return Err(NodeError::BadKeyHead {
                     page: id_of(p),
                     slot: i,
@@ -649,15 +704,60 @@ impl<B: AsRef<[u8]> + AsMut<[u8]>> Node<B> {
         page::put_u32(self.page_mut(), page::OFF_FRAG, v as u32);
     }
 
-    /// Writes slot `i` for a record already in place (its head is taken from its key).
+    /// Writes slot `i` for a record already in place (its head is taken from its key, after
+    /// the head skip; a key shorter than the skip is only ever the empty slot of a record
+    /// being moved, whose head is written again with it).
     fn write_slot(&mut self, i: usize, s: Slot) {
         let at = slot_pos(i);
+        let skip = self.head_skip();
         let p = self.page_mut();
-        let head = key_head(&p[s.offset..s.offset + s.key_len]);
+        let key = &p[s.offset..s.offset + s.key_len];
+        let head = key.get(skip..).map_or(0, key_head);
         page::put_u16(p, at, s.offset as u16);
         page::put_u16(p, at + 2, s.key_len as u16);
         page::put_u16(p, at + 4, s.value_len as u16);
         page::put_u64(p, at + SLOT_HEAD, head);
+    }
+
+    /// Makes the heads skip `skip` bytes (every key must begin with slot 0's first `skip`
+    /// bytes), rewriting every slot's head when the skip changes.
+    fn set_head_skip(&mut self, skip: usize) {
+        if skip == self.head_skip() {
+            return;
+        }
+        assert!(
+            skip <= u16::MAX as usize,
+            "a head skip fits the header's u16"
+        );
+        page::put_u16(self.page_mut(), page::OFF_HEAD_SKIP, skip as u16);
+        for i in 0..self.count() {
+            let slot = self.slot(i);
+            self.write_slot(i, slot);
+        }
+    }
+
+    /// Shortens the head skip to the prefix `key` shares with the node's keys (at least one),
+    /// before `key` joins them.
+    fn keep_prefix_of(&mut self, key: &[u8]) {
+        let skip = self.head_skip();
+        if skip == 0 {
+            return;
+        }
+        let shared = common_prefix_len(&self.key(0)[..skip], key);
+        if shared < skip {
+            self.set_head_skip(shared);
+        }
+    }
+
+    /// Sets the head skip to the longest prefix the node's keys share: that of its first and
+    /// last key, the keys being sorted.
+    fn widen_head_skip(&mut self) {
+        let n = self.count();
+        let shared = match n {
+            0 => 0,
+            _ => common_prefix_len(self.key(0), self.key(n - 1)).min(u16::MAX as usize),
+        };
+        self.set_head_skip(shared);
     }
 
     /// Takes `len` bytes from the low end of the record area (the caller made sure they are
@@ -703,6 +803,7 @@ impl<B: AsRef<[u8]> + AsMut<[u8]>> Node<B> {
     /// order, `frag` back to 0.
     pub fn compact(&mut self) {
         self.compact_raw();
+        self.widen_head_skip();
         self.debug_check();
     }
 
@@ -744,6 +845,12 @@ impl<B: AsRef<[u8]> + AsMut<[u8]>> Node<B> {
         }
         if cost > self.contiguous_free() {
             self.compact();
+        }
+        if n == 0 {
+            // A node's first key is its whole prefix; later keys shorten it.
+            self.set_head_skip(key.len().min(u16::MAX as usize));
+        } else {
+            self.keep_prefix_of(key);
         }
         let slot = self.place(key, value);
         self.page_mut()
@@ -846,6 +953,7 @@ impl<B: AsRef<[u8]> + AsMut<[u8]>> Node<B> {
             let size = self.page_size();
             self.set_data_start(size);
             self.set_frag(0);
+            self.set_head_skip(0);
         }
         self.debug_check();
     }
@@ -950,6 +1058,8 @@ impl<B: AsRef<[u8]> + AsMut<[u8]>> Node<B> {
             self.set_child(m, middle);
             sep
         };
+        self.widen_head_skip();
+        NodeMut::new(right).widen_head_skip();
         self.debug_check();
         Node { buf: &*right }.debug_check();
         sep
@@ -1000,6 +1110,7 @@ impl<B: AsRef<[u8]> + AsMut<[u8]>> Node<B> {
             let at = self.count();
             self.insert_at(at, k, v)?;
         }
+        self.widen_head_skip();
         self.debug_check();
         Ok(())
     }
@@ -1061,6 +1172,105 @@ mod tests {
                 b"z".to_vec()
             ]
         );
+    }
+
+    /// Every search of `node` answers as a binary search of its keys would.
+    fn assert_searches_as_sorted_keys(node: &NodeRef, probes: &[&[u8]]) {
+        let keys: Vec<&[u8]> = node.iter().map(|(k, _)| k).collect();
+        for probe in probes.iter().copied().chain(keys.iter().copied()) {
+            assert_eq!(node.search(probe), keys.binary_search(&probe), "{probe:?}");
+        }
+    }
+
+    #[test]
+    fn heads_skip_the_prefix_the_keys_share() {
+        let mut p = leaf(4096);
+        let mut n = NodeMut::new(&mut p);
+        for i in (0..60u32).rev() {
+            n.insert(format!("key:{:012}", i * 7).as_bytes(), b"v")
+                .unwrap();
+        }
+        // "key:000000000000" ..= "key:000000000413" share "key:000000000".
+        assert_eq!(n.head_skip(), 13);
+        n.check().unwrap();
+        let probes: [&[u8]; 9] = [
+            b"",
+            b"a",
+            b"z",
+            b"key:",
+            b"key:1",
+            b"key:000000000",
+            b"key:0000000000000",
+            b"key:000000000001",
+            b"key:000000000999",
+        ];
+        assert_searches_as_sorted_keys(&NodeRef::new(n.page()).unwrap(), &probes);
+        // A key without the prefix shortens it, and every head is written again.
+        n.insert(b"kex", b"v").unwrap();
+        assert_eq!(n.head_skip(), 2);
+        n.check().unwrap();
+        assert_searches_as_sorted_keys(&NodeRef::new(n.page()).unwrap(), &probes);
+        // A split gives each half the longest prefix its keys share.
+        let mut right = vec![0u8; 4096];
+        n.split_into(&mut right);
+        let (left, right) = (
+            NodeRef::new(n.page()).unwrap(),
+            NodeRef::new(&right).unwrap(),
+        );
+        assert_eq!((left.head_skip(), right.head_skip()), (2, 13));
+        right.check().unwrap();
+        assert_searches_as_sorted_keys(&right, &probes);
+        assert_searches_as_sorted_keys(&left, &probes);
+        // An empty node skips nothing.
+        while n.count() > 0 {
+            n.remove(0);
+        }
+        assert_eq!(n.head_skip(), 0);
+    }
+
+    #[test]
+    fn a_corrupt_head_skip_is_found() {
+        let mut p = leaf(1024);
+        let mut n = NodeMut::new(&mut p);
+        for key in [&b"user:17"[..], b"user:20", b"user:31"] {
+            n.insert(key, b"v").unwrap();
+        }
+        assert_eq!(n.head_skip(), 5);
+        page::put_u16(&mut p, page::OFF_HEAD_SKIP, 6);
+        assert!(matches!(
+            check(&p),
+            Err(NodeError::BadHeadSkip {
+                slot: 1,
+                skip: 6,
+                ..
+            })
+        ));
+        page::put_u16(&mut p, page::OFF_HEAD_SKIP, 4);
+        assert!(matches!(
+            check(&p),
+            Err(NodeError::BadKeyHead { slot: 0, .. })
+        ));
+    }
+
+    #[test]
+    fn a_page_of_the_previous_format_reads_and_is_written_in_this_one() {
+        let mut p = leaf(4096);
+        let mut n = NodeMut::new(&mut p);
+        for key in [&b"a1"[..], b"b2", b"c3"] {
+            n.insert(key, b"v").unwrap();
+        }
+        // Format 0xB2: no head skip (the bytes were reserved, zero), heads of whole keys.
+        n.set_head_skip(0);
+        p[page::OFF_MAGIC] = page::FORMAT_MAGIC_B2;
+        page::seal(&mut p, 7);
+        assert_eq!(p[page::OFF_MAGIC], page::FORMAT_MAGIC);
+        p[page::OFF_MAGIC] = page::FORMAT_MAGIC_B2;
+        let sum = page::compute_checksum(&p);
+        page::put_u32(&mut p, page::OFF_CHECKSUM, sum);
+        page::verify(&p, 7).unwrap();
+        let node = NodeRef::new(&p).unwrap();
+        node.check().unwrap();
+        assert_eq!(node.search(b"b2"), Ok(1));
     }
 
     #[test]

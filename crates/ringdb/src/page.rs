@@ -16,7 +16,9 @@
 //!     27    1 flags        reserved, 0
 //!     28    4 data_start   nodes: lowest byte of the record area (= page size when empty)
 //!     32    4 frag         nodes: dead bytes inside the record area (reclaimed by compaction)
-//!     36    4 reserved     0
+//!     36    2 head_skip    nodes: bytes every key of the node begins with, left out of the
+//!                          slots' key heads (0 in format 0xB2, whose bytes 36..40 were reserved)
+//!     38    2 reserved     0
 //!     40    8 link         inner nodes: the upper (rightmost) child; leaves: reserved, 0
 //!     48      (body)       nodes: the slot array, then free space, then records up to the end
 //! ```
@@ -39,9 +41,13 @@ pub const HEADER_SIZE: usize = 48;
 pub const MIN_PAGE_SIZE: usize = 1024;
 /// The largest page size supported: in-page offsets must fit the slots' `u16`.
 pub const MAX_PAGE_SIZE: usize = 65536;
-/// Format byte at offset 4; change it when the on-page format changes (0xB2: node slots carry
-/// a key head, `node.rs`; 0xB1 files are refused as another format version).
-pub const FORMAT_MAGIC: u8 = 0xB2;
+/// Format byte at offset 4; change it when the on-page format changes (0xB3: a node's key
+/// heads start after the prefix all its keys share, `head_skip`; 0xB2: node slots carry a key
+/// head, `node.rs`; 0xB1 files are refused as another format version).
+pub const FORMAT_MAGIC: u8 = 0xB3;
+/// The previous format, still read: its pages are 0xB3 pages whose `head_skip` is 0 (the
+/// bytes were reserved and zero), and they are written back as 0xB3.
+pub const FORMAT_MAGIC_B2: u8 = 0xB2;
 
 // Field offsets (see the layout above).
 pub(crate) const OFF_CHECKSUM: usize = 0;
@@ -56,8 +62,9 @@ pub(crate) const OFF_SHIFT: usize = 26;
 pub(crate) const OFF_FLAGS: usize = 27;
 pub(crate) const OFF_DATA_START: usize = 28;
 pub(crate) const OFF_FRAG: usize = 32;
+pub(crate) const OFF_HEAD_SKIP: usize = 36;
 #[cfg(any(test, feature = "__internal"))]
-pub(crate) const OFF_RESERVED: usize = 36;
+pub(crate) const OFF_RESERVED: usize = 38;
 pub(crate) const OFF_LINK: usize = 40;
 
 const _: () = assert!(OFF_LINK + 8 == HEADER_SIZE);
@@ -176,6 +183,7 @@ pub struct PageHeader {
     pub flags: u8,
     pub data_start: u32,
     pub frag: u32,
+    pub head_skip: u16,
     pub link: u64,
 }
 
@@ -195,6 +203,7 @@ impl PageHeader {
             flags: page[OFF_FLAGS],
             data_start: get_u32(page, OFF_DATA_START),
             frag: get_u32(page, OFF_FRAG),
+            head_skip: get_u16(page, OFF_HEAD_SKIP),
             link: get_u64(page, OFF_LINK),
         }
     }
@@ -212,7 +221,8 @@ impl PageHeader {
         page[OFF_FLAGS] = self.flags;
         put_u32(page, OFF_DATA_START, self.data_start);
         put_u32(page, OFF_FRAG, self.frag);
-        put_u32(page, OFF_RESERVED, 0);
+        put_u16(page, OFF_HEAD_SKIP, self.head_skip);
+        put_u16(page, OFF_RESERVED, 0);
         put_u64(page, OFF_LINK, self.link);
     }
 
@@ -255,10 +265,12 @@ pub fn compute_checksum(page: &[u8]) -> u32 {
 /// must have been initialised ([`init`], `node::NodeMut::init_leaf`, ...).
 pub fn seal(page: &mut [u8], page_id: u64) {
     debug_assert!(valid_page_size(page.len()), "bad page size {}", page.len());
-    debug_assert_eq!(
-        page[OFF_MAGIC], FORMAT_MAGIC,
+    debug_assert!(
+        page[OFF_MAGIC] == FORMAT_MAGIC || page[OFF_MAGIC] == FORMAT_MAGIC_B2,
         "sealing uninitialised page {page_id}"
     );
+    // A page read in the previous format is written in this one (its head skip is 0).
+    page[OFF_MAGIC] = FORMAT_MAGIC;
     debug_assert!(
         PageType::from_u8(page[OFF_TYPE]).is_some(),
         "sealing page {page_id} of unknown type {}",
@@ -311,7 +323,7 @@ pub fn check_header(page: &[u8], page_id: u64) -> Result<PageType, PageError> {
             len: page.len(),
         });
     }
-    if page[OFF_MAGIC] != FORMAT_MAGIC {
+    if page[OFF_MAGIC] != FORMAT_MAGIC && page[OFF_MAGIC] != FORMAT_MAGIC_B2 {
         return Err(PageError::BadMagic {
             page: page_id,
             found: page[OFF_MAGIC],
@@ -523,12 +535,13 @@ mod tests {
             flags: 0,
             data_start: 4000,
             frag: 12,
+            head_skip: 9,
             link: 1 << 40,
         };
         let mut p = vec![0xFFu8; 4096];
         h.write(&mut p);
         assert_eq!(PageHeader::read(&p), h);
         assert_eq!(h.page_type(), Some(PageType::Inner));
-        assert_eq!(get_u32(&p, OFF_RESERVED), 0);
+        assert_eq!(get_u16(&p, OFF_RESERVED), 0);
     }
 }

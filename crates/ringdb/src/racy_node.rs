@@ -13,7 +13,7 @@
 
 use crate::key_order::key_head;
 use crate::node::{CHILD_SIZE, MAX_LEVEL, SLOT_SIZE};
-use crate::page::{PageType, HEADER_SIZE, OFF_COUNT, OFF_LEVEL, OFF_LINK, OFF_TYPE};
+use crate::page::{PageType, HEADER_SIZE, OFF_COUNT, OFF_HEAD_SKIP, OFF_LEVEL, OFF_LINK, OFF_TYPE};
 use crate::racy::RacyPage;
 use std::cmp::Ordering;
 
@@ -31,6 +31,8 @@ pub struct RacyHeader {
     pub level: u16,
     /// Slots (records).
     pub count: usize,
+    /// The bytes every key begins with, left out of the slots' heads (`node.rs`).
+    pub head_skip: usize,
     /// Inner nodes: the upper child.
     pub upper: u64,
 }
@@ -67,9 +69,14 @@ pub fn header(page: &RacyPage) -> Option<RacyHeader> {
         return None;
     }
     let upper = if leaf { 0 } else { page.u64_le(OFF_LINK)? };
+    let head_skip = usize::from(page.u16_le(OFF_HEAD_SKIP)?);
+    if head_skip > page.len() {
+        return None;
+    }
     Some(RacyHeader {
         level,
         count,
+        head_skip,
         upper,
     })
 }
@@ -94,7 +101,22 @@ fn record(page: &RacyPage, i: usize) -> Option<Record> {
 /// Binary search of the node for `key`: `Ok(slot)` holding it, `Err(slot)` where it would go
 /// (as `NodeRef::search`).
 pub fn search(page: &RacyPage, header: &RacyHeader, key: &[u8]) -> Option<Result<usize, usize>> {
-    let probe = key_head(key);
+    let skip = header.head_skip;
+    if skip > 0 && header.count > 0 {
+        // As `NodeRef::search`: a key without the prefix every key shares (slot 0's first
+        // `skip` bytes) lies before or after all of them.
+        let first = record(page, 0)?;
+        if first.key_len < skip {
+            return None;
+        }
+        match page.compare(first.offset, skip, &key[..skip.min(key.len())])? {
+            Ordering::Greater => return Some(Err(0)),
+            Ordering::Less => return Some(Err(header.count)),
+            Ordering::Equal => {}
+        }
+    }
+    let rest = &key[skip.min(key.len())..];
+    let probe = key_head(rest);
     let (mut lo, mut hi) = (0, header.count);
     // Bounded: the range halves every step (at most 17 steps for 65,536 slots).
     while lo < hi {
@@ -102,13 +124,15 @@ pub fn search(page: &RacyPage, header: &RacyHeader, key: &[u8]) -> Option<Result
         let at = slot_at(mid);
         let head = page.u64_le(at + SLOT_HEAD)?;
         let key_len = usize::from(page.u16_le(at + SLOT_KEY_LEN)?);
+        // A torn slot may claim a key shorter than the skip: the copy is inconsistent.
+        let rest_len = key_len.checked_sub(skip)?;
         let order = if head != probe {
             head.cmp(&probe)
-        } else if key_len <= HEAD_BYTES && key.len() <= HEAD_BYTES {
-            key_len.cmp(&key.len())
+        } else if rest_len <= HEAD_BYTES && rest.len() <= HEAD_BYTES {
+            rest_len.cmp(&rest.len())
         } else {
             let r = record(page, mid)?;
-            page.compare(r.offset, r.key_len, key)?
+            page.compare(r.offset + skip, rest_len, rest)?
         };
         match order {
             Ordering::Less => lo = mid + 1,

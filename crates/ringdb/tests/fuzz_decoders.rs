@@ -89,6 +89,8 @@ struct NodePlan {
     page_size: usize,
     /// Some(level) for an inner node.
     inner_level: Option<u16>,
+    /// Bytes every record's key begins with (so the node's heads skip them).
+    prefix: Vec<u8>,
     records: Vec<(Vec<u8>, Vec<u8>)>,
     removes: Vec<Index>,
     page_id: u64,
@@ -102,14 +104,16 @@ fn node_plan() -> impl Strategy<Value = NodePlan> {
     (
         prop::sample::select(vec![1024usize, 4096, 65536]),
         prop::option::of(1u16..=node::MAX_LEVEL),
+        prop::collection::vec(any::<u8>(), 0..12),
         prop::collection::vec(record, 0..48),
         prop::collection::vec(any::<Index>(), 0..6),
         any::<u64>(),
     )
         .prop_map(
-            |(page_size, inner_level, records, removes, page_id)| NodePlan {
+            |(page_size, inner_level, prefix, records, removes, page_id)| NodePlan {
                 page_size,
                 inner_level,
+                prefix,
                 records,
                 removes,
                 page_id,
@@ -132,8 +136,9 @@ fn build_node(plan: &NodePlan) -> Vec<u8> {
         } else {
             value
         };
-        if let Err(pos) = node.search(key) {
-            let _ = node.insert_at(pos, key, value);
+        let key = [&plan.prefix[..], key].concat();
+        if let Err(pos) = node.search(&key) {
+            let _ = node.insert_at(pos, &key, value);
         }
     }
     for at in &plan.removes {
@@ -713,28 +718,39 @@ fn racy_node_torn_between_two_nodes() {
         node_plan(),
         any::<u64>(),
         prop::collection::vec(any::<u8>(), 0..12),
+        any::<bool>(),
     );
-    fuzz("racy_node/torn", strategy, |(a, mut b, seed, probe)| {
-        b.page_size = a.page_size;
-        let (first, second) = (build_node(&a), build_node(&b));
-        let mut torn = first.clone();
-        let mut x = seed;
-        for (word, chunk) in torn.chunks_exact_mut(8).enumerate() {
-            x = x
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            if (x >> 33) % 3 == 0 {
-                chunk.copy_from_slice(&second[word * 8..word * 8 + 8]);
+    fuzz(
+        "racy_node/torn",
+        strategy,
+        |(a, mut b, seed, probe, prefixed)| {
+            b.page_size = a.page_size;
+            // Half the probes begin with the first node's prefix, so its heads decide them.
+            let probe = if prefixed {
+                [&a.prefix[..], &probe].concat()
+            } else {
+                probe
+            };
+            let (first, second) = (build_node(&a), build_node(&b));
+            let mut torn = first.clone();
+            let mut x = seed;
+            for (word, chunk) in torn.chunks_exact_mut(8).enumerate() {
+                x = x
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                if (x >> 33) % 3 == 0 {
+                    chunk.copy_from_slice(&second[word * 8..word * 8 + 8]);
+                }
             }
-        }
-        let stable = if torn == first {
-            Some(first.as_slice())
-        } else if torn == second {
-            Some(second.as_slice())
-        } else {
-            None
-        };
-        read_racy(&ringdb::racy::words_of(&torn), stable, &probe)?;
-        read_racy(&ringdb::racy::words_of(&first), Some(&first), &probe)
-    });
+            let stable = if torn == first {
+                Some(first.as_slice())
+            } else if torn == second {
+                Some(second.as_slice())
+            } else {
+                None
+            };
+            read_racy(&ringdb::racy::words_of(&torn), stable, &probe)?;
+            read_racy(&ringdb::racy::words_of(&first), Some(&first), &probe)
+        },
+    );
 }

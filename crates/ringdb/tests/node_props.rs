@@ -62,6 +62,17 @@ enum Op {
     Compact,
 }
 
+impl Op {
+    /// The same operation on `prefix` followed by its key.
+    fn prefixed(self, prefix: &[u8]) -> Op {
+        match self {
+            Op::Upsert(k, l, s) => Op::Upsert([prefix, &k].concat(), l, s),
+            Op::Remove(k) => Op::Remove([prefix, &k].concat()),
+            other => other,
+        }
+    }
+}
+
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         6 => (key(), any::<u16>(), any::<u8>()).prop_map(|(k, l, s)| Op::Upsert(k, l, s)),
@@ -94,7 +105,13 @@ proptest! {
     /// Random upserts and removes on one leaf agree with a BTreeMap; a refused upsert leaves
     /// the page untouched and really did not fit.
     #[test]
-    fn leaf_matches_btreemap(ops in prop::collection::vec(op(), 1..300), class in any::<u8>()) {
+    fn leaf_matches_btreemap(
+        ops in prop::collection::vec(op(), 1..300),
+        class in any::<u8>(),
+        prefix in prop::collection::vec(0u8..4, 0..12),
+    ) {
+        // Every key begins with `prefix`: the node's heads skip it (and more where they can).
+        let ops: Vec<Op> = ops.into_iter().map(|op| op.prefixed(&prefix)).collect();
         for size in PAGE_SIZES {
             let mut page = vec![0u8; size];
             NodeMut::init_leaf(&mut page);
@@ -139,6 +156,8 @@ proptest! {
                     }
                 }
                 prop_assert_eq!(node::check(&page), Ok(()));
+                let skip = NodeRef::new(&page).unwrap().head_skip();
+                prop_assert!(model.is_empty() || skip >= prefix.len(), "skip {} < {}", skip, prefix.len());
                 let want: Vec<_> = model.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
                 prop_assert_eq!(entries(&page), want);
                 let used: usize = model.iter().map(|(k, v)| record_cost(k.len(), v.len())).sum();
