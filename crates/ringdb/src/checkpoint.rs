@@ -43,7 +43,7 @@ use crate::page;
 use crate::wal::Wal;
 use futures_util::future::join_all;
 use ringdb_io::Io;
-use ringdb_io::{AlignedBuf, FileId};
+use ringdb_io::{AlignedBuf, FileId, HugeSlice};
 use serde::Serialize;
 use std::cell::{Cell, RefCell};
 use std::future::Future;
@@ -151,8 +151,12 @@ pub struct Checkpointer {
     /// writes the double-write file again, so no further checkpoint may overwrite that file.
     failed: RefCell<Option<Arc<CheckpointFailure>>>,
     stats: Cell<CheckpointStats>,
-    /// What a checkpoint's copies and write buffers hold.
+    /// What a checkpoint's copies and write buffers hold (the spare buffer included).
     staging: Meter,
+    /// The last cut's image buffer, kept for the next cut when it is within the staging
+    /// bound: a sustained write load checkpoints again and again, and a fresh mapping each
+    /// time cost the kernel a zeroed page per fault (more CPU than the copies themselves).
+    spare: RefCell<Option<HugeSlice<u8>>>,
     /// Pages a cut copies at most, structural ones aside (which it must all copy): the bound
     /// on what the copies hold.
     staging_pages: usize,
@@ -193,6 +197,7 @@ impl Checkpointer {
             failed: RefCell::new(None),
             stats: Cell::new(CheckpointStats::default()),
             staging: Meter::default(),
+            spare: RefCell::new(None),
         }
     }
 
@@ -273,7 +278,32 @@ impl Checkpointer {
             redo = cut.redo,
             "checkpoint"
         );
+        drop((images, taken, _copies));
+        self.keep_spare(cut.pages);
         Ok(())
+    }
+
+    /// The spare image buffer, if one is kept (no longer counted: the cut counts it).
+    fn take_spare(&self) -> Option<HugeSlice<u8>> {
+        let spare = self.spare.borrow_mut().take()?;
+        let held = self.staging.read().current_bytes;
+        assert!(held >= spare.len() as u64, "the spare buffer is counted");
+        self.staging.set(held - spare.len() as u64);
+        Some(spare)
+    }
+
+    /// Keeps a finished cut's image buffer for the next one, when it is within twice the
+    /// staging bound (the structural pages a cut must copy may take it past the bound; a cut
+    /// that copied every dirty page, without stealing, gives its buffer back).
+    fn keep_spare(&self, pages: PoolCut) {
+        let images = pages.into_images();
+        if images.len() > 2 * self.staging_pages * self.bm.page_size() {
+            return;
+        }
+        debug_assert!(self.spare.borrow().is_none(), "one spare buffer");
+        self.staging
+            .set(self.staging.read().current_bytes + images.len() as u64);
+        *self.spare.borrow_mut() = Some(images);
     }
 
     fn check_failed(&self) -> Result<(), StorageError> {
@@ -310,7 +340,7 @@ impl Checkpointer {
         } else {
             usize::MAX
         };
-        let pool = self.bm.cut_dirty(content_max);
+        let pool = self.bm.cut_dirty(content_max, self.take_spare());
         let redo = pool
             .excluded_rec_lsn
             .map_or(in_flight, |l| l.min(in_flight));

@@ -86,9 +86,13 @@ fn checkpoint_staging_stays_within_a_quarter_of_the_pool_plus_one_write() {
         "checkpoint staging peaked at {} bytes, over {bound}",
         staging.peak_bytes
     );
-    assert_eq!(
-        staging.current_bytes, 0,
-        "staging held after the checkpoints"
+    // Between checkpoints the last cut's image buffer is kept for the next (within twice the
+    // cut's bound of 1/8 of the pool); the write buffers are not.
+    assert!(
+        staging.current_bytes > 0 && staging.current_bytes <= pool / 4,
+        "staging held after the checkpoints: {} bytes (the spare buffer, up to {})",
+        staging.current_bytes,
+        pool / 4
     );
     assert!(m.log_buffer.peak_bytes > 0, "no log buffer counted");
     assert!(m.key_locks.peak_bytes > 0, "no key locks counted");

@@ -21,9 +21,9 @@ pub struct PoolCut {
     /// The pages the checkpoint writes: every structural page and the oldest others, up to
     /// the cut's limit.
     pub pages: Vec<DirtyPage>,
-    /// Their sealed images at the cut, one page each in `pages`' order, in one mapping that
-    /// goes back to the system when the checkpoint drops it (per-page heap copies stayed in
-    /// the allocator: the process kept about twice what a cut copied).
+    /// Their sealed images at the cut, one page each in `pages`' order, in one mapping (per-page
+    /// heap copies stayed in the allocator: the process kept about twice what a cut copied).
+    /// It may be longer than the images (a buffer an earlier cut used; see `cut_dirty`).
     images: HugeSlice<u8>,
     page_size: usize,
     /// The lowest `rec_lsn` among the dirty pages left out (`None`: none left out): the
@@ -49,6 +49,11 @@ impl PoolCut {
     pub fn image_bytes(&self) -> u64 {
         self.images.len() as u64
     }
+
+    /// The buffer that held the images, for a later cut to reuse.
+    pub fn into_images(self) -> HugeSlice<u8> {
+        self.images
+    }
 }
 
 impl BufferManager {
@@ -58,7 +63,11 @@ impl BufferManager {
     /// pages stay dirty, and the others are marked `in_checkpoint`, until
     /// [`mark_clean`](Self::mark_clean): eviction must not write a newer version in place that
     /// the checkpoint's older copy would then overwrite.
-    pub fn cut_dirty(&self, content_max: usize) -> PoolCut {
+    ///
+    /// The images go into `spare` when it is long enough (an earlier cut's buffer: its pages
+    /// are already mapped, where a fresh mapping costs the kernel a zeroed page per fault),
+    /// else into a new buffer.
+    pub fn cut_dirty(&self, content_max: usize, spare: Option<HugeSlice<u8>>) -> PoolCut {
         let inner = &self.inner;
         let mut st = inner.state.borrow_mut();
         let mut content: Vec<(u64, usize)> = Vec::new();
@@ -96,7 +105,12 @@ impl BufferManager {
         }
         inner.in_checkpoint.set(inner.in_checkpoint.get() + keep);
         let page_size = inner.cfg.page_size;
-        let mut images = HugeSlice::from_fn(copy_slots.len() * page_size, |_| 0u8);
+        let needed = copy_slots.len() * page_size;
+        let mut images = match spare {
+            Some(buffer) if buffer.len() >= needed => buffer,
+            _ => HugeSlice::from_fn(needed, |_| 0u8),
+        };
+        debug_assert!(images.len() >= needed, "room for every image");
         let pages = copy_slots
             .into_iter()
             .zip(images.chunks_exact_mut(page_size))

@@ -62,6 +62,7 @@ macro_rules! fix {
 }
 
 // After the macro, so that they can use it.
+mod hint;
 mod insert;
 mod invariants;
 pub mod optimistic;
@@ -102,6 +103,9 @@ pub struct TreeStats {
     pub read_ahead_batches: u64,
     /// Pages those batches read (pages already resident are not read again).
     pub read_ahead_pages: u64,
+    /// Inserts that began at the leaf a read of their key had just found (`hint.rs`)
+    /// instead of at the root.
+    pub leaf_hints: u64,
 }
 
 /// A B+tree over one buffer manager's pages (see the module documentation).
@@ -118,6 +122,8 @@ pub struct BTree {
     /// Where the root is published for readers on other threads, once it is
     /// (`optimistic.rs`): the directory and this tree's place in it.
     published: OnceCell<(Arc<PublishedRoots>, usize)>,
+    /// Where recent reads found their keys' leaves, for writes of the same keys (`hint.rs`).
+    hints: hint::LeafHints,
 }
 
 /// One step of a descent: the inner node's guard and the child index taken.
@@ -151,6 +157,7 @@ impl BTree {
             read_ahead: Cell::new(READ_AHEAD_PAGES),
             shape: Cell::new(0),
             published: OnceCell::new(),
+            hints: std::array::from_fn(|_| Cell::new(hint::LeafHint::default())),
         }
     }
 
@@ -204,6 +211,16 @@ impl BTree {
     /// that cannot use it drops it before it pins anything.
     async fn run<T, E: From<StorageError>>(
         &self,
+        attempt: impl FnMut(&Self, &mut Reservation, Option<Resume>) -> Result<Attempt<T>, E>,
+    ) -> Result<T, E> {
+        self.run_from(None, attempt).await
+    }
+
+    /// [`run`](Self::run), the first attempt starting at `hinted` when given (a leaf hint,
+    /// `hint.rs`: taken under the present shape, nothing ran since).
+    async fn run_from<T, E: From<StorageError>>(
+        &self,
+        mut hinted: Option<Resume>,
         mut attempt: impl FnMut(&Self, &mut Reservation, Option<Resume>) -> Result<Attempt<T>, E>,
     ) -> Result<T, E> {
         // The page the last wait brought in stays pinned until the next attempt starts (else
@@ -217,7 +234,10 @@ impl BTree {
             // From here to the attempt's own pins nothing else runs: the pin can go now (and
             // must, unless resumed at, since the attempt may free that very page in a merge).
             drop(held.take());
-            let resume = self.still_valid(loaded.take());
+            let resume = match hinted.take() {
+                Some(leaf) => Some(leaf),
+                None => self.still_valid(loaded.take()),
+            };
             let r = attempt(self, &mut res, resume)?;
             let need = match r {
                 Ok(v) => return Ok(v),
@@ -272,8 +292,10 @@ impl BTree {
     /// Inserts or replaces; returns whether the key existed.
     pub async fn insert(&self, key: &[u8], value: &[u8]) -> Result<bool, WriteError> {
         self.check_record(key, value)?;
-        self.run(|t, res, resume| t.insert_attempt(key, value, res, resume))
-            .await
+        self.run_from(self.hinted_leaf(key), |t, res, resume| {
+            t.insert_attempt(key, value, res, resume)
+        })
+        .await
     }
 
     /// Removes; returns whether the key existed.
@@ -346,6 +368,7 @@ impl BTree {
             Ok(descent) => descent.leaf,
             Err(n) => return Ok(Err(n)),
         };
+        self.remember_leaf(key, leaf.pid());
         leaf.read(|p| {
             let n = NodeRef::new(p).map_err(|e| Self::corrupt(leaf.pid(), e))?;
             out.clear();
