@@ -34,9 +34,9 @@
 //! under one prefix) would give every slot the same head, and every search step would fall
 //! back to comparing whole keys. So a node's heads start after the `head_skip` bytes that all
 //! of its keys share: the keys themselves are stored whole, only the heads skip the common
-//! prefix. A search first compares the searched key with that prefix (read from slot 0's key):
-//! a key without it lies before or after every key of the node; a key with it is searched by
-//! the heads of the rest. The invariant ([`Node::check`]): every key is at least `head_skip`
+//! prefix. A search runs on the heads of the rest of the key, then compares the key's first
+//! `head_skip` bytes with those of the key it landed on (the record its caller reads next):
+//! a key without the prefix lies before or after every key of the node. The invariant ([`Node::check`]): every key is at least `head_skip`
 //! bytes long and begins with slot 0's first `head_skip` bytes. A node's first key sets the
 //! skip to its length; an insert of a key without the prefix shortens it (and rewrites the
 //! heads); a split, a merge or a compaction sets it to the longest prefix its keys share (that
@@ -442,19 +442,37 @@ impl<B: AsRef<[u8]>> Node<B> {
     pub fn search(&self, key: &[u8]) -> Result<usize, usize> {
         let skip = self.head_skip();
         let count = self.count();
-        if skip > 0 && count > 0 {
-            // Every key begins with slot 0's first `skip` bytes: a key that does not lies
-            // before or after all of them.
-            let prefix = &self.key(0)[..skip];
-            match key[..skip.min(key.len())].cmp(prefix) {
-                Ordering::Less => return Err(0),
-                Ordering::Greater => return Err(count),
-                // Equal slices of which the prefix has `skip` bytes: the key has them too.
-                Ordering::Equal => {}
-            }
+        if skip == 0 || count == 0 {
+            return self.search_rest(key, 0);
         }
-        let probe = KeyProbe::new(&key[skip.min(key.len())..]);
-        let (mut lo, mut hi) = (0, count);
+        if key.len() < skip {
+            // Shorter than the prefix every key begins with: before all of them, unless a
+            // byte of it is greater.
+            return match key.cmp(&self.key(0)[..skip]) {
+                Ordering::Greater => Err(count),
+                _ => Err(0),
+            };
+        }
+        // Searched as if the key had the prefix, then checked against the prefix of the slot
+        // it lands on (every key has the same one): that record is the one the caller reads
+        // next (a value, a child), so the check costs no other cache line.
+        let found = self.search_rest(&key[skip..], skip);
+        let witness = match found {
+            Ok(at) => at,
+            Err(at) => at.min(count - 1),
+        };
+        match key[..skip].cmp(&self.key(witness)[..skip]) {
+            Ordering::Equal => found,
+            Ordering::Less => Err(0),
+            Ordering::Greater => Err(count),
+        }
+    }
+
+    /// The binary search of the keys' rests after their first `skip` bytes for `rest`.
+    #[inline]
+    fn search_rest(&self, rest: &[u8], skip: usize) -> Result<usize, usize> {
+        let probe = KeyProbe::new(rest);
+        let (mut lo, mut hi) = (0, self.count());
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
             let at = slot_pos(mid);

@@ -101,23 +101,43 @@ fn record(page: &RacyPage, i: usize) -> Option<Record> {
 /// Binary search of the node for `key`: `Ok(slot)` holding it, `Err(slot)` where it would go
 /// (as `NodeRef::search`).
 pub fn search(page: &RacyPage, header: &RacyHeader, key: &[u8]) -> Option<Result<usize, usize>> {
-    let skip = header.head_skip;
-    if skip > 0 && header.count > 0 {
-        // As `NodeRef::search`: a key without the prefix every key shares (slot 0's first
-        // `skip` bytes) lies before or after all of them.
-        let first = record(page, 0)?;
-        if first.key_len < skip {
-            return None;
-        }
-        match page.compare(first.offset, skip, &key[..skip.min(key.len())])? {
-            Ordering::Greater => return Some(Err(0)),
-            Ordering::Less => return Some(Err(header.count)),
-            Ordering::Equal => {}
-        }
+    let (skip, count) = (header.head_skip, header.count);
+    if skip == 0 || count == 0 {
+        return search_rest(page, count, key, 0);
     }
-    let rest = &key[skip.min(key.len())..];
+    // As `NodeRef::search`: the rest searched by the heads, then the key's first `skip`
+    // bytes checked against those of the slot it landed on (slot 0 for a key shorter than
+    // the prefix); a key without the prefix lies before or after every key.
+    let found = match key.get(skip..) {
+        Some(rest) => search_rest(page, count, rest, skip)?,
+        None => Err(0),
+    };
+    let witness = match found {
+        Ok(at) => at,
+        Err(at) => at.min(count - 1),
+    };
+    let r = record(page, witness)?;
+    if r.key_len < skip {
+        return None;
+    }
+    Some(
+        match page.compare(r.offset, skip, &key[..skip.min(key.len())])? {
+            Ordering::Equal if key.len() >= skip => found,
+            Ordering::Greater | Ordering::Equal => Err(0),
+            Ordering::Less => Err(count),
+        },
+    )
+}
+
+/// The binary search of the keys' rests after their first `skip` bytes for `rest`.
+fn search_rest(
+    page: &RacyPage,
+    count: usize,
+    rest: &[u8],
+    skip: usize,
+) -> Option<Result<usize, usize>> {
     let probe = key_head(rest);
-    let (mut lo, mut hi) = (0, header.count);
+    let (mut lo, mut hi) = (0, count);
     // Bounded: the range halves every step (at most 17 steps for 65,536 slots).
     while lo < hi {
         let mid = lo + (hi - lo) / 2;
