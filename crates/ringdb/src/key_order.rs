@@ -30,6 +30,19 @@ pub(crate) fn key_head(key: &[u8]) -> u64 {
     }
 }
 
+/// How `a` orders against `b`, two slices of one length (memcmp order): as two heads when
+/// they fit one (no library call for the short prefixes of a node's keys).
+#[inline(always)]
+pub(crate) fn compare_same_length(a: &[u8], b: &[u8]) -> Ordering {
+    debug_assert_eq!(a.len(), b.len(), "slices of one length");
+    if a.len() <= HEAD_BYTES {
+        // Equal lengths: zero padding cannot tie two different slices.
+        key_head(a).cmp(&key_head(b))
+    } else {
+        a.cmp(b)
+    }
+}
+
 /// A search key prepared for many comparisons (see the module documentation).
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct KeyProbe<'a> {
@@ -79,6 +92,21 @@ impl<'a> KeyProbe<'a> {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn slices_of_one_length_compare_as_memcmp() {
+        let cases: [(&[u8], &[u8]); 5] = [
+            (b"", b""),
+            (b"a\0", b"a\x01"),
+            (b"key:0000", b"key:0000"),
+            (b"\xff\0\0", b"\0\xff\xff"),
+            (b"123456789", b"123456780"),
+        ];
+        for (a, b) in cases {
+            assert_eq!(compare_same_length(a, b), a.cmp(b), "{a:?} vs {b:?}");
+            assert_eq!(compare_same_length(b, a), b.cmp(a), "{b:?} vs {a:?}");
+        }
+    }
 
     #[test]
     fn padding_ties_are_broken_by_the_whole_key() {

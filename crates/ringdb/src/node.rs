@@ -40,7 +40,10 @@
 //! bytes long and begins with slot 0's first `head_skip` bytes. A node's first key sets the
 //! skip to its length; an insert of a key without the prefix shortens it (and rewrites the
 //! heads); a split, a merge or a compaction sets it to the longest prefix its keys share (that
-//! of the first and the last key, the keys being sorted); an empty node's skip is 0. Pages of format 0xB2 had no skip (the bytes were 0): they read as nodes
+//! of the first and the last key, the keys being sorted); an empty node's skip is 0. A prefix
+//! shorter than a head is not skipped (the skip is 0): heads from the start then tell most
+//! keys apart already (8-byte integer keys, say), and the prefix check would be a cost with
+//! no gain. Pages of format 0xB2 had no skip (the bytes were 0): they read as nodes
 //! whose skip is 0.
 //!
 //! A record is the key's bytes immediately followed by the value's. Slots are sorted by key
@@ -86,7 +89,7 @@
 //! corrupted may panic. Pages read from disk pass [`crate::page::verify`] first; for pages of
 //! unknown state (`ringdb check`) run [`check`], which validates everything and never panics.
 
-use crate::key_order::{key_head, KeyProbe};
+use crate::key_order::{compare_same_length, key_head, KeyProbe};
 use crate::page::{self, PageError, PageType, HEADER_SIZE};
 use std::cmp::Ordering;
 use thiserror::Error;
@@ -95,6 +98,8 @@ use thiserror::Error;
 pub const SLOT_SIZE: usize = 14;
 /// Where a slot's key head lies within the slot.
 const SLOT_HEAD: usize = 6;
+/// Bytes of a key's head (`key_order.rs`).
+const HEAD_BYTES: usize = 8;
 /// Bytes of a child page id (an inner record's value).
 pub const CHILD_SIZE: usize = 8;
 /// Records of the largest size ([`max_record_size`]) that always fit one node: 4 so that a
@@ -296,6 +301,18 @@ pub fn fits_merged(left: &[u8], right: &[u8], sep: &[u8]) -> bool {
     }
 }
 
+/// The head skip for keys that share `shared` bytes: all of them when they fill a head or
+/// more (every head taken from the start would tie), else none. A shorter prefix leaves the
+/// heads from the start telling keys apart in most steps, and a skip would only add the
+/// check of the searched key's prefix to every search.
+fn useful_skip(shared: usize) -> usize {
+    if shared >= HEAD_BYTES {
+        shared.min(u16::MAX as usize)
+    } else {
+        0
+    }
+}
+
 /// How many bytes `a` and `b` begin with in common.
 fn common_prefix_len(a: &[u8], b: &[u8]) -> usize {
     a.iter().zip(b).take_while(|(x, y)| x == y).count()
@@ -461,7 +478,7 @@ impl<B: AsRef<[u8]>> Node<B> {
             Ok(at) => at,
             Err(at) => at.min(count - 1),
         };
-        match key[..skip].cmp(&self.key(witness)[..skip]) {
+        match compare_same_length(&key[..skip], &self.key(witness)[..skip]) {
             Ordering::Equal => found,
             Ordering::Less => Err(0),
             Ordering::Greater => Err(count),
@@ -763,7 +780,7 @@ impl<B: AsRef<[u8]> + AsMut<[u8]>> Node<B> {
         }
         let shared = common_prefix_len(&self.key(0)[..skip], key);
         if shared < skip {
-            self.set_head_skip(shared);
+            self.set_head_skip(useful_skip(shared));
         }
     }
 
@@ -773,9 +790,9 @@ impl<B: AsRef<[u8]> + AsMut<[u8]>> Node<B> {
         let n = self.count();
         let shared = match n {
             0 => 0,
-            _ => common_prefix_len(self.key(0), self.key(n - 1)).min(u16::MAX as usize),
+            _ => common_prefix_len(self.key(0), self.key(n - 1)),
         };
-        self.set_head_skip(shared);
+        self.set_head_skip(useful_skip(shared));
     }
 
     /// Takes `len` bytes from the low end of the record area (the caller made sure they are
@@ -866,7 +883,7 @@ impl<B: AsRef<[u8]> + AsMut<[u8]>> Node<B> {
         }
         if n == 0 {
             // A node's first key is its whole prefix; later keys shorten it.
-            self.set_head_skip(key.len().min(u16::MAX as usize));
+            self.set_head_skip(useful_skip(key.len()));
         } else {
             self.keep_prefix_of(key);
         }
@@ -1224,8 +1241,13 @@ mod tests {
         ];
         assert_searches_as_sorted_keys(&NodeRef::new(n.page()).unwrap(), &probes);
         // A key without the prefix shortens it, and every head is written again.
+        n.insert(b"key:00000001", b"v").unwrap();
+        assert_eq!(n.head_skip(), 11);
+        n.check().unwrap();
+        assert_searches_as_sorted_keys(&NodeRef::new(n.page()).unwrap(), &probes);
+        // A prefix shorter than a head is not skipped.
         n.insert(b"kex", b"v").unwrap();
-        assert_eq!(n.head_skip(), 2);
+        assert_eq!(n.head_skip(), 0);
         n.check().unwrap();
         assert_searches_as_sorted_keys(&NodeRef::new(n.page()).unwrap(), &probes);
         // A split gives each half the longest prefix its keys share.
@@ -1235,7 +1257,7 @@ mod tests {
             NodeRef::new(n.page()).unwrap(),
             NodeRef::new(&right).unwrap(),
         );
-        assert_eq!((left.head_skip(), right.head_skip()), (2, 13));
+        assert_eq!((left.head_skip(), right.head_skip()), (0, 11));
         right.check().unwrap();
         assert_searches_as_sorted_keys(&right, &probes);
         assert_searches_as_sorted_keys(&left, &probes);
@@ -1250,20 +1272,20 @@ mod tests {
     fn a_corrupt_head_skip_is_found() {
         let mut p = leaf(1024);
         let mut n = NodeMut::new(&mut p);
-        for key in [&b"user:17"[..], b"user:20", b"user:31"] {
+        for key in [&b"user:00017"[..], b"user:00020", b"user:00031"] {
             n.insert(key, b"v").unwrap();
         }
-        assert_eq!(n.head_skip(), 5);
-        page::put_u16(&mut p, page::OFF_HEAD_SKIP, 6);
+        assert_eq!(n.head_skip(), 8);
+        page::put_u16(&mut p, page::OFF_HEAD_SKIP, 9);
         assert!(matches!(
             check(&p),
             Err(NodeError::BadHeadSkip {
                 slot: 1,
-                skip: 6,
+                skip: 9,
                 ..
             })
         ));
-        page::put_u16(&mut p, page::OFF_HEAD_SKIP, 4);
+        page::put_u16(&mut p, page::OFF_HEAD_SKIP, 7);
         assert!(matches!(
             check(&p),
             Err(NodeError::BadKeyHead { slot: 0, .. })

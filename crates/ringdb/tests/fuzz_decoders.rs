@@ -104,7 +104,7 @@ fn node_plan() -> impl Strategy<Value = NodePlan> {
     (
         prop::sample::select(vec![1024usize, 4096, 65536]),
         prop::option::of(1u16..=node::MAX_LEVEL),
-        prop::collection::vec(any::<u8>(), 0..12),
+        prop::collection::vec(any::<u8>(), 0..20),
         prop::collection::vec(record, 0..48),
         prop::collection::vec(any::<Index>(), 0..6),
         any::<u64>(),
