@@ -26,8 +26,22 @@ const SMALL_POOL_PAGES: usize = 96;
 /// A pool that holds everything: readers in place race the changes themselves.
 const LARGE_POOL_PAGES: usize = 4096;
 
-fn key(id: u64) -> [u8; 8] {
-    id.to_be_bytes()
+/// Every key begins with these bytes, so the nodes' heads skip them (`node.rs`, head skip):
+/// the readers decode nodes with a skip as well as the keys' own bytes.
+const KEY_PREFIX: &[u8; 8] = b"stress:k";
+
+/// Key `id`: the prefix, then the id big-endian (keys sort as their ids).
+fn key(id: u64) -> [u8; 16] {
+    let mut key = [0u8; 16];
+    key[..8].copy_from_slice(KEY_PREFIX);
+    key[8..].copy_from_slice(&id.to_be_bytes());
+    key
+}
+
+/// The id of a key `key` made.
+fn id_of(key: &[u8]) -> u64 {
+    assert_eq!(&key[..8], KEY_PREFIX, "a key without the prefix");
+    u64::from_be_bytes(key[8..].try_into().expect("8 bytes after the prefix"))
 }
 
 fn mix(mut x: u64) -> u64 {
@@ -148,7 +162,7 @@ fn read_loop(db: &Db, issued: &Issued, reader: u64, stop: &AtomicBool) -> (u64, 
             }
             2 => {
                 let ids: Vec<u64> = (0..16).map(|k| mix(rng + k) % KEYS).collect();
-                let keys: Vec<[u8; 8]> = ids.iter().map(|&i| key(i)).collect();
+                let keys: Vec<[u8; 16]> = ids.iter().map(|&i| key(i)).collect();
                 let mut newest = HashMap::new();
                 for (&i, v) in ids.iter().zip(db.multi_get(&keys).unwrap()) {
                     if let Some(v) = v {
@@ -165,7 +179,7 @@ fn read_loop(db: &Db, issued: &Issued, reader: u64, stop: &AtomicBool) -> (u64, 
                 let mut last: Option<u64> = None;
                 for pair in db.range(key(id)..key(end)) {
                     let (k, v) = pair.unwrap();
-                    let i = u64::from_be_bytes(k.as_slice().try_into().unwrap());
+                    let i = id_of(&k);
                     assert!((id..end).contains(&i), "scan of [{id}, {end}) gave key {i}");
                     assert!(
                         last.is_none_or(|l| l < i),
