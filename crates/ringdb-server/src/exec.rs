@@ -534,14 +534,18 @@ async fn run_segment(db: &Db, store: &Store, segment: Segment) -> Vec<Reply> {
     let shards = db.shard_count();
     // Per shard: the (command, operation) positions and the operations.
     let mut groups: Vec<ShardGroup> = vec![(Vec::new(), Vec::new()); shards];
-    let mut results: Vec<Vec<Option<Reply>>> = Vec::with_capacity(segment.commands.len());
-    for (command, (ops, _)) in segment.commands.iter().enumerate() {
+    let Segment { commands, tickets } = segment;
+    let mut results: Vec<Vec<Option<Reply>>> = Vec::with_capacity(commands.len());
+    let mut combines = Vec::with_capacity(commands.len());
+    // The operations move to their groups (a key and its arguments are not copied).
+    for (command, (ops, combine)) in commands.into_iter().enumerate() {
         results.push(vec![None; ops.len()]);
-        for (index, op) in ops.iter().enumerate() {
+        for (index, op) in ops.into_iter().enumerate() {
             let group = &mut groups[db.shard_of(&op.key)];
             group.0.push((command, index));
-            group.1.push(op.clone());
+            group.1.push(op);
         }
+        combines.push(combine);
     }
     let runs = groups
         .into_iter()
@@ -561,11 +565,12 @@ async fn run_segment(db: &Db, store: &Store, segment: Segment) -> Vec<Reply> {
             results[command][index] = Some(reply);
         }
     }
-    segment
-        .commands
-        .iter()
+    // The writes are applied: their tickets (cluster mode) may go.
+    drop(tickets);
+    combines
+        .into_iter()
         .zip(results)
-        .map(|((_, combine), replies)| {
+        .map(|(combine, replies)| {
             combine.reply(
                 replies
                     .into_iter()

@@ -121,7 +121,7 @@ impl DbHandle {
         if self.durable.is_none() {
             return apply(&self.tables, &op).await;
         }
-        Ok(self.commit(vec![op]).await?[0])
+        Ok(self.commit(&[op]).await?[0])
     }
 
     /// Commits `batch` atomically; with a log, returns once it is durable. A batch naming a
@@ -136,7 +136,7 @@ impl DbHandle {
             }
             return Ok(());
         }
-        self.commit(batch.ops().to_vec()).await.map(|_| ())
+        self.commit(batch.ops()).await.map(|_| ())
     }
 
     /// The failure that made the database refuse work, if one did.
@@ -154,7 +154,7 @@ impl DbHandle {
 
     /// The commit path: lock the keys, append the record (log first: every change in the
     /// tree has its record before it in the log), apply it, then wait until it is durable.
-    async fn commit(&self, ops: Vec<Op>) -> Result<Vec<bool>, WriteError> {
+    async fn commit(&self, ops: &[Op]) -> Result<Vec<bool>, WriteError> {
         self.commit_then(ops, || {}).await
     }
 
@@ -176,9 +176,7 @@ impl DbHandle {
             applied();
             return result;
         }
-        self.commit_then(batch.ops().to_vec(), applied)
-            .await
-            .map(|_| ())
+        self.commit_then(batch.ops(), applied).await.map(|_| ())
     }
 
     /// Installs (or with `None` removes) the tap that sees every commit of this database
@@ -219,7 +217,7 @@ impl DbHandle {
     /// [`DbHandle::commit`], running `applied` between the apply and the wait for durability.
     async fn commit_then(
         &self,
-        ops: Vec<Op>,
+        ops: &[Op],
         applied: impl FnOnce(),
     ) -> Result<Vec<bool>, WriteError> {
         let d = self.durable.as_ref().expect("commit needs a log");
@@ -228,19 +226,19 @@ impl DbHandle {
             applied();
             return Ok(Vec::new());
         }
-        let record_bytes = self.check_batch(d, &ops)?;
+        let record_bytes = self.check_batch(d, ops)?;
         let keys = d.locks.lock(ops.iter().map(lock_key).collect()).await;
         // The buffer's bound first: the log's room is checked last, with no await between it
         // and the append.
         d.wal.wait_buffer_room(record_bytes).await?;
         self.wait_for_log_room(d, record_bytes).await?;
-        let (start, end) = d.wal.append(&ops)?;
+        let (start, end) = d.wal.append(ops)?;
         self.tree.buffer().set_lsn_hint(end);
-        let existed = self.apply_logged(d, &ops).await?;
+        let existed = self.apply_logged(d, ops).await?;
         d.wal.applied(start);
         // Under the keys' locks and after the apply: see `tap.rs` for why both matter.
         if let Some(tap) = d.tap.borrow().as_ref() {
-            tap(&super::tap::changes(&ops));
+            tap(&super::tap::changes(ops));
         }
         drop(keys);
         applied();
