@@ -13,7 +13,7 @@
 use rustc_hash::FxHashMap;
 use std::cell::RefCell;
 use std::future::Future;
-use std::hash::{BuildHasher, BuildHasherDefault};
+use std::hash::BuildHasher;
 use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
 
@@ -24,7 +24,7 @@ thread_local! {
 
 /// The lock that holds `key`.
 fn lock_id(key: &[u8]) -> u64 {
-    BuildHasherDefault::<rustc_hash::FxHasher>::default().hash_one(key)
+    rustc_hash::FxBuildHasher.hash_one(key)
 }
 
 /// Keys held until dropped.

@@ -16,7 +16,7 @@
 use std::cmp::Ordering;
 
 /// Bytes of a key's head.
-const HEAD_BYTES: usize = 8;
+pub(crate) const HEAD_BYTES: usize = 8;
 
 /// The first eight bytes of `key` as a big-endian integer, zero-padded: its *head*.
 #[inline(always)]

@@ -89,7 +89,7 @@
 //! corrupted may panic. Pages read from disk pass [`crate::page::verify`] first; for pages of
 //! unknown state (`ringdb check`) run [`check`], which validates everything and never panics.
 
-use crate::key_order::{compare_same_length, key_head, KeyProbe};
+use crate::key_order::{compare_same_length, key_head, KeyProbe, HEAD_BYTES};
 use crate::page::{self, PageError, PageType, HEADER_SIZE};
 use std::cmp::Ordering;
 use thiserror::Error;
@@ -98,8 +98,6 @@ use thiserror::Error;
 pub const SLOT_SIZE: usize = 14;
 /// Where a slot's key head lies within the slot.
 const SLOT_HEAD: usize = 6;
-/// Bytes of a key's head (`key_order.rs`).
-const HEAD_BYTES: usize = 8;
 /// Bytes of a child page id (an inner record's value).
 pub const CHILD_SIZE: usize = 8;
 /// Records of the largest size ([`max_record_size`]) that always fit one node: 4 so that a

@@ -11,14 +11,12 @@
 //! size). So a torn image makes a function return `None` (the caller validates the page's
 //! version, then retries or falls back), never panic or loop.
 
-use crate::key_order::key_head;
+use crate::key_order::{key_head, HEAD_BYTES};
 use crate::node::{CHILD_SIZE, MAX_LEVEL, SLOT_SIZE};
 use crate::page::{PageType, HEADER_SIZE, OFF_COUNT, OFF_HEAD_SKIP, OFF_LEVEL, OFF_LINK, OFF_TYPE};
 use crate::racy::RacyPage;
 use std::cmp::Ordering;
 
-/// Bytes of a key's head (`key_order.rs`).
-const HEAD_BYTES: usize = 8;
 /// Where a slot's key length and key head lie within the slot.
 const SLOT_KEY_LEN: usize = 2;
 const SLOT_VALUE_LEN: usize = 4;
