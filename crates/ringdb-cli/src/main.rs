@@ -42,8 +42,8 @@ enum Cmd {
     /// What this kernel and device support, with the paper's guidelines applied as warnings.
     Probe(probe_cmd::ProbeArgs),
     /// One of the paper's microbenchmarks (nop-batch, sqpoll-wakeup, iowq, batch-latency,
-    /// block-size, scale-out, fixed-buffers, durable) or the shard hand-off (handoff): a
-    /// table, --json and --plot FILE.svg.
+    /// block-size, scale-out, fixed-buffers, durable), the shard hand-off (handoff), or a
+    /// breakdown (scan, point-cost, txn-cost): a table, --json and --plot FILE.svg.
     Micro(micro_cmd::MicroArgs),
     /// The paper's Fig. 5: YCSB updates with io_uring features switched on step by step,
     /// each beside the cost model's prediction (the README's main job).

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 #[derive(Args)]
 pub struct MicroArgs {
     /// nop-batch | sqpoll-wakeup | iowq | batch-latency | block-size | scale-out | fixed-buffers |
-    /// durable | handoff | scan | point-cost
+    /// durable | handoff | scan | point-cost | txn-cost
     name: String,
     /// File or block device for the storage benchmarks (a missing file is created and filled).
     #[arg(long, default_value = "ringdb-data/micro.dat")]

@@ -123,6 +123,18 @@ fn read_before_write(ops: Vec<Op>) -> Vec<Op> {
         .collect()
 }
 
+/// Every get repeated at once: the second finds its leaf from the first's hint
+/// (`tree/hint.rs`), between inserts and removes that split and merge leaves, so that a hint
+/// may name a leaf whose range no longer holds the key (absent keys included).
+fn reads_twice(ops: Vec<Op>) -> Vec<Op> {
+    ops.into_iter()
+        .flat_map(|op| match op {
+            Op::Get(k) => vec![Op::Get(k), Op::Get(k)],
+            other => vec![other],
+        })
+        .collect()
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 24, .. ProptestConfig::default() })]
 
@@ -144,6 +156,17 @@ proptest! {
         // Most inserts fit their leaf and start there; those that split began at the root.
         prop_assert!(roomy.leaf_hints > inserts / 4, "{} of {} inserts hinted", roomy.leaf_hints, inserts);
         sequential(EngineKind::Uring, 16, &ops, "hints-tiny");
+    }
+
+    #[test]
+    fn reads_after_reads_start_at_the_hinted_leaf(ops in prop::collection::vec(op(), 200..1500)) {
+        let ops = reads_twice(ops);
+        let gets = ops.iter().filter(|op| matches!(op, Op::Get(_))).count() as u64;
+        let roomy = sequential(EngineKind::Uring, 1024, &ops, "read-hints");
+        // The repeated half of the gets finds its hint (unless the key lies past its leaf's
+        // last key, where only a descent can tell which leaf holds it).
+        prop_assert!(roomy.leaf_hints > gets / 8, "{} of {} gets hinted", roomy.leaf_hints, gets);
+        sequential(EngineKind::Uring, 16, &ops, "read-hints-tiny");
     }
 }
 

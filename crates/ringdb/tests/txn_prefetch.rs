@@ -103,3 +103,49 @@ fn a_prefetch_of_absent_keys_and_of_none_is_fine() {
         })
         .unwrap();
 }
+
+/// Everything resident: a prefetch reads no page and runs no task per key; it only finds the
+/// keys' leaves, and the reads after it start there (leaf hints, `tree/hint.rs`) instead of
+/// descending again.
+#[test]
+fn a_prefetch_of_resident_keys_reads_nothing_and_the_reads_start_at_their_leaves() {
+    let options = Options {
+        pool_pages: 4_096,
+        direct: false,
+        fresh: true,
+        durability: Durability::Off,
+        ..Options::default()
+    };
+    let mut db = LocalDb::open(&dir("prefetch-resident"), options).unwrap();
+    for i in 0..KEYS {
+        db.insert(&key(i), &vec![b'v'; VALUE_BYTES]).unwrap();
+    }
+    let wanted: Vec<Vec<u8>> = (0..PREFETCHED)
+        .map(|i| key(i * (KEYS / PREFETCHED) + 7))
+        .collect();
+    let h = db.handle();
+    let hinted = db
+        .runtime()
+        .block_on(async move {
+            let reads = || h.tree().buffer().stats().reads;
+            let hints = || h.tree().stats().leaf_hints;
+            let mut txn = h.begin();
+            let keys: Vec<(TableId, &[u8])> =
+                wanted.iter().map(|k| (TableId::DEFAULT, &k[..])).collect();
+            let (reads_before, hints_before) = (reads(), hints());
+            txn.prefetch(&keys).await.unwrap();
+            assert_eq!(reads(), reads_before, "every page was resident");
+            for k in &wanted {
+                let value = txn.get(TableId::DEFAULT, k).await.unwrap();
+                assert_eq!(value.expect("the key exists").len(), VALUE_BYTES);
+            }
+            txn.commit().await.unwrap();
+            hints() - hints_before
+        })
+        .unwrap();
+    // A key past its leaf's last key (or two keys sharing a hint slot) descends instead.
+    assert!(
+        hinted >= u64::from(PREFETCHED) / 2,
+        "{hinted} of {PREFETCHED} reads started at their leaf"
+    );
+}

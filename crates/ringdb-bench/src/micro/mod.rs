@@ -1,6 +1,7 @@
 //! The paper's microbenchmarks (Secs. 2.1, 2.2, 3.6 with Fig. 9's durable writes; seeds/003),
 //! issue 12's hand-off to a shard thread (`handoff`) and issue 15's breakdown of the in-memory
-//! point cost (`point-cost`): each isolates one mechanism
+//! point cost (`point-cost`) and issue 36's TPC-C transaction by phase (`txn-cost`): each
+//! isolates one mechanism
 //! and returns a [`MicroResult`]: a table for people, JSON for machines, an SVG plot.
 //!
 //! Every benchmark takes the same [`MicroOpts`]; `ringdb micro <name>` runs one.
@@ -25,6 +26,7 @@ mod scale_out;
 mod scan_read_ahead;
 mod sqpoll_wakeup;
 mod target;
+mod txn_cost;
 
 pub use report::{MicroResult, Plot, Series};
 
@@ -135,6 +137,7 @@ pub const NAMES: &[&str] = &[
     "handoff",
     "scan",
     "point-cost",
+    "txn-cost",
 ];
 
 /// The microbenchmarks that take `--bs` and `--ios`.
@@ -154,6 +157,7 @@ pub fn run(name: &str, opts: &MicroOpts) -> Result<MicroResult> {
         "handoff" => handoff::run(opts),
         "scan" => scan_read_ahead::run(opts),
         "point-cost" => point_cost::run(opts),
+        "txn-cost" => txn_cost::run(opts),
         _ => Err(BenchError::Unknown {
             setting: BenchSetting::Microbenchmark,
             value: name.to_string(),

@@ -125,12 +125,25 @@ impl TxInput {
         home_warehouse: u32,
         rng: &mut impl Rng,
     ) -> TxInput {
+        let kind = TxKind::draw(rng);
+        TxInput::generate_kind(scale, constants, home_warehouse, kind, rng)
+    }
+
+    /// Draws a transaction of `kind` for a terminal of `home_warehouse` (1..=W): its choices
+    /// as the mix would draw them.
+    pub fn generate_kind(
+        scale: &TpccScale,
+        constants: &Constants,
+        home_warehouse: u32,
+        kind: TxKind,
+        rng: &mut impl Rng,
+    ) -> TxInput {
         let draw = Draw {
             scale,
             constants,
             home: home_warehouse.clamp(1, scale.warehouses.max(1)),
         };
-        let choice = match TxKind::draw(rng) {
+        let choice = match kind {
             TxKind::NewOrder => TxChoice::NewOrder(draw.new_order(rng)),
             TxKind::Payment => TxChoice::Payment(draw.payment(rng)),
             TxKind::OrderStatus => TxChoice::OrderStatus(draw.order_status(rng)),

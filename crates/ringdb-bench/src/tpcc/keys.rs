@@ -24,8 +24,7 @@ impl KeyBuilder {
     }
     /// `text` padded with zero bytes to `NAME_KEY_BYTES`: a shorter name sorts first, as in
     /// a string comparison.
-    fn name(mut self, text: &str) -> Self {
-        let bytes = text.as_bytes();
+    fn name(mut self, bytes: &[u8]) -> Self {
         assert!(bytes.len() <= NAME_KEY_BYTES, "names are at most 16 bytes");
         self.0.extend_from_slice(bytes);
         self.0
@@ -53,7 +52,7 @@ pub fn customer(w: u32, d: u32, c: u32) -> Vec<u8> {
 }
 
 /// The customer-by-name index: (C_W_ID, C_D_ID, C_LAST, C_FIRST, C_ID).
-pub fn customer_by_name(w: u32, d: u32, last: &str, first: &str, c: u32) -> Vec<u8> {
+pub fn customer_by_name(w: u32, d: u32, last: &[u8], first: &[u8], c: u32) -> Vec<u8> {
     KeyBuilder::new(41)
         .u32(w)
         .u8(d)
@@ -65,7 +64,11 @@ pub fn customer_by_name(w: u32, d: u32, last: &str, first: &str, c: u32) -> Vec<
 
 /// The prefix of every customer-by-name key of `last` in district (w, d).
 pub fn customer_name_prefix(w: u32, d: u32, last: &str) -> Vec<u8> {
-    KeyBuilder::new(21).u32(w).u8(d).name(last).done()
+    KeyBuilder::new(21)
+        .u32(w)
+        .u8(d)
+        .name(last.as_bytes())
+        .done()
 }
 
 /// The customer id at the end of a customer-by-name key, if the key has the index's shape.
@@ -151,17 +154,17 @@ mod tests {
         assert!(new_order(1, 2, 3000) < new_order(1, 3, 1));
         assert!(order_line(1, 1, 5, 15) < order_line(1, 1, 6, 1));
         assert!(
-            customer_by_name(1, 1, "ABLE", "Z", 9) < customer_by_name(1, 1, "ABLEABLE", "A", 1)
+            customer_by_name(1, 1, b"ABLE", b"Z", 9) < customer_by_name(1, 1, b"ABLEABLE", b"A", 1)
         );
         let prefix = customer_name_prefix(1, 1, "BARBAR");
-        assert!(customer_by_name(1, 1, "BARBAR", "x", 3).starts_with(&prefix));
-        assert!(!customer_by_name(1, 1, "BARBARABLE", "x", 3).starts_with(&prefix));
+        assert!(customer_by_name(1, 1, b"BARBAR", b"x", 3).starts_with(&prefix));
+        assert!(!customer_by_name(1, 1, b"BARBARABLE", b"x", 3).starts_with(&prefix));
     }
 
     #[test]
     fn ids_come_back_out_of_keys() {
         assert_eq!(
-            customer_id_of_name_key(&customer_by_name(3, 4, "A", "B", 77)),
+            customer_id_of_name_key(&customer_by_name(3, 4, b"A", b"B", 77)),
             Some(77)
         );
         assert_eq!(customer_id_of_name_key(b"short"), None);

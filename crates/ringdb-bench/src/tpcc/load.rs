@@ -301,7 +301,13 @@ async fn load_customers(
     let mut name_keys = Vec::with_capacity(scale.customers_per_district as usize);
     for c in 1..=scale.customers_per_district {
         let row = population::customer(rng, constants, c, now);
-        name_keys.push(keys::customer_by_name(w, d, &row.last, &row.first, c));
+        name_keys.push(keys::customer_by_name(
+            w,
+            d,
+            row.last.as_bytes(),
+            row.first.as_bytes(),
+            c,
+        ));
         out.put(tables.customer, &keys::customer(w, d, c), &row.encode())
             .await?;
     }

@@ -15,11 +15,14 @@
 //! - `new_order.rs`, `payment.rs`, `order_status.rs`, `delivery.rs`, `stock_level.rs`: the
 //!   transactions of clauses 2.4-2.8 on a `Transaction`; `execute.rs` ([`execute`]) begins,
 //!   runs and commits one;
-//! - `check.rs` ([`check`]): the consistency conditions 1-4 of clause 3.3.2.
+//! - `check.rs` ([`check`]): the consistency conditions 1-4 of clause 3.3.2;
+//! - `phases.rs` and `cost.rs`: a transaction's cycles by phase, one at a time
+//!   (`ringdb micro txn-cost`).
 
 mod access;
 mod check;
 mod codec;
+mod cost;
 mod delivery;
 mod delivery_queue;
 mod error;
@@ -32,6 +35,7 @@ mod mix;
 mod new_order;
 mod order_status;
 mod payment;
+pub mod phases;
 mod placement;
 mod population;
 mod prefetch;
@@ -49,6 +53,7 @@ mod txn;
 
 pub use check::{check, CheckReport, ConditionResult, PaymentSums};
 pub use codec::RowError;
+pub use cost::{measure_cost, CostPlan, CostReport, KindCost};
 pub use error::TpccError;
 pub use execute::{execute, execute_with, LockRelease, TxOptions, TxOutcome};
 pub use input::{

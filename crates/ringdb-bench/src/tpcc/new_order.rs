@@ -110,7 +110,7 @@ async fn take_stock(
     if line.supply_warehouse != w {
         stock.remote_count += 1;
     }
-    let dist_info = stock.dist[(d as usize - 1).min(9)].clone();
+    let dist_info = stock.dist[(d as usize - 1).min(9)];
     access::write(txn, tables.stock, &stock_key, &stock).await?;
     Ok(Some(OrderLine {
         item: line.item,

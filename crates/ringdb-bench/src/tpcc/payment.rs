@@ -4,6 +4,7 @@
 //! HISTORY. The hot rows (warehouse, district) are taken last.
 
 use super::access::{self, Intent};
+use super::codec::Text;
 use super::error::TpccError;
 use super::input::PaymentInput;
 use super::keys;
@@ -12,9 +13,6 @@ use super::rows::{District, History, Warehouse};
 use super::tables::TpccTables;
 use super::txn::TpccTxn;
 use super::TxOutcome;
-
-/// C_DATA's largest size.
-const CUSTOMER_DATA_MAX: usize = 500;
 
 /// Runs Payment's reads and writes in `txn` (the caller commits). With `prefetch`, the page
 /// its HISTORY row goes to is faulted in before the hot rows are locked.
@@ -36,14 +34,14 @@ pub async fn payment(
     customer.balance_cents -= amount;
     customer.ytd_payment_cents += amount;
     customer.payment_count += 1;
-    if customer.credit == "BC" {
+    if customer.credit.as_bytes() == b"BC" {
         let entry = format!(
             "{c} {cd} {cw} {d} {w} {}.{:02} ",
             amount / 100,
             amount % 100
         );
-        let mut data = entry + &customer.data;
-        data.truncate(CUSTOMER_DATA_MAX);
+        // The newest entry first; what passes C_DATA's 500 bytes is dropped.
+        let data = Text::concat_truncated(&[entry.as_bytes(), customer.data.as_bytes()]);
         customer.data = data;
     }
     access::write(txn, tables.customer, &keys::customer(cw, cd, c), &customer).await?;
@@ -66,7 +64,11 @@ pub async fn payment(
         warehouse: w,
         date_micros: now_micros(),
         amount_cents: amount,
-        data: format!("{}    {}", warehouse.name, district.name),
+        data: Text::concat_truncated(&[
+            warehouse.name.as_bytes(),
+            b"    ",
+            district.name.as_bytes(),
+        ]),
     };
     access::write(txn, tables.history, &history_key, &history).await?;
     Ok(TxOutcome::Committed)

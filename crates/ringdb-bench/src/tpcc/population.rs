@@ -1,6 +1,7 @@
 //! The rows of the initial population (clause 4.3.3.1), one generator per table. `load.rs`
 //! decides the order they are written in; here is only what each row holds.
 
+use super::codec::Text;
 use super::random::{self, a_string, data_with_original, n_string, nurand, Constants};
 use super::rows::{Address, Customer, District, History, Item, Order, OrderLine, Stock, Warehouse};
 use super::scale::TpccScale;
@@ -29,18 +30,18 @@ pub fn warehouse_ytd_cents(scale: &TpccScale) -> i64 {
 
 fn address(rng: &mut impl Rng) -> Address {
     Address {
-        street_1: a_string(rng, 10, 20),
-        street_2: a_string(rng, 10, 20),
-        city: a_string(rng, 10, 20),
-        state: a_string(rng, 2, 2),
-        zip: random::zip(rng),
+        street_1: Text::of(&a_string(rng, 10, 20)),
+        street_2: Text::of(&a_string(rng, 10, 20)),
+        city: Text::of(&a_string(rng, 10, 20)),
+        state: Text::of(&a_string(rng, 2, 2)),
+        zip: Text::of(&random::zip(rng)),
     }
 }
 
 /// A WAREHOUSE row.
 pub fn warehouse(rng: &mut impl Rng, scale: &TpccScale) -> Warehouse {
     Warehouse {
-        name: a_string(rng, 6, 10),
+        name: Text::of(&a_string(rng, 6, 10)),
         address: address(rng),
         tax: random::rate(rng, TAX_MAX),
         ytd_cents: warehouse_ytd_cents(scale),
@@ -50,7 +51,7 @@ pub fn warehouse(rng: &mut impl Rng, scale: &TpccScale) -> Warehouse {
 /// A DISTRICT row.
 pub fn district(rng: &mut impl Rng, scale: &TpccScale) -> District {
     District {
-        name: a_string(rng, 6, 10),
+        name: Text::of(&a_string(rng, 6, 10)),
         address: address(rng),
         tax: random::rate(rng, TAX_MAX),
         ytd_cents: district_ytd_cents(scale),
@@ -70,25 +71,24 @@ pub fn customer_last_name(rng: &mut impl Rng, constants: &Constants, c: u32) -> 
 /// A CUSTOMER row for customer `c`, in the database since `now_micros`.
 pub fn customer(rng: &mut impl Rng, constants: &Constants, c: u32, now_micros: u64) -> Customer {
     Customer {
-        first: a_string(rng, 8, 16),
-        middle: "OE".to_string(),
-        last: customer_last_name(rng, constants, c),
+        first: Text::of(&a_string(rng, 8, 16)),
+        middle: Text::of("OE"),
+        last: Text::of(&customer_last_name(rng, constants, c)),
         address: address(rng),
-        phone: n_string(rng, 16, 16),
+        phone: Text::of(&n_string(rng, 16, 16)),
         since_micros: now_micros,
-        credit: if rng.random_range(0..10) == 0 {
+        credit: Text::of(if rng.random_range(0..10) == 0 {
             "BC"
         } else {
             "GC"
-        }
-        .to_string(),
+        }),
         credit_limit_cents: CREDIT_LIMIT_CENTS,
         discount: random::rate(rng, DISCOUNT_MAX),
         balance_cents: CUSTOMER_BALANCE_CENTS,
         ytd_payment_cents: FIRST_PAYMENT_CENTS,
         payment_count: 1,
         delivery_count: 0,
-        data: a_string(rng, 300, 500),
+        data: Text::of(&a_string(rng, 300, 500)),
     }
 }
 
@@ -99,7 +99,7 @@ pub fn history(rng: &mut impl Rng, w: u32, d: u32, now_micros: u64) -> History {
         warehouse: w,
         date_micros: now_micros,
         amount_cents: FIRST_PAYMENT_CENTS,
-        data: a_string(rng, 12, 24),
+        data: Text::of(&a_string(rng, 12, 24)),
     }
 }
 
@@ -127,7 +127,7 @@ pub fn order_line(rng: &mut impl Rng, scale: &TpccScale, w: u32, order: &Order) 
         } else {
             rng.random_range(1..=999_999)
         },
-        dist_info: a_string(rng, 24, 24),
+        dist_info: Text::of(&a_string(rng, 24, 24)),
     }
 }
 
@@ -135,9 +135,9 @@ pub fn order_line(rng: &mut impl Rng, scale: &TpccScale, w: u32, order: &Order) 
 pub fn item(rng: &mut impl Rng) -> Item {
     Item {
         image_id: rng.random_range(1..=10_000),
-        name: a_string(rng, 14, 24),
+        name: Text::of(&a_string(rng, 14, 24)),
         price_cents: rng.random_range(100..=10_000),
-        data: data_with_original(rng),
+        data: Text::of(&data_with_original(rng)),
     }
 }
 
@@ -145,11 +145,11 @@ pub fn item(rng: &mut impl Rng) -> Item {
 pub fn stock(rng: &mut impl Rng) -> Stock {
     Stock {
         quantity: rng.random_range(10..=100),
-        dist: std::array::from_fn(|_| a_string(rng, 24, 24)),
+        dist: std::array::from_fn(|_| Text::of(&a_string(rng, 24, 24))),
         ytd: 0,
         order_count: 0,
         remote_count: 0,
-        data: data_with_original(rng),
+        data: Text::of(&data_with_original(rng)),
     }
 }
 

@@ -4,21 +4,21 @@
 //! delivery date is `None`. The key fields are in the key (`keys.rs`), not repeated here;
 //! NEW-ORDER and the two indexes carry empty values.
 
-use super::codec::{Row, RowError, RowReader, RowWriter};
+use super::codec::{Row, RowError, RowReader, RowWriter, Text};
 
 /// The address fields WAREHOUSE, DISTRICT and CUSTOMER share.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Address {
     /// 10-20 characters.
-    pub street_1: String,
+    pub street_1: Text<20>,
     /// 10-20 characters.
-    pub street_2: String,
+    pub street_2: Text<20>,
     /// 10-20 characters.
-    pub city: String,
+    pub city: Text<20>,
     /// 2 characters.
-    pub state: String,
+    pub state: Text<2>,
     /// 9 characters.
-    pub zip: String,
+    pub zip: Text<9>,
 }
 
 impl Address {
@@ -44,7 +44,7 @@ impl Address {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Warehouse {
     /// W_NAME, 6-10 characters.
-    pub name: String,
+    pub name: Text<10>,
     /// W_STREET_1 .. W_ZIP.
     pub address: Address,
     /// W_TAX, ten-thousandths.
@@ -75,7 +75,7 @@ impl Row for Warehouse {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct District {
     /// D_NAME, 6-10 characters.
-    pub name: String,
+    pub name: Text<10>,
     /// D_STREET_1 .. D_ZIP.
     pub address: Address,
     /// D_TAX, ten-thousandths.
@@ -112,19 +112,19 @@ impl Row for District {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Customer {
     /// C_FIRST, 8-16 characters.
-    pub first: String,
+    pub first: Text<16>,
     /// C_MIDDLE, "OE".
-    pub middle: String,
+    pub middle: Text<2>,
     /// C_LAST, from the syllables, at most 16 characters.
-    pub last: String,
+    pub last: Text<16>,
     /// C_STREET_1 .. C_ZIP.
     pub address: Address,
     /// C_PHONE, 16 digits.
-    pub phone: String,
+    pub phone: Text<16>,
     /// C_SINCE, microseconds since the epoch.
     pub since_micros: u64,
     /// C_CREDIT, "GC" or "BC".
-    pub credit: String,
+    pub credit: Text<2>,
     /// C_CREDIT_LIM, cents.
     pub credit_limit_cents: i64,
     /// C_DISCOUNT, ten-thousandths.
@@ -138,7 +138,7 @@ pub struct Customer {
     /// C_DELIVERY_CNT.
     pub delivery_count: u32,
     /// C_DATA, 300-500 characters.
-    pub data: String,
+    pub data: Text<500>,
 }
 
 impl Row for Customer {
@@ -193,7 +193,7 @@ pub struct History {
     /// H_AMOUNT, cents.
     pub amount_cents: i64,
     /// H_DATA, 12-24 characters.
-    pub data: String,
+    pub data: Text<24>,
 }
 
 impl Row for History {
@@ -269,7 +269,7 @@ pub struct OrderLine {
     /// OL_AMOUNT, cents.
     pub amount_cents: i64,
     /// OL_DIST_INFO, 24 characters.
-    pub dist_info: String,
+    pub dist_info: Text<24>,
 }
 
 impl Row for OrderLine {
@@ -302,11 +302,11 @@ pub struct Item {
     /// I_IM_ID, 1-10,000.
     pub image_id: u32,
     /// I_NAME, 14-24 characters.
-    pub name: String,
+    pub name: Text<24>,
     /// I_PRICE, cents (1.00-100.00).
     pub price_cents: i64,
     /// I_DATA, 26-50 characters, "ORIGINAL" in 10% of them.
-    pub data: String,
+    pub data: Text<50>,
 }
 
 impl Row for Item {
@@ -335,7 +335,7 @@ pub struct Stock {
     /// S_QUANTITY, 10-100 at load.
     pub quantity: i32,
     /// S_DIST_01 .. S_DIST_10, 24 characters each.
-    pub dist: [String; 10],
+    pub dist: [Text<24>; 10],
     /// S_YTD.
     pub ytd: u64,
     /// S_ORDER_CNT.
@@ -343,7 +343,7 @@ pub struct Stock {
     /// S_REMOTE_CNT.
     pub remote_count: u32,
     /// S_DATA, 26-50 characters, "ORIGINAL" in 10% of them.
-    pub data: String,
+    pub data: Text<50>,
 }
 
 impl Row for Stock {
@@ -362,7 +362,7 @@ impl Row for Stock {
     }
     fn read(r: &mut RowReader<'_>) -> Result<Self, RowError> {
         let quantity = r.i32()?;
-        let mut dist: [String; 10] = Default::default();
+        let mut dist: [Text<24>; 10] = [Text::default(); 10];
         for d in &mut dist {
             *d = r.short_text()?;
         }

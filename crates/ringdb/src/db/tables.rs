@@ -143,6 +143,18 @@ impl DbHandle {
         Ok(self.tree_of(table)?.get_resident_into(key, out)?)
     }
 
+    /// Whether every page on the way to `key` in `table` is in the pool (nothing read), the
+    /// leaf remembered for the next read or write of the key (`BTree::probe_resident`).
+    pub(crate) fn probe_resident_in(&self, table: TableId, key: &[u8]) -> Result<bool, ReadError> {
+        if let Some(first) = self.first_failure() {
+            return Err(ReadError::Failed { first });
+        }
+        if table == TableId::DEFAULT {
+            return Ok(self.tree.probe_resident(key)?);
+        }
+        Ok(self.tree_of(table)?.probe_resident(key)?)
+    }
+
     /// Inserts or replaces in `table`; returns whether the key existed. With a log, a commit
     /// of its own.
     pub(crate) async fn insert_in(

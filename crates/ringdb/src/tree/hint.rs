@@ -1,13 +1,16 @@
-//! Leaf hints: where a recent read of a key found its leaf, so that a write of the same key
-//! soon after starts at that leaf instead of descending from the root again.
+//! Leaf hints: where a recent read of a key found its leaf, so that a write or another read of
+//! the same key soon after starts at that leaf instead of descending from the root again.
 //!
 //! Read-modify-write is the common shape of a write: the server reads a key's old value (its
 //! kind, its expiry, the chunks a large value leaves behind) and then writes the new one in
 //! the group's batch; a task reads a record and updates it. Without a hint the write repeats
 //! the read's descent (a page-table lookup and a node search per level).
 //!
-//! A hint is the key's hash, the leaf's page and the tree's shape when the read found it. The
-//! write uses it only when all of these hold, else it descends from the root as before:
+//! A transaction reads a key twice the same way: its prefetch probes the key's leaf before it
+//! takes a lock (`BTree::probe_resident`), then its read copies the value.
+//!
+//! A hint is the key's hash, the leaf's page and the tree's shape when the read found it. A
+//! write or read uses it only when all of these hold, else it descends from the root as before:
 //! - the tree's shape is the same (no split, merge or root change since), so the page still
 //!   covers the key range it covered (`resume.rs` relies on the same rule);
 //! - the page is resident (no wait: a hint is an optimisation, never a reason to read);
@@ -16,11 +19,12 @@
 //!   collide).
 //!
 //! The write then starts as a descent resumed at the leaf: an update that fits is done there,
-//! a split asks for the path from the root (`Need::FromRoot`), as any resumed descent does.
+//! a split asks for the path from the root (`Need::FromRoot`), as any resumed descent does. A
+//! read copies the value from the leaf (or finds the key absent between two of its keys).
 
 use super::resume::Resume;
 use super::BTree;
-use crate::buffer::PageId;
+use crate::buffer::{PageGuard, PageId};
 use crate::node::NodeRef;
 use std::cell::Cell;
 use std::hash::BuildHasher;
@@ -58,26 +62,25 @@ impl BTree {
         });
     }
 
-    /// Where a write of `key` may start: the hinted leaf, pinned, when the module's
-    /// conditions hold.
-    pub(super) fn hinted_leaf(&self, key: &[u8]) -> Option<Resume> {
+    /// The hint for `key` when it was taken under the present shape and its leaf is
+    /// resident: the leaf, pinned, and the shape.
+    fn hinted_guard(&self, key: &[u8]) -> Option<(PageGuard, u64)> {
         let hash = key_hash(key);
         let hint = self.hints[hash as usize % HINT_SLOTS].get();
         if !hint.set || hint.hash != hash || hint.shape != self.shape.get() {
             return None;
         }
-        let guard = self.bm.try_fix(hint.leaf)?;
+        Some((self.bm.try_fix(hint.leaf)?, hint.shape))
+    }
+
+    /// Where a write of `key` may start: the hinted leaf, pinned, when the module's
+    /// conditions hold.
+    pub(super) fn hinted_leaf(&self, key: &[u8]) -> Option<Resume> {
+        let (guard, shape) = self.hinted_guard(key)?;
         // The key, or a key on each side of it: the search the read just made, on pages it
         // left in the cache (two whole keys compared would fetch the last one's record).
-        let covers = guard.read(|page| {
-            NodeRef::new(page).is_ok_and(|node| {
-                node.is_leaf()
-                    && match node.search(key) {
-                        Ok(_) => true,
-                        Err(at) => at > 0 && at < node.count(),
-                    }
-            })
-        });
+        let covers = guard
+            .read(|page| NodeRef::new(page).is_ok_and(|node| leaf_covers(&node, key).is_some()));
         if !covers {
             return None;
         }
@@ -87,7 +90,88 @@ impl BTree {
         Some(Resume {
             guard,
             depth: height - 1,
-            shape: hint.shape,
+            shape,
         })
+    }
+
+    /// Whether `key` has a hint whose leaf covers it (see the module documentation).
+    pub(super) fn hint_covers(&self, key: &[u8]) -> bool {
+        self.hinted_guard(key).is_some_and(|(guard, _)| {
+            guard.read(|page| NodeRef::new(page).is_ok_and(|n| leaf_covers(&n, key).is_some()))
+        })
+    }
+
+    /// A read of `key` at its hinted leaf, when the hint holds: whether the key is there
+    /// (its value copied into `out`, cleared first). `None`: no usable hint, nothing read.
+    /// A page that does not decode is left to the descent, which reports it.
+    pub(super) fn hinted_get(&self, key: &[u8], out: &mut Vec<u8>) -> Option<bool> {
+        let (guard, _) = self.hinted_guard(key)?;
+        let found = guard.read(|page| {
+            let node = NodeRef::new(page).ok()?;
+            let at = leaf_covers(&node, key)?;
+            out.clear();
+            if let Ok(i) = at {
+                out.extend_from_slice(node.value(i));
+            }
+            Some(at.is_ok())
+        })?;
+        self.bump(|s| s.leaf_hints += 1);
+        Some(found)
+    }
+}
+
+/// Where `key` is in `node` when the leaf's range holds it: found (`Ok`), or absent between
+/// two of its keys (`Err`); `None` when `node` is no leaf or the key lies beyond its keys
+/// (its range may end before it: another leaf may hold it).
+fn leaf_covers(node: &NodeRef<'_>, key: &[u8]) -> Option<Result<usize, usize>> {
+    if !node.is_leaf() {
+        return None;
+    }
+    match node.search(key) {
+        Ok(i) => Some(Ok(i)),
+        Err(at) if at > 0 && at < node.count() => Some(Err(at)),
+        Err(_) => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{LocalDb, Options};
+
+    /// A hint that names the wrong leaf (as two keys whose hashes collide would leave) must
+    /// not answer for a key beyond that leaf's keys: the read descends and finds it.
+    #[test]
+    fn a_hint_naming_another_leaf_never_answers_for_a_key_beyond_it() {
+        let dir = std::env::temp_dir().join(format!("ringdb-hint-test-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let options = Options {
+            fresh: true,
+            direct: false,
+            pool_pages: 256,
+            ..Options::default()
+        };
+        let mut db = LocalDb::open(&dir, options).expect("open");
+        let key = |i: u32| i.to_be_bytes();
+        for i in 0..2_000u32 {
+            db.insert(&key(i), &[7u8; 100]).expect("insert");
+        }
+        let h = db.handle();
+        let found = db.runtime().block_on(async move {
+            let tree = h.tree();
+            let mut out = Vec::new();
+            assert!(tree.get_into(&key(0), &mut out).await.expect("get"));
+            let first_leaf = tree.hints[key_hash(&key(0)) as usize % HINT_SLOTS]
+                .get()
+                .leaf;
+            // The last key lives in another leaf, past every key of the first one.
+            tree.remember_leaf(&key(1_999), first_leaf);
+            assert_eq!(tree.hinted_get(&key(1_999), &mut out), None);
+            let found = tree.get_into(&key(1_999), &mut out).await.expect("get");
+            (found, out.len())
+        });
+        assert_eq!(found.expect("runs"), (true, 100));
+        drop(db);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -275,8 +275,28 @@ impl BTree {
     /// Copies the value of `key` into `out` (cleared first) and says whether it was present:
     /// a caller that reads many values reuses one buffer instead of an allocation per read.
     pub async fn get_into(&self, key: &[u8], out: &mut Vec<u8>) -> Result<bool, StorageError> {
+        if let Some(found) = self.hinted_get(key, out) {
+            return Ok(found);
+        }
         self.run(|t, _, resume| t.get_attempt(key, out, resume))
             .await
+    }
+
+    /// Whether every page on the way to `key`'s leaf is in the pool (`false`: one is not,
+    /// nothing was read). The leaf found is remembered as the key's hint (`hint.rs`), so a
+    /// read or write of the key soon after starts there: a probe costs a read its descent,
+    /// not a second one.
+    pub fn probe_resident(&self, key: &[u8]) -> Result<bool, StorageError> {
+        if self.hint_covers(key) {
+            return Ok(true);
+        }
+        match self.descend_to_leaf(key, None)? {
+            Ok(leaf) => {
+                self.remember_leaf(key, leaf.pid());
+                Ok(true)
+            }
+            Err(_) => Ok(false),
+        }
     }
 
     /// [`get_into`](Self::get_into) if every page on the way is in the pool: `None` where one
@@ -364,8 +384,8 @@ impl BTree {
         out: &mut Vec<u8>,
         resume: Option<Resume>,
     ) -> Result<Attempt<bool>, StorageError> {
-        let leaf = match self.descend_from(key, resume)? {
-            Ok(descent) => descent.leaf,
+        let leaf = match self.descend_to_leaf(key, resume)? {
+            Ok(leaf) => leaf,
             Err(n) => return Ok(Err(n)),
         };
         self.remember_leaf(key, leaf.pid());

@@ -65,6 +65,38 @@ impl BTree {
         key: &[u8],
         resume: Option<Resume>,
     ) -> Result<Attempt<Descent>, StorageError> {
+        let mut path = Vec::new();
+        let keep = |guard, index| path.push(PathStep { guard, index });
+        Ok(self
+            .descend_with(key, resume, keep)?
+            .map(|(leaf, from_root)| Descent {
+                path,
+                leaf,
+                from_root,
+            }))
+    }
+
+    /// [`descend_from`](Self::descend_from) for a read: the leaf alone, each inner node's pin
+    /// dropped once its child is pinned (nothing else runs in between on this thread, and a
+    /// read changes nothing above the leaf), so no path is built.
+    pub(super) fn descend_to_leaf(
+        &self,
+        key: &[u8],
+        resume: Option<Resume>,
+    ) -> Result<Attempt<PageGuard>, StorageError> {
+        Ok(self
+            .descend_with(key, resume, |_, _| {})?
+            .map(|(leaf, _)| leaf))
+    }
+
+    /// The descent both forms share: each inner node passed goes to `passed` with the child
+    /// index taken; returns the leaf and whether the descent started at the root.
+    fn descend_with(
+        &self,
+        key: &[u8],
+        resume: Option<Resume>,
+        mut passed: impl FnMut(PageGuard, usize),
+    ) -> Result<Attempt<(PageGuard, bool)>, StorageError> {
         let root = self.root.get();
         let height = root.height as usize;
         let from_root = resume.as_ref().is_none_or(|r| r.depth == 0);
@@ -83,14 +115,16 @@ impl BTree {
                 None => return Ok(Err(self.need_child(root.root, 0))),
             },
         };
-        let mut path = Vec::with_capacity(height.saturating_sub(depth + 1));
+        // A bound on the walk: one level per step, the height at most.
         while let Some((index, child)) = Self::route(&g, key)? {
             let Some(c) = self.bm.try_fix(child) else {
                 return Ok(Err(self.need_child(child, depth + 1)));
             };
-            path.push(PathStep { guard: g, index });
-            g = c;
+            passed(std::mem::replace(&mut g, c), index);
             depth += 1;
+            if depth >= height {
+                break;
+            }
         }
         if depth + 1 != height {
             return Err(Self::corrupt(
@@ -101,11 +135,7 @@ impl BTree {
                 },
             ));
         }
-        Ok(Ok(Descent {
-            path,
-            leaf: g,
-            from_root,
-        }))
+        Ok(Ok((g, from_root)))
     }
 
     /// What a descent that stopped before `pid` (at `depth`) asks for.

@@ -36,7 +36,19 @@ pub(crate) async fn prefetch_keys<'k>(
     handle: &DbHandle,
     keys: impl Iterator<Item = (TableId, &'k [u8])>,
 ) -> Result<(), TxnError> {
-    let reads = keys.take(PREFETCH_KEYS_MAX).map(|(table, key)| async move {
+    // First the pages already in the pool, without a task each: a probe is the descent the
+    // read will not repeat (it starts at the leaf the probe remembered). Then the rest, read
+    // together.
+    let mut missing = Vec::new();
+    for (table, key) in keys.take(PREFETCH_KEYS_MAX) {
+        if !handle.probe_resident_in(table, key)? {
+            missing.push((table, key));
+        }
+    }
+    if missing.is_empty() {
+        return Ok(());
+    }
+    let reads = missing.into_iter().map(|(table, key)| async move {
         let mut value = Vec::new();
         handle.get_into_in(table, key, &mut value).await.map(|_| ())
     });
