@@ -121,3 +121,35 @@ fn a_short_scan_locks_only_up_to_its_last_pair() {
         })
         .unwrap();
 }
+
+/// A short scan first reads without a lock, then locks what it read: when the lock had to
+/// wait for a writer that then committed into that part, it reads again and returns the
+/// writer's value, not what it read before waiting.
+#[test]
+fn a_short_scan_that_waited_for_its_lock_returns_what_the_writer_committed() {
+    let (mut db, table) = small_db("short-scan-waits", 10);
+    let h = db.handle();
+    let io = db.runtime().io();
+    let scanned = db
+        .runtime()
+        .block_on(async move {
+            let mut scanner = h.begin();
+            let mut holder = h.begin();
+            // The younger holder has an uncommitted write inside the first two pairs.
+            holder.put(table, &key(1), b"held").await.unwrap();
+            let scan = io.spawn(async move {
+                let (unbounded, forward) = (Bound::Unbounded, Direction::Forward);
+                let pairs = scanner.scan(table, unbounded, unbounded, forward, 2).await;
+                scanner.commit().await.unwrap();
+                pairs.unwrap()
+            });
+            yield_rounds(5).await;
+            holder.commit().await.unwrap();
+            let pairs = scan.await;
+            assert_eq!(h.txn_stats().waits, 1, "the scan waited for the holder");
+            pairs
+        })
+        .unwrap();
+    let values: Vec<&[u8]> = scanned.iter().map(|(_, v)| v.as_slice()).collect();
+    assert_eq!(values, [&b"v0"[..], &b"held"[..]]);
+}

@@ -329,6 +329,21 @@ impl Row for Item {
     }
 }
 
+impl Stock {
+    /// S_QUANTITY alone (the row's first field), without decoding the rest: what StockLevel
+    /// reads of each of its two hundred rows.
+    pub fn quantity_of(bytes: &[u8]) -> Result<i32, RowError> {
+        RowReader::new(Self::TABLE, bytes).i32()
+    }
+}
+
+impl OrderLine {
+    /// OL_I_ID alone (the row's first field): what StockLevel reads of each line.
+    pub fn item_of(bytes: &[u8]) -> Result<u32, RowError> {
+        RowReader::new(Self::TABLE, bytes).u32()
+    }
+}
+
 /// A STOCK row.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Stock {

@@ -4,7 +4,7 @@
 use super::codec::{Row, Text};
 use super::population;
 use super::random::{nurand, Constants};
-use super::rows::{History, Order, OrderLine};
+use super::rows::{History, Order, OrderLine, Stock};
 use super::scale::TpccScale;
 use super::tables::LoadedMeta;
 use rand::rngs::SmallRng;
@@ -125,4 +125,21 @@ fn tpcc_nurand_stays_in_range_and_is_skewed() {
         let v = nurand(&mut rng, 255, 100, 0, 29);
         assert!(v <= 29);
     }
+}
+
+#[test]
+fn tpcc_stock_level_projections_agree_with_the_whole_row() {
+    let mut rng = SmallRng::seed_from_u64(8);
+    let scale = TpccScale::standard(1);
+    for _ in 0..50 {
+        let stock = population::stock(&mut rng);
+        let bytes = stock.encode();
+        assert_eq!(Stock::quantity_of(&bytes), Ok(stock.quantity));
+        let order = population::order(&mut rng, 3, true, 1);
+        let line = population::order_line(&mut rng, &scale, 1, &order);
+        assert_eq!(OrderLine::item_of(&line.encode()), Ok(line.item));
+    }
+    // A row too short for the field is an error, not a panic.
+    assert!(Stock::quantity_of(&[1, 2, 3]).is_err());
+    assert!(OrderLine::item_of(&[]).is_err());
 }

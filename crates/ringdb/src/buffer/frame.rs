@@ -290,6 +290,9 @@ pub(super) struct Inner {
     /// Whether each page read's verification is timed into the stats
     /// ([`BufferManager::time_verification`](super::BufferManager::time_verification)).
     pub(super) time_verification: Cell<bool>,
+    /// Changes made to pages so far (every `mark_changed`): a reader that saw no change
+    /// between two points knows every page read in between is as it was.
+    pub(super) changes: Cell<u64>,
     /// Resident pages that are dirty.
     pub(super) dirty: Cell<usize>,
     /// Of those, the structural ones (never stolen under a log).
@@ -352,6 +355,7 @@ impl Inner {
             poisoned: Cell::new(false),
             stats: Cell::new(PoolStats::default()),
             time_verification: Cell::new(false),
+            changes: Cell::new(0),
             dirty: Cell::new(0),
             structural_dirty: Cell::new(0),
             in_checkpoint: Cell::new(0),

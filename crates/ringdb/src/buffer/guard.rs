@@ -100,6 +100,7 @@ impl PageGuard {
         let s = st.slots[self.slot].as_mut().expect("pinned slot");
         self.assert_holds(s, "written");
         let (dirty, structural) = s.mark_changed(change, version, || inner.rec_lsn_now());
+        inner.changes.set(inner.changes.get() + 1);
         if dirty {
             inner.dirty.set(inner.dirty.get() + 1);
         }

@@ -161,6 +161,12 @@ impl BufferManager {
         &self.inner.io
     }
 
+    /// How many changes pages have had (any page of this pool): equal at two points on the
+    /// pool's thread means no page changed in between.
+    pub fn changes(&self) -> u64 {
+        self.inner.changes.get()
+    }
+
     /// The first page id never allocated (the data file's size in pages).
     pub fn next_pid(&self) -> PageId {
         self.inner.state.borrow().next_pid

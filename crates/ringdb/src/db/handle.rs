@@ -442,6 +442,12 @@ impl DbHandle {
         (self.tree.buffer().view(), self.tables.published_roots())
     }
 
+    /// How many changes the database's pages have had so far (see
+    /// [`BufferManager::changes`](crate::buffer::BufferManager::changes)).
+    pub(crate) fn page_changes(&self) -> u64 {
+        self.tree.buffer().changes()
+    }
+
     /// The tree, for this crate's tests and the benchmarks' calibration: not part of the API.
     #[doc(hidden)]
     pub fn tree(&self) -> &BTree {

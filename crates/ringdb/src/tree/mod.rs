@@ -103,8 +103,8 @@ pub struct TreeStats {
     pub read_ahead_batches: u64,
     /// Pages those batches read (pages already resident are not read again).
     pub read_ahead_pages: u64,
-    /// Inserts that began at the leaf a read of their key had just found (`hint.rs`)
-    /// instead of at the root.
+    /// Reads and inserts that began at the leaf a read (or a prefetch's probe) of their key
+    /// had just found (`hint.rs`) instead of at the root.
     pub leaf_hints: u64,
 }
 

@@ -8,7 +8,8 @@
 //! observed (up to its last pair), so inserts beyond it (a new order at the end of a
 //! district) do not wait for this transaction. A short scan (at most 16 pairs) does better:
 //! it first finds, without a lock, where its limit cuts the range, and locks and reads only
-//! the part up to there, so it never waits for inserts beyond what it returns. Under read
+//! the part up to there, so it never waits for inserts beyond what it returns (and when no
+//! page changed between that first read and the lock, it returns what it read). Under read
 //! committed the range lock is released as soon as the tree was read: what it saw was
 //! committed, nothing more.
 
@@ -106,6 +107,7 @@ impl Transaction {
         direction: Direction,
         limit: usize,
     ) -> Result<Option<Vec<(Vec<u8>, Vec<u8>)>>, TxnError> {
+        let changes_before = self.handle.page_changes();
         let seen = self
             .read_merged(table, (start, end), direction, limit)
             .await?;
@@ -124,6 +126,11 @@ impl Transaction {
         match locked {
             Ok(id) => self.ranges.push((table, id)),
             Err(refusal) => return Err(self.refused(refusal).await),
+        }
+        if self.handle.page_changes() == changes_before {
+            // No page changed since the read without a lock began (its own writes are in
+            // its write set, not the tree): a read under the lock would return these pairs.
+            return Ok(Some(seen));
         }
         let pairs = self.read_merged(table, bounds, direction, limit).await?;
         Ok((pairs.len() == limit).then_some(pairs))
