@@ -16,7 +16,8 @@ use crate::error::ConflictWith;
 use crate::ids::TableId;
 use crate::memory::{Meter, PartBytes};
 use std::cell::{Cell, RefCell};
-use std::collections::{BTreeMap, HashMap};
+use rustc_hash::FxHashMap;
+use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::rc::Rc;
 
@@ -76,7 +77,7 @@ pub(crate) enum Blocker {
 /// The lock table (see the module doc).
 #[derive(Default)]
 pub(crate) struct LockTable {
-    pub(crate) tables: RefCell<HashMap<TableId, TableLocks>>,
+    pub(crate) tables: RefCell<FxHashMap<TableId, TableLocks>>,
     /// The last range-lock number or waiter ticket handed out.
     last_ticket: Cell<u64>,
     /// Bytes of the entries, range locks and their heap parts.
@@ -112,7 +113,7 @@ impl LockTable {
     /// Counts `after` bytes where there were `before`, and measures the table again.
     pub(crate) fn account(
         &self,
-        tables: &HashMap<TableId, TableLocks>,
+        tables: &FxHashMap<TableId, TableLocks>,
         before: usize,
         after: usize,
     ) {
@@ -128,7 +129,9 @@ impl LockTable {
         let mut tables = self.tables.borrow_mut();
         let locks = tables.entry(table).or_default();
         let mut blocker = None;
-        if let Some((k, entry)) = locks.keys.get_key_value(key) {
+        let found = locks.keys.get_key_value(key);
+        let known = found.is_some();
+        if let Some((k, entry)) = found {
             match entry.check(age, exclusive) {
                 KeyCheck::Held => return Attempt::Granted(Grant::AlreadyHeld),
                 KeyCheck::Die(holder, with) => {
@@ -167,7 +170,7 @@ impl LockTable {
         if let Some(blocker) = blocker {
             return Attempt::Wait(blocker);
         }
-        let (before, after, grant) = grant_key(locks, key, age, exclusive);
+        let (before, after, grant) = grant_key(locks, key, age, exclusive, known);
         if matches!(grant, Grant::Key(_)) {
             self.held.set(self.held.get() + 1);
         }
@@ -248,15 +251,19 @@ fn queued_in_range<'a>(
         .min_by_key(|(_, w)| w.age)
 }
 
-/// Grants a request [`LockTable::try_key`] found nothing in the way of; returns the bytes of
-/// the key's entry before and after, and the grant.
+/// Grants a request [`LockTable::try_key`] found nothing in the way of (`known`: the key
+/// has an entry already); returns the bytes of the key's entry before and after, and the
+/// grant.
 fn grant_key(
     locks: &mut TableLocks,
     key: &[u8],
     age: Age,
     exclusive: bool,
+    known: bool,
 ) -> (usize, usize, Grant) {
-    let Some(entry) = locks.keys.get_mut(key) else {
+    let entry = if known { locks.keys.get_mut(key) } else { None };
+    let Some(entry) = entry else {
+        debug_assert!(!locks.keys.contains_key(key), "a new key has no entry");
         let k: Rc<[u8]> = Rc::from(key);
         let entry = KeyEntry::new(age, exclusive);
         let after = entry_bytes(key.len(), &entry);

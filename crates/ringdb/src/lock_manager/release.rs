@@ -6,6 +6,7 @@
 use super::locks::{entry_bytes, LockTable};
 use super::Age;
 use crate::ids::TableId;
+use std::collections::btree_map::Entry;
 use std::ops::Bound;
 use std::rc::Rc;
 use std::task::Waker;
@@ -24,11 +25,16 @@ impl LockTable {
         let (mut before, mut after) = (0, 0);
         for (table, key) in keys {
             let locks = tables.get_mut(table).expect("a held key's table has locks");
-            let entry = locks.keys.get_mut(&**key).expect("a held key has an entry");
+            // One search per key: the entry found is the one removed (the `Rc` is the
+            // table's own key, so the clone allocates nothing).
+            let Entry::Occupied(mut found) = locks.keys.entry(key.clone()) else {
+                panic!("a held key has an entry");
+            };
+            let entry = found.get_mut();
             before += entry_bytes(key.len(), entry);
             wake.extend(entry.waiters.drain(..).map(|w| w.waker));
             if entry.release(age) {
-                locks.keys.remove(&**key);
+                found.remove();
             } else {
                 after += entry_bytes(key.len(), entry);
             }
