@@ -84,7 +84,7 @@ pub async fn find_customer(
                 scan_prefix(txn, index, &prefix, Direction::Forward, NAME_GROUP_MAX).await?;
             let missing = || TpccError::MissingRow {
                 table: "CUSTOMER (by last name)",
-                key: prefix.clone(),
+                key: prefix.to_vec(),
             };
             let middle = group.len().checked_sub(1).ok_or_else(missing)? / 2;
             keys::customer_id_of_name_key(&group[middle].0).ok_or_else(missing)?

@@ -6,54 +6,103 @@
 /// Bytes a last or first name takes in the customer-by-name key (both are at most 16).
 pub const NAME_KEY_BYTES: usize = 16;
 
-/// A key built field by field.
-struct KeyBuilder(Vec<u8>);
+/// Bytes of the longest key (customer-by-name: 4 + 1 + 16 + 16 + 4).
+pub const KEY_BYTES_MAX: usize = 41;
+
+/// A key, its bytes inline (no allocation: a NewOrder builds some fifty of them). Reads as a
+/// byte slice.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Key {
+    len: u8,
+    bytes: [u8; KEY_BYTES_MAX],
+}
+
+impl Key {
+    /// Its bytes.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.bytes[..usize::from(self.len)]
+    }
+}
+
+impl std::ops::Deref for Key {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        self.as_bytes()
+    }
+}
+
+impl PartialOrd for Key {
+    fn partial_cmp(&self, other: &Key) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Key {
+    /// Byte order, as the tree orders keys.
+    fn cmp(&self, other: &Key) -> std::cmp::Ordering {
+        self.as_bytes().cmp(other.as_bytes())
+    }
+}
+
+impl std::fmt::Debug for Key {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:02x?}", self.as_bytes())
+    }
+}
+
+/// A key built field by field (every key of this module fits [`KEY_BYTES_MAX`]).
+struct KeyBuilder(Key);
 
 impl KeyBuilder {
-    fn new(capacity: usize) -> Self {
-        KeyBuilder(Vec::with_capacity(capacity))
+    fn new() -> Self {
+        KeyBuilder(Key {
+            len: 0,
+            bytes: [0; KEY_BYTES_MAX],
+        })
     }
-    fn u32(mut self, v: u32) -> Self {
-        self.0.extend_from_slice(&v.to_be_bytes());
+    fn push(mut self, bytes: &[u8]) -> Self {
+        let at = usize::from(self.0.len);
+        self.0.bytes[at..at + bytes.len()].copy_from_slice(bytes);
+        self.0.len += bytes.len() as u8;
         self
     }
-    fn u8(mut self, v: u32) -> Self {
+    fn u32(self, v: u32) -> Self {
+        self.push(&v.to_be_bytes())
+    }
+    fn u8(self, v: u32) -> Self {
         let byte = u8::try_from(v).expect("a district or line number fits a byte (scale checked)");
-        self.0.push(byte);
-        self
+        self.push(&[byte])
     }
     /// `text` padded with zero bytes to `NAME_KEY_BYTES`: a shorter name sorts first, as in
     /// a string comparison.
-    fn name(mut self, bytes: &[u8]) -> Self {
+    fn name(self, bytes: &[u8]) -> Self {
         assert!(bytes.len() <= NAME_KEY_BYTES, "names are at most 16 bytes");
-        self.0.extend_from_slice(bytes);
-        self.0
-            .resize(self.0.len() + NAME_KEY_BYTES - bytes.len(), 0);
-        self
+        let padding = [0u8; NAME_KEY_BYTES];
+        self.push(bytes).push(&padding[bytes.len()..])
     }
-    fn done(self) -> Vec<u8> {
+    fn done(self) -> Key {
         self.0
     }
 }
 
 /// WAREHOUSE: (W_ID).
-pub fn warehouse(w: u32) -> Vec<u8> {
-    KeyBuilder::new(4).u32(w).done()
+pub fn warehouse(w: u32) -> Key {
+    KeyBuilder::new().u32(w).done()
 }
 
 /// DISTRICT: (D_W_ID, D_ID).
-pub fn district(w: u32, d: u32) -> Vec<u8> {
-    KeyBuilder::new(5).u32(w).u8(d).done()
+pub fn district(w: u32, d: u32) -> Key {
+    KeyBuilder::new().u32(w).u8(d).done()
 }
 
 /// CUSTOMER: (C_W_ID, C_D_ID, C_ID).
-pub fn customer(w: u32, d: u32, c: u32) -> Vec<u8> {
-    KeyBuilder::new(9).u32(w).u8(d).u32(c).done()
+pub fn customer(w: u32, d: u32, c: u32) -> Key {
+    KeyBuilder::new().u32(w).u8(d).u32(c).done()
 }
 
 /// The customer-by-name index: (C_W_ID, C_D_ID, C_LAST, C_FIRST, C_ID).
-pub fn customer_by_name(w: u32, d: u32, last: &[u8], first: &[u8], c: u32) -> Vec<u8> {
-    KeyBuilder::new(41)
+pub fn customer_by_name(w: u32, d: u32, last: &[u8], first: &[u8], c: u32) -> Key {
+    KeyBuilder::new()
         .u32(w)
         .u8(d)
         .name(last)
@@ -63,12 +112,8 @@ pub fn customer_by_name(w: u32, d: u32, last: &[u8], first: &[u8], c: u32) -> Ve
 }
 
 /// The prefix of every customer-by-name key of `last` in district (w, d).
-pub fn customer_name_prefix(w: u32, d: u32, last: &str) -> Vec<u8> {
-    KeyBuilder::new(21)
-        .u32(w)
-        .u8(d)
-        .name(last.as_bytes())
-        .done()
+pub fn customer_name_prefix(w: u32, d: u32, last: &str) -> Key {
+    KeyBuilder::new().u32(w).u8(d).name(last.as_bytes()).done()
 }
 
 /// The customer id at the end of a customer-by-name key, if the key has the index's shape.
@@ -81,10 +126,10 @@ pub fn customer_id_of_name_key(key: &[u8]) -> Option<u32> {
 /// then the customer (H_C_W_ID, H_C_D_ID, H_C_ID) and the customer's payment count, which
 /// makes it unique. The paying warehouse first: the row lives where the Payment runs (its
 /// shard), even when the customer is remote.
-pub fn history(paid_at: (u32, u32), customer: (u32, u32, u32), payment: u32) -> Vec<u8> {
+pub fn history(paid_at: (u32, u32), customer: (u32, u32, u32), payment: u32) -> Key {
     let (w, d) = paid_at;
     let (cw, cd, c) = customer;
-    KeyBuilder::new(18)
+    KeyBuilder::new()
         .u32(w)
         .u8(d)
         .u32(cw)
@@ -95,38 +140,38 @@ pub fn history(paid_at: (u32, u32), customer: (u32, u32, u32), payment: u32) -> 
 }
 
 /// NEW-ORDER: (NO_W_ID, NO_D_ID, NO_O_ID).
-pub fn new_order(w: u32, d: u32, o: u32) -> Vec<u8> {
-    KeyBuilder::new(9).u32(w).u8(d).u32(o).done()
+pub fn new_order(w: u32, d: u32, o: u32) -> Key {
+    KeyBuilder::new().u32(w).u8(d).u32(o).done()
 }
 
 /// ORDER: (O_W_ID, O_D_ID, O_ID).
-pub fn order(w: u32, d: u32, o: u32) -> Vec<u8> {
-    KeyBuilder::new(9).u32(w).u8(d).u32(o).done()
+pub fn order(w: u32, d: u32, o: u32) -> Key {
+    KeyBuilder::new().u32(w).u8(d).u32(o).done()
 }
 
 /// The order-by-customer index: (O_W_ID, O_D_ID, O_C_ID, O_ID).
-pub fn order_by_customer(w: u32, d: u32, c: u32, o: u32) -> Vec<u8> {
-    KeyBuilder::new(13).u32(w).u8(d).u32(c).u32(o).done()
+pub fn order_by_customer(w: u32, d: u32, c: u32, o: u32) -> Key {
+    KeyBuilder::new().u32(w).u8(d).u32(c).u32(o).done()
 }
 
 /// ORDER-LINE: (OL_W_ID, OL_D_ID, OL_O_ID, OL_NUMBER).
-pub fn order_line(w: u32, d: u32, o: u32, number: u32) -> Vec<u8> {
-    KeyBuilder::new(10).u32(w).u8(d).u32(o).u8(number).done()
+pub fn order_line(w: u32, d: u32, o: u32, number: u32) -> Key {
+    KeyBuilder::new().u32(w).u8(d).u32(o).u8(number).done()
 }
 
 /// ITEM: (I_ID).
-pub fn item(i: u32) -> Vec<u8> {
-    KeyBuilder::new(4).u32(i).done()
+pub fn item(i: u32) -> Key {
+    KeyBuilder::new().u32(i).done()
 }
 
 /// STOCK: (S_W_ID, S_I_ID).
-pub fn stock(w: u32, i: u32) -> Vec<u8> {
-    KeyBuilder::new(8).u32(w).u32(i).done()
+pub fn stock(w: u32, i: u32) -> Key {
+    KeyBuilder::new().u32(w).u32(i).done()
 }
 
 /// The prefix every key of district (w, d) starts with (NEW-ORDER, ORDER, ORDER-LINE, the
 /// indexes).
-pub fn district_prefix(w: u32, d: u32) -> Vec<u8> {
+pub fn district_prefix(w: u32, d: u32) -> Key {
     district(w, d)
 }
 

@@ -52,7 +52,7 @@ pub async fn order_status(
         // Only without isolation: the order's lines are not all in yet (or half delivered).
         return Err(TpccError::MissingRow {
             table: "ORDER-LINE (fewer lines than the order's O_OL_CNT)",
-            key: keys::order(w, d, o),
+            key: keys::order(w, d, o).to_vec(),
         });
     }
     debug_assert!(quantity > 0 || lines.is_empty());

@@ -12,7 +12,7 @@
 
 use super::error::TpccError;
 use super::input::{CustomerChoice, NewOrderInput, PaymentInput};
-use super::keys;
+use super::keys::{self, Key};
 use super::tables::TpccTables;
 use super::txn::TpccTxn;
 use ringdb::TableId;
@@ -25,7 +25,7 @@ pub async fn new_order(
     input: &NewOrderInput,
 ) -> Result<(), TpccError> {
     let (w, d) = (input.warehouse, input.district);
-    let mut rows: Vec<(TableId, Vec<u8>)> = Vec::with_capacity(3 + 2 * input.lines.len());
+    let mut rows: Vec<(TableId, Key)> = Vec::with_capacity(3 + 2 * input.lines.len());
     rows.push((tables.warehouse, keys::warehouse(w)));
     rows.push((tables.district, keys::district(w, d)));
     rows.push((tables.customer, keys::customer(w, d, input.customer)));
@@ -60,7 +60,7 @@ pub async fn payment(
 }
 
 /// Prefetches `rows` in one batch.
-async fn fetch(txn: &TpccTxn<'_>, rows: &[(TableId, Vec<u8>)]) -> Result<(), TpccError> {
-    let keys: Vec<(TableId, &[u8])> = rows.iter().map(|(t, k)| (*t, k.as_slice())).collect();
+async fn fetch(txn: &TpccTxn<'_>, rows: &[(TableId, Key)]) -> Result<(), TpccError> {
+    let keys: Vec<(TableId, &[u8])> = rows.iter().map(|(t, k)| (*t, k.as_bytes())).collect();
     txn.prefetch(&keys).await
 }

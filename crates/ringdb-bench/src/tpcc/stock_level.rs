@@ -52,7 +52,7 @@ pub async fn stock_level(
         let bytes = txn.get(tables.stock, &key).await?;
         let bytes = bytes.ok_or_else(|| TpccError::MissingRow {
             table: Stock::TABLE,
-            key: key.clone(),
+            key: key.to_vec(),
         })?;
         if Stock::quantity_of(&bytes)? < input.threshold {
             low += 1;
