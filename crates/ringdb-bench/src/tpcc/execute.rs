@@ -8,7 +8,7 @@ use super::input::{TxChoice, TxInput};
 use super::new_order::new_order;
 use super::order_status::order_status;
 use super::payment::payment;
-use super::phases::{timed, Phase};
+use super::phases::{Phase, Timer};
 use super::stock_level::stock_level;
 use super::tables::TpccTables;
 use super::txn::{PlacedContext, TpccTxn};
@@ -111,8 +111,9 @@ pub(crate) async fn execute_in(
     };
     match done {
         Ok(TxOutcome::Committed) => {
-            let committed = timed(Phase::Commit, txn.commit()).await;
-            let committed = committed.map_err(TpccError::from);
+            let timer = Timer::start(Phase::Commit);
+            let committed = txn.commit().await.map_err(TpccError::from);
+            drop(timer);
             committed.map_err(|e| conflict_or(e, timestamp))?;
             Ok(TxOutcome::Committed)
         }

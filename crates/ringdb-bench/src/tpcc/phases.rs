@@ -1,7 +1,7 @@
 //! Where a transaction's cycles go, phase by phase, for `ringdb micro txn-cost`.
 //!
 //! The transactions' calls into the engine ([`TpccTxn`](super::txn::TpccTxn)'s reads, writes,
-//! scans and prefetch, the commit in `execute.rs`) each run inside [`timed`], which adds the
+//! scans and prefetch, the commit in `execute.rs`) each hold a [`Timer`], which adds the
 //! time-stamp ticks the call took to its [`Phase`] while a [`Meter`] is armed on the thread.
 //! What no phase covers is the transaction's own code: decoding and encoding rows, computing
 //! the order's total, the async state machines around the calls.
@@ -9,7 +9,7 @@
 //! The meter is per thread because the transactions of a database run on its thread: with one
 //! transaction at a time (the micro runs them so) the ticks between a call's start and its end
 //! are that call's, and in memory nothing waits for a device in between. A run of the mix
-//! (many tasks interleaved) never arms it: [`timed`] is then one thread-local read.
+//! (many tasks interleaved) never arms it: a [`Timer`] is then one thread-local read.
 
 use ringdb_lab::counters::rdtsc;
 use std::cell::Cell;
@@ -116,26 +116,36 @@ fn armed() -> bool {
     TICKS.with(|t| t.get().is_some())
 }
 
-/// Runs `work`, adding the ticks it took to `phase` when a meter is armed.
-pub async fn timed<T>(phase: Phase, work: impl std::future::Future<Output = T>) -> T {
-    if !armed() {
-        return work.await;
+/// Times a phase from its start to its drop (an early return included) when a meter is
+/// armed; otherwise it holds nothing and costs a thread-local read. A guard rather than a
+/// wrapper future: wrapping would move every call's future into another one.
+pub struct Timer {
+    phase: Phase,
+    start: Option<u64>,
+}
+
+impl Timer {
+    /// Starts timing `phase`.
+    pub fn start(phase: Phase) -> Timer {
+        Timer {
+            phase,
+            start: armed().then(rdtsc),
+        }
     }
-    let start = rdtsc();
-    let out = work.await;
-    add(phase, rdtsc().saturating_sub(start));
-    out
+}
+
+impl Drop for Timer {
+    fn drop(&mut self) {
+        if let Some(start) = self.start {
+            add(self.phase, rdtsc().saturating_sub(start));
+        }
+    }
 }
 
 /// Runs `work` (synchronous), adding the ticks it took to `phase` when a meter is armed.
 pub fn timed_now<T>(phase: Phase, work: impl FnOnce() -> T) -> T {
-    if !armed() {
-        return work();
-    }
-    let start = rdtsc();
-    let out = work();
-    add(phase, rdtsc().saturating_sub(start));
-    out
+    let _timer = Timer::start(phase);
+    work()
 }
 
 #[cfg(test)]

@@ -8,7 +8,7 @@
 //! shard writes) are the engine's; nothing of them is here.
 
 use super::error::TpccError;
-use super::phases::{timed, Phase};
+use super::phases::{Phase, Timer};
 use super::placement::Placement;
 use super::tables::TpccTables;
 use ringdb::{DbTransaction, Direction, TableId, Transaction};
@@ -78,13 +78,11 @@ impl<'t> TpccTxn<'t> {
 
     /// The value of `key` in `table`, under a shared lock.
     pub async fn get(&mut self, table: TableId, key: &[u8]) -> Result<Option<Vec<u8>>, TpccError> {
-        timed(Phase::Read, async {
-            Ok(match self {
-                TpccTxn::Local(txn) => txn.get(table, key).await?,
-                TpccTxn::Placed(p) => p.at(table, key).get_async(key).await?,
-            })
+        let _timer = Timer::start(Phase::Read);
+        Ok(match self {
+            TpccTxn::Local(txn) => txn.get(table, key).await?,
+            TpccTxn::Placed(p) => p.at(table, key).get_async(key).await?,
         })
-        .await
     }
 
     /// The value of `key` in `table`, under an exclusive lock (it will be written).
@@ -93,37 +91,31 @@ impl<'t> TpccTxn<'t> {
         table: TableId,
         key: &[u8],
     ) -> Result<Option<Vec<u8>>, TpccError> {
-        timed(Phase::ReadForUpdate, async {
-            Ok(match self {
-                TpccTxn::Local(txn) => txn.get_for_update(table, key).await?,
-                TpccTxn::Placed(p) => p.at(table, key).get_for_update_async(key).await?,
-            })
+        let _timer = Timer::start(Phase::ReadForUpdate);
+        Ok(match self {
+            TpccTxn::Local(txn) => txn.get_for_update(table, key).await?,
+            TpccTxn::Placed(p) => p.at(table, key).get_for_update_async(key).await?,
         })
-        .await
     }
 
     /// Writes `value` under `key` in `table` at commit.
     pub async fn put(&mut self, table: TableId, key: &[u8], value: &[u8]) -> Result<(), TpccError> {
-        timed(Phase::Write, async {
-            match self {
-                TpccTxn::Local(txn) => txn.put(table, key, value).await?,
-                TpccTxn::Placed(p) => p.at(table, key).insert_async(key, value).await?,
-            }
-            Ok(())
-        })
-        .await
+        let _timer = Timer::start(Phase::Write);
+        match self {
+            TpccTxn::Local(txn) => txn.put(table, key, value).await?,
+            TpccTxn::Placed(p) => p.at(table, key).insert_async(key, value).await?,
+        }
+        Ok(())
     }
 
     /// Deletes `key` from `table` at commit.
     pub async fn delete(&mut self, table: TableId, key: &[u8]) -> Result<(), TpccError> {
-        timed(Phase::Write, async {
-            match self {
-                TpccTxn::Local(txn) => txn.delete(table, key).await?,
-                TpccTxn::Placed(p) => p.at(table, key).remove_async(key).await?,
-            }
-            Ok(())
-        })
-        .await
+        let _timer = Timer::start(Phase::Write);
+        match self {
+            TpccTxn::Local(txn) => txn.delete(table, key).await?,
+            TpccTxn::Placed(p) => p.at(table, key).remove_async(key).await?,
+        }
+        Ok(())
     }
 
     /// The pairs of `table` between `start` and `end`, at most `limit`, under a range lock;
@@ -136,22 +128,7 @@ impl<'t> TpccTxn<'t> {
         direction: Direction,
         limit: usize,
     ) -> Result<Rows, TpccError> {
-        timed(
-            Phase::Scan,
-            self.scan_untimed(table, start, end, direction, limit),
-        )
-        .await
-    }
-
-    /// [`scan`](Self::scan) without the meter.
-    async fn scan_untimed(
-        &mut self,
-        table: TableId,
-        start: Bound<&[u8]>,
-        end: Bound<&[u8]>,
-        direction: Direction,
-        limit: usize,
-    ) -> Result<Rows, TpccError> {
+        let _timer = Timer::start(Phase::Scan);
         let p = match self {
             TpccTxn::Local(txn) => {
                 return Ok(txn.scan(table, start, end, direction, limit).await?)
@@ -172,11 +149,7 @@ impl<'t> TpccTxn<'t> {
     /// Faults in the pages of the home shard's `keys` together (no locks); other shards'
     /// keys are read when their part reads them.
     pub async fn prefetch(&self, keys: &[(TableId, &[u8])]) -> Result<(), TpccError> {
-        timed(Phase::Prefetch, self.prefetch_untimed(keys)).await
-    }
-
-    /// [`prefetch`](Self::prefetch) without the meter.
-    async fn prefetch_untimed(&self, keys: &[(TableId, &[u8])]) -> Result<(), TpccError> {
+        let _timer = Timer::start(Phase::Prefetch);
         let p = match self {
             TpccTxn::Local(txn) => return Ok(txn.prefetch(keys).await?),
             TpccTxn::Placed(p) => p,
