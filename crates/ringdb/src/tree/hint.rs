@@ -7,7 +7,9 @@
 //! the read's descent (a page-table lookup and a node search per level).
 //!
 //! A transaction reads a key twice the same way: its prefetch probes the key's leaf before it
-//! takes a lock (`BTree::probe_resident`), then its read copies the value.
+//! takes a lock (`BTree::probe_resident`), then its read copies the value. And inserts come
+//! in runs near each other (an order's lines): besides the hints by key, a tree remembers the
+//! leaf its last insert went to, and an insert of a key without a hint tries that leaf.
 //!
 //! A hint is the key's hash, the leaf's page and the tree's shape when the read found it. A
 //! write or read uses it only when all of these hold, else it descends from the root as before:
@@ -77,6 +79,12 @@ impl BTree {
     /// conditions hold.
     pub(super) fn hinted_leaf(&self, key: &[u8]) -> Option<Resume> {
         let (guard, shape) = self.hinted_guard(key)?;
+        self.resume_at_leaf(guard, shape, key)
+    }
+
+    /// A descent resumed at the pinned leaf `guard` (taken under `shape`, the present one),
+    /// when the leaf covers `key`; counted as a hint used.
+    fn resume_at_leaf(&self, guard: PageGuard, shape: u64, key: &[u8]) -> Option<Resume> {
         // The key, or a key on each side of it: the search the read just made, on pages it
         // left in the cache (two whole keys compared would fetch the last one's record).
         let covers = guard
@@ -92,6 +100,28 @@ impl BTree {
             depth: height - 1,
             shape,
         })
+    }
+
+    /// Remembers `leaf` as where the last insert that fit went, under the present shape.
+    pub(super) fn remember_insert(&self, leaf: PageId) {
+        self.last_insert.set(LeafHint {
+            hash: 0,
+            leaf,
+            shape: self.shape.get(),
+            set: true,
+        });
+    }
+
+    /// Where an insert of `key` may start when its own key has no hint: the leaf the last
+    /// insert went to, when the module's conditions hold for it (inserts in key order, the
+    /// lines of an order, land on one leaf until it splits).
+    pub(super) fn last_insert_leaf(&self, key: &[u8]) -> Option<Resume> {
+        let last = self.last_insert.get();
+        if !last.set || last.shape != self.shape.get() {
+            return None;
+        }
+        let guard = self.bm.try_fix(last.leaf)?;
+        self.resume_at_leaf(guard, last.shape, key)
     }
 
     /// Whether `key` has a hint whose leaf covers it (see the module documentation).
@@ -171,6 +201,64 @@ mod tests {
             (found, out.len())
         });
         assert_eq!(found.expect("runs"), (true, 100));
+        drop(db);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Inserts in a run start at the leaf the one before went to; a remembered leaf that
+    /// does not cover the key (here forged: the first leaf, for a key past it) is not used.
+    #[test]
+    fn inserts_in_a_run_start_at_the_last_leaf_and_only_where_it_covers_the_key() {
+        let dir = std::env::temp_dir().join(format!("ringdb-run-test-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let options = Options {
+            fresh: true,
+            direct: false,
+            pool_pages: 256,
+            ..Options::default()
+        };
+        let mut db = LocalDb::open(&dir, options).expect("open");
+        let key = |i: u32| i.to_be_bytes();
+        for i in (0..4_000u32).step_by(2) {
+            db.insert(&key(i), &[7u8; 100]).expect("insert");
+        }
+        let h = db.handle();
+        let (hinted, found) = db
+            .runtime()
+            .block_on(async move {
+                let tree = h.tree();
+                let before = tree.stats().leaf_hints;
+                for i in (1_001..1_101u32).step_by(2) {
+                    tree.insert(&key(i), &[1u8; 100]).await.expect("insert");
+                }
+                let hinted = tree.stats().leaf_hints - before;
+                let mut out = Vec::new();
+                assert!(tree.get_into(&key(0), &mut out).await.expect("get"));
+                let first_leaf = tree.hints[key_hash(&key(0)) as usize % HINT_SLOTS]
+                    .get()
+                    .leaf;
+                tree.remember_insert(first_leaf);
+                tree.insert(&key(3_001), &[2u8; 100]).await.expect("insert");
+                // Found by a descent from the root (the key has no hint of its own).
+                let found = tree.get_into(&key(3_001), &mut out).await.expect("get");
+                (hinted, found)
+            })
+            .expect("runs");
+        // 50 inserts; those after a split (a new shape) descend from the root.
+        assert!(
+            hinted >= 25,
+            "{hinted} of 50 inserts started at the last leaf"
+        );
+        assert!(found, "the key went to the leaf that covers it");
+        let all = db
+            .range(
+                std::ops::Bound::Unbounded,
+                std::ops::Bound::Unbounded,
+                usize::MAX,
+            )
+            .expect("scan");
+        assert_eq!(all.len(), 2_000 + 50 + 1);
+        assert!(all.windows(2).all(|w| w[0].0 < w[1].0), "keys in order");
         drop(db);
         let _ = std::fs::remove_dir_all(&dir);
     }

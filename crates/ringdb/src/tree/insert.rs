@@ -47,6 +47,7 @@ impl BTree {
             // Records change inside the leaf, its key range stays: stealable under a log.
             leaf.write_content(|p| NodeMut::new(p).upsert(key, value))
                 .map_err(|e| Self::corrupt(leaf.pid(), e))?;
+            self.remember_insert(leaf.pid());
             return Ok(Ok(exists));
         }
         // A split may carry up to the root: it needs the whole path.

@@ -104,7 +104,8 @@ pub struct TreeStats {
     /// Pages those batches read (pages already resident are not read again).
     pub read_ahead_pages: u64,
     /// Reads and inserts that began at the leaf a read (or a prefetch's probe) of their key
-    /// had just found (`hint.rs`) instead of at the root.
+    /// had just found, or an insert at the leaf the last insert went to (`hint.rs`), instead
+    /// of at the root.
     pub leaf_hints: u64,
 }
 
@@ -124,6 +125,8 @@ pub struct BTree {
     published: OnceCell<(Arc<PublishedRoots>, usize)>,
     /// Where recent reads found their keys' leaves, for writes of the same keys (`hint.rs`).
     hints: hint::LeafHints,
+    /// The leaf the last insert that fit went to, for the next insert near it (`hint.rs`).
+    last_insert: Cell<hint::LeafHint>,
 }
 
 /// One step of a descent: the inner node's guard and the child index taken.
@@ -158,6 +161,7 @@ impl BTree {
             shape: Cell::new(0),
             published: OnceCell::new(),
             hints: std::array::from_fn(|_| Cell::new(hint::LeafHint::default())),
+            last_insert: Cell::new(hint::LeafHint::default()),
         }
     }
 
@@ -312,7 +316,8 @@ impl BTree {
     /// Inserts or replaces; returns whether the key existed.
     pub async fn insert(&self, key: &[u8], value: &[u8]) -> Result<bool, WriteError> {
         self.check_record(key, value)?;
-        self.run_from(self.hinted_leaf(key), |t, res, resume| {
+        let start = self.hinted_leaf(key).or_else(|| self.last_insert_leaf(key));
+        self.run_from(start, |t, res, resume| {
             t.insert_attempt(key, value, res, resume)
         })
         .await
