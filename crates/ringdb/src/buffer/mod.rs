@@ -267,6 +267,25 @@ impl BufferManager {
         }
     }
 
+    /// Starts pinning `pid` without waiting for it, in two steps for a batch of pages, so that
+    /// their cache misses overlap instead of following one another (`tree/probe.rs`):
+    /// `Lookup` fetches the page-table entry's line; `Frame` (after every page's `Lookup`)
+    /// reads the entry and fetches the slot's cells and the frame's header. A later
+    /// [`try_fix`](Self::try_fix) then finds them in the cache. Nothing is pinned or changed.
+    pub fn prefetch_pin(&self, pid: PageId, step: PinStep) {
+        let inner = &self.inner;
+        let st = inner.state.borrow();
+        match step {
+            PinStep::Lookup => st.table.prefetch_home(pid),
+            PinStep::Frame => {
+                if let Some((slot, frame_hint)) = st.table.get_with_hint(pid) {
+                    guard::prefetch_line((&inner.cells[slot] as *const cells::SlotCells).cast());
+                    inner.prefetch_frame(frame_hint);
+                }
+            }
+        }
+    }
+
     /// Fails unless `n` more pages can be allocated on the target (free ids or room to grow):
     /// a split checks this before it changes anything, so a full device never leaves half a
     /// split behind.
@@ -387,4 +406,13 @@ impl BufferManager {
         drop(st);
         inner.wake_frame_waiters(1);
     }
+}
+
+/// The steps of [`BufferManager::prefetch_pin`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PinStep {
+    /// Fetch the page-table entry's line.
+    Lookup,
+    /// Read the entry; fetch the slot's cells and the frame's header.
+    Frame,
 }

@@ -171,6 +171,14 @@ impl PageTable {
         t.find(*pid).map(|i| t.entries[i].slot_and_hint().0)
     }
 
+    /// Starts fetching the line of the entry where `pid`'s probe starts (see
+    /// `BufferManager::prefetch_pin`).
+    #[inline]
+    pub(super) fn prefetch_home(&self, pid: PageId) {
+        let t = &self.shared;
+        super::guard::prefetch_line((&t.entries[t.home(pid)] as *const Entry).cast());
+    }
+
     /// `pid`'s slot and frame hint ([`NO_FRAME`] until one is set).
     #[inline]
     pub(super) fn get_with_hint(&self, pid: PageId) -> Option<(usize, u32)> {

@@ -11,7 +11,7 @@
 use super::handle::DbHandle;
 use crate::catalog::TableId;
 use crate::error::{ReadError, StorageError, WaitFor, WriteError};
-use crate::tree::BTree;
+use crate::tree::{probe_all, BTree, Probe};
 use crate::wal::Op;
 use std::rc::Rc;
 
@@ -143,16 +143,28 @@ impl DbHandle {
         Ok(self.tree_of(table)?.get_resident_into(key, out)?)
     }
 
-    /// Whether every page on the way to `key` in `table` is in the pool (nothing read), the
-    /// leaf remembered for the next read or write of the key (`BTree::probe_resident`).
-    pub(crate) fn probe_resident_in(&self, table: TableId, key: &[u8]) -> Result<bool, ReadError> {
+    /// For each of `keys` (table, key), whether every page on the way to it is in the pool,
+    /// probed a level at a time for all of them (`tree/probe.rs`); the leaves found are the
+    /// keys' hints. Nothing is read.
+    pub(crate) fn probe_resident_all(
+        &self,
+        keys: &[(TableId, &[u8])],
+    ) -> Result<Vec<bool>, ReadError> {
         if let Some(first) = self.first_failure() {
             return Err(ReadError::Failed { first });
         }
-        if table == TableId::DEFAULT {
-            return Ok(self.tree.probe_resident(key)?);
+        if let [(table, key)] = keys {
+            // One key: nothing to overlap.
+            return Ok(vec![self.tree_of(*table)?.probe_resident(key)?]);
         }
-        Ok(self.tree_of(table)?.probe_resident(key)?)
+        let trees = (keys.iter())
+            .map(|(table, _)| self.tree_of(*table))
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut probes: Vec<Probe<'_>> = (trees.iter().zip(keys))
+            .map(|(tree, (_, key))| Probe::new(tree, key))
+            .collect();
+        probe_all(&mut probes)?;
+        Ok(probes.iter().map(Probe::resident).collect())
     }
 
     /// Inserts or replaces in `table`; returns whether the key existed. With a log, a commit

@@ -66,6 +66,7 @@ mod hint;
 mod insert;
 mod invariants;
 pub mod optimistic;
+mod probe;
 mod remove;
 mod resume;
 mod scan;
@@ -77,6 +78,7 @@ pub use crate::meta::TreeRoot;
 pub use optimistic::PublishedRoots;
 #[cfg(any(test, feature = "__internal"))]
 pub use optimistic::{Optimistic, OPTIMISTIC_TRIES};
+pub(crate) use probe::{probe_all, Probe};
 pub use scan::{Direction, READ_AHEAD_PAGES};
 #[cfg(any(test, feature = "__internal"))]
 pub use trace::timestamp;

@@ -36,15 +36,15 @@ pub(crate) async fn prefetch_keys<'k>(
     handle: &DbHandle,
     keys: impl Iterator<Item = (TableId, &'k [u8])>,
 ) -> Result<(), TxnError> {
-    // First the pages already in the pool, without a task each: a probe is the descent the
-    // read will not repeat (it starts at the leaf the probe remembered). Then the rest, read
-    // together.
-    let mut missing = Vec::new();
-    for (table, key) in keys.take(PREFETCH_KEYS_MAX) {
-        if !handle.probe_resident_in(table, key)? {
-            missing.push((table, key));
-        }
-    }
+    // First the pages already in the pool, without a task each, probed a level at a time for
+    // all keys (`tree/probe.rs`): a probe is the descent the read will not repeat (it starts
+    // at the leaf the probe remembered). Then the rest, read together.
+    let keys: Vec<(TableId, &[u8])> = keys.take(PREFETCH_KEYS_MAX).collect();
+    let resident = handle.probe_resident_all(&keys)?;
+    let missing: Vec<(TableId, &[u8])> = (keys.iter().zip(resident))
+        .filter(|(_, resident)| !resident)
+        .map(|(key, _)| *key)
+        .collect();
     if missing.is_empty() {
         return Ok(());
     }
