@@ -167,21 +167,12 @@ fn leaf_covers(node: &NodeRef<'_>, key: &[u8]) -> Option<Result<usize, usize>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{LocalDb, Options};
 
     /// A hint that names the wrong leaf (as two keys whose hashes collide would leave) must
     /// not answer for a key beyond that leaf's keys: the read descends and finds it.
     #[test]
     fn a_hint_naming_another_leaf_never_answers_for_a_key_beyond_it() {
-        let dir = std::env::temp_dir().join(format!("ringdb-hint-test-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        let options = Options {
-            fresh: true,
-            direct: false,
-            pool_pages: 256,
-            ..Options::default()
-        };
-        let mut db = LocalDb::open(&dir, options).expect("open");
+        let (dir, mut db) = crate::tree::test_db("hint-test", 256);
         let key = |i: u32| i.to_be_bytes();
         for i in 0..2_000u32 {
             db.insert(&key(i), &[7u8; 100]).expect("insert");
@@ -209,15 +200,7 @@ mod tests {
     /// does not cover the key (here forged: the first leaf, for a key past it) is not used.
     #[test]
     fn inserts_in_a_run_start_at_the_last_leaf_and_only_where_it_covers_the_key() {
-        let dir = std::env::temp_dir().join(format!("ringdb-run-test-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        let options = Options {
-            fresh: true,
-            direct: false,
-            pool_pages: 256,
-            ..Options::default()
-        };
-        let mut db = LocalDb::open(&dir, options).expect("open");
+        let (dir, mut db) = crate::tree::test_db("run-test", 256);
         let key = |i: u32| i.to_be_bytes();
         for i in (0..4_000u32).step_by(2) {
             db.insert(&key(i), &[7u8; 100]).expect("insert");

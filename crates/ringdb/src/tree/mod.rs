@@ -407,3 +407,19 @@ impl BTree {
         })
     }
 }
+
+/// A fresh database in a directory of its own under the system's temporary one, with a pool
+/// of `pool_pages`, for this module's unit tests; remove the directory when done.
+#[cfg(test)]
+pub(crate) fn test_db(name: &str, pool_pages: usize) -> (std::path::PathBuf, crate::LocalDb) {
+    let dir = std::env::temp_dir().join(format!("ringdb-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let options = crate::Options {
+        fresh: true,
+        direct: false,
+        pool_pages,
+        ..crate::Options::default()
+    };
+    let db = crate::LocalDb::open(&dir, options).expect("open");
+    (dir, db)
+}

@@ -122,21 +122,12 @@ impl BTree {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{LocalDb, Options};
 
     /// A level at a time for all keys says what one key at a time says: resident or not,
     /// in two trees, with a pool far smaller than the data (most leaves are not resident).
     #[test]
     fn probing_all_at_once_agrees_with_one_at_a_time() {
-        let dir = std::env::temp_dir().join(format!("ringdb-probe-test-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        let options = Options {
-            fresh: true,
-            direct: false,
-            pool_pages: 64,
-            ..Options::default()
-        };
-        let mut db = LocalDb::open(&dir, options).expect("open");
+        let (dir, mut db) = crate::tree::test_db("probe-test", 64);
         let other = db.create_table("other").expect("table");
         let key = |i: u32| i.to_be_bytes();
         for i in 0..3_000u32 {
@@ -149,31 +140,21 @@ mod tests {
         let default_tree = h.tree();
         let other_tree = h.tree_of(other).expect("tree");
         let keys: Vec<[u8; 4]> = (0..40u32).map(|i| key(i * 73 % 3_000)).collect();
-        let mut probes: Vec<Probe<'_>> = keys
-            .iter()
-            .enumerate()
-            .map(|(i, k)| {
-                let tree = if i % 2 == 0 {
-                    default_tree
-                } else {
-                    &*other_tree
-                };
-                Probe::new(tree, k)
-            })
+        // Even keys in the default tree, odd ones in the other.
+        let tree_of = |i: usize| {
+            if i % 2 == 0 {
+                default_tree
+            } else {
+                &*other_tree
+            }
+        };
+        let mut probes: Vec<Probe<'_>> = (keys.iter().enumerate())
+            .map(|(i, k)| Probe::new(tree_of(i), k))
             .collect();
         probe_all(&mut probes).expect("probe");
         let all: Vec<bool> = probes.iter().map(Probe::resident).collect();
-        let one_by_one: Vec<bool> = keys
-            .iter()
-            .enumerate()
-            .map(|(i, k)| {
-                let tree = if i % 2 == 0 {
-                    default_tree
-                } else {
-                    &*other_tree
-                };
-                tree.probe_resident(k).expect("probe")
-            })
+        let one_by_one: Vec<bool> = (keys.iter().enumerate())
+            .map(|(i, k)| tree_of(i).probe_resident(k).expect("probe"))
             .collect();
         assert_eq!(all, one_by_one);
         assert!(all.iter().any(|r| *r) && all.iter().any(|r| !r), "{all:?}");
