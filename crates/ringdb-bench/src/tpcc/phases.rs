@@ -1,6 +1,6 @@
 //! Where a transaction's cycles go, phase by phase, for `ringdb micro txn-cost`.
 //!
-//! The transactions' calls into the engine ([`TpccTxn`](super::txn::TpccTxn)'s reads, writes,
+//! The transactions' calls into the engine (`TpccTxn`'s reads, writes,
 //! scans and prefetch, the commit in `execute.rs`) each hold a [`Timer`], which adds the
 //! time-stamp ticks the call took to its [`Phase`] while a [`Meter`] is armed on the thread.
 //! What no phase covers is the transaction's own code: decoding and encoding rows, computing

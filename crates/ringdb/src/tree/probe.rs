@@ -142,7 +142,7 @@ mod tests {
         let keys: Vec<[u8; 4]> = (0..40u32).map(|i| key(i * 73 % 3_000)).collect();
         // Even keys in the default tree, odd ones in the other.
         let tree_of = |i: usize| {
-            if i % 2 == 0 {
+            if i.is_multiple_of(2) {
                 default_tree
             } else {
                 &*other_tree
