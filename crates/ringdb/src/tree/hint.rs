@@ -167,19 +167,23 @@ fn leaf_covers(node: &NodeRef<'_>, key: &[u8]) -> Option<Result<usize, usize>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tree::TestPool;
+
+    fn key(i: u32) -> [u8; 4] {
+        i.to_be_bytes()
+    }
 
     /// A hint that names the wrong leaf (as two keys whose hashes collide would leave) must
     /// not answer for a key beyond that leaf's keys: the read descends and finds it.
     #[test]
     fn a_hint_naming_another_leaf_never_answers_for_a_key_beyond_it() {
-        let (dir, mut db) = crate::tree::test_db("hint-test", 256);
-        let key = |i: u32| i.to_be_bytes();
-        for i in 0..2_000u32 {
-            db.insert(&key(i), &[7u8; 100]).expect("insert");
-        }
-        let h = db.handle();
-        let found = db.runtime().block_on(async move {
-            let tree = h.tree();
+        let mut pool = TestPool::new("hint-test", 256);
+        let bm = pool.bm.clone();
+        let found = pool.runtime.block_on(async move {
+            let tree = BTree::create(bm).await.expect("tree");
+            for i in 0..2_000u32 {
+                tree.insert(&key(i), &[7u8; 100]).await.expect("insert");
+            }
             let mut out = Vec::new();
             assert!(tree.get_into(&key(0), &mut out).await.expect("get"));
             let first_leaf = tree.hints[key_hash(&key(0)) as usize % HINT_SLOTS]
@@ -192,24 +196,22 @@ mod tests {
             (found, out.len())
         });
         assert_eq!(found.expect("runs"), (true, 100));
-        drop(db);
-        let _ = std::fs::remove_dir_all(&dir);
+        let _ = std::fs::remove_dir_all(&pool.dir);
     }
 
     /// Inserts in a run start at the leaf the one before went to; a remembered leaf that
     /// does not cover the key (here forged: the first leaf, for a key past it) is not used.
     #[test]
     fn inserts_in_a_run_start_at_the_last_leaf_and_only_where_it_covers_the_key() {
-        let (dir, mut db) = crate::tree::test_db("run-test", 256);
-        let key = |i: u32| i.to_be_bytes();
-        for i in (0..4_000u32).step_by(2) {
-            db.insert(&key(i), &[7u8; 100]).expect("insert");
-        }
-        let h = db.handle();
-        let (hinted, found) = db
-            .runtime()
+        let mut pool = TestPool::new("run-test", 256);
+        let bm = pool.bm.clone();
+        let (hinted, found, all) = pool
+            .runtime
             .block_on(async move {
-                let tree = h.tree();
+                let tree = BTree::create(bm).await.expect("tree");
+                for i in (0..4_000u32).step_by(2) {
+                    tree.insert(&key(i), &[7u8; 100]).await.expect("insert");
+                }
                 let before = tree.stats().leaf_hints;
                 for i in (1_001..1_101u32).step_by(2) {
                     tree.insert(&key(i), &[1u8; 100]).await.expect("insert");
@@ -224,7 +226,9 @@ mod tests {
                 tree.insert(&key(3_001), &[2u8; 100]).await.expect("insert");
                 // Found by a descent from the root (the key has no hint of its own).
                 let found = tree.get_into(&key(3_001), &mut out).await.expect("get");
-                (hinted, found)
+                let unbounded = std::ops::Bound::Unbounded;
+                let all = tree.range(unbounded, unbounded, usize::MAX).await;
+                (hinted, found, all.expect("scan"))
             })
             .expect("runs");
         // 50 inserts; those after a split (a new shape) descend from the root.
@@ -233,16 +237,8 @@ mod tests {
             "{hinted} of 50 inserts started at the last leaf"
         );
         assert!(found, "the key went to the leaf that covers it");
-        let all = db
-            .range(
-                std::ops::Bound::Unbounded,
-                std::ops::Bound::Unbounded,
-                usize::MAX,
-            )
-            .expect("scan");
         assert_eq!(all.len(), 2_000 + 50 + 1);
         assert!(all.windows(2).all(|w| w[0].0 < w[1].0), "keys in order");
-        drop(db);
-        let _ = std::fs::remove_dir_all(&dir);
+        let _ = std::fs::remove_dir_all(&pool.dir);
     }
 }

@@ -408,18 +408,42 @@ impl BTree {
     }
 }
 
-/// A fresh database in a directory of its own under the system's temporary one, with a pool
-/// of `pool_pages`, for this module's unit tests; remove the directory when done.
+/// A fresh pool of `frames` 4 KiB frames over a file in a directory of its own under the
+/// system's temporary one, for this module's unit tests (below the database layer: trees over
+/// a buffer manager, driven by the runtime). Remove the directory when done; keep the file.
 #[cfg(test)]
-pub(crate) fn test_db(name: &str, pool_pages: usize) -> (std::path::PathBuf, crate::LocalDb) {
-    let dir = std::env::temp_dir().join(format!("ringdb-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let options = crate::Options {
-        fresh: true,
-        direct: false,
-        pool_pages,
-        ..crate::Options::default()
-    };
-    let db = crate::LocalDb::open(&dir, options).expect("open");
-    (dir, db)
+pub(crate) struct TestPool {
+    pub(crate) dir: std::path::PathBuf,
+    pub(crate) _file: std::fs::File,
+    pub(crate) runtime: ringdb_io::Runtime,
+    pub(crate) bm: BufferManager,
+}
+
+#[cfg(test)]
+impl TestPool {
+    pub(crate) fn new(name: &str, frames: usize) -> TestPool {
+        use std::os::fd::AsRawFd;
+        let dir = std::env::temp_dir().join(format!("ringdb-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("dir");
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(dir.join("data"))
+            .expect("file");
+        let cfg = crate::buffer::PoolConfig::new(4096, frames);
+        let pool = ringdb_io::FixedBufferPool::new(frames, 4096).expect("frames");
+        let io = ringdb_io::IoConfig::default();
+        let runtime =
+            ringdb_io::Runtime::from_config(&io, &[file.as_raw_fd()], Some(pool)).expect("runtime");
+        let bm = BufferManager::new(runtime.io(), ringdb_io::FileId(0), cfg, 0).expect("pool");
+        TestPool {
+            dir,
+            _file: file,
+            runtime,
+            bm,
+        }
+    }
 }

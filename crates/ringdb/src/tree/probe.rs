@@ -122,44 +122,40 @@ impl BTree {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tree::TestPool;
 
     /// A level at a time for all keys says what one key at a time says: resident or not,
     /// in two trees, with a pool far smaller than the data (most leaves are not resident).
     #[test]
     fn probing_all_at_once_agrees_with_one_at_a_time() {
-        let (dir, mut db) = crate::tree::test_db("probe-test", 64);
-        let other = db.create_table("other").expect("table");
-        let key = |i: u32| i.to_be_bytes();
-        for i in 0..3_000u32 {
-            db.insert(&key(i), &[7u8; 200]).expect("insert");
-            db.in_table(other)
-                .insert(&key(i), &[8u8; 200])
-                .expect("insert");
-        }
-        let h = db.handle();
-        let default_tree = h.tree();
-        let other_tree = h.tree_of(other).expect("tree");
-        let keys: Vec<[u8; 4]> = (0..40u32).map(|i| key(i * 73 % 3_000)).collect();
-        // Even keys in the default tree, odd ones in the other.
-        let tree_of = |i: usize| {
-            if i.is_multiple_of(2) {
-                default_tree
-            } else {
-                &*other_tree
-            }
-        };
-        let mut probes: Vec<Probe<'_>> = (keys.iter().enumerate())
-            .map(|(i, k)| Probe::new(tree_of(i), k))
-            .collect();
-        probe_all(&mut probes).expect("probe");
-        let all: Vec<bool> = probes.iter().map(Probe::resident).collect();
-        let one_by_one: Vec<bool> = (keys.iter().enumerate())
-            .map(|(i, k)| tree_of(i).probe_resident(k).expect("probe"))
-            .collect();
+        let mut pool = TestPool::new("probe-test", 64);
+        let bm = pool.bm.clone();
+        let (all, one_by_one) = pool
+            .runtime
+            .block_on(async move {
+                let key = |i: u32| i.to_be_bytes();
+                let first = BTree::create(bm.clone()).await.expect("tree");
+                let second = BTree::create(bm).await.expect("tree");
+                for i in 0..3_000u32 {
+                    first.insert(&key(i), &[7u8; 200]).await.expect("insert");
+                    second.insert(&key(i), &[8u8; 200]).await.expect("insert");
+                }
+                let keys: Vec<[u8; 4]> = (0..40u32).map(|i| key(i * 73 % 3_000)).collect();
+                // Even keys in the first tree, odd ones in the second.
+                let tree_of = |i: usize| if i.is_multiple_of(2) { &first } else { &second };
+                let mut probes: Vec<Probe<'_>> = (keys.iter().enumerate())
+                    .map(|(i, k)| Probe::new(tree_of(i), k))
+                    .collect();
+                probe_all(&mut probes).expect("probe");
+                let all: Vec<bool> = probes.iter().map(Probe::resident).collect();
+                let one_by_one: Vec<bool> = (keys.iter().enumerate())
+                    .map(|(i, k)| tree_of(i).probe_resident(k).expect("probe"))
+                    .collect();
+                (all, one_by_one)
+            })
+            .expect("runs");
         assert_eq!(all, one_by_one);
         assert!(all.iter().any(|r| *r) && all.iter().any(|r| !r), "{all:?}");
-        drop(probes);
-        drop(db);
-        let _ = std::fs::remove_dir_all(&dir);
+        let _ = std::fs::remove_dir_all(&pool.dir);
     }
 }
