@@ -122,7 +122,7 @@ impl BTree {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tree::TestPool;
+    use crate::tree::{TestPool, TreeRoot};
 
     /// A level at a time for all keys says what one key at a time says: resident or not,
     /// in two trees, with a pool far smaller than the data (most leaves are not resident).
@@ -156,6 +156,36 @@ mod tests {
             .expect("runs");
         assert_eq!(all, one_by_one);
         assert!(all.iter().any(|r| *r) && all.iter().any(|r| !r), "{all:?}");
+        let _ = std::fs::remove_dir_all(&pool.dir);
+    }
+
+    /// A leaf found above the depth the tree's height names (a damaged tree, forged here by
+    /// a wrong height) is reported as corruption by the probe, as by a read, never a panic.
+    #[test]
+    fn a_leaf_at_the_wrong_depth_is_corruption() {
+        let mut pool = TestPool::new("probe-depth-test", 64);
+        let bm = pool.bm.clone();
+        let (probed, read) = pool
+            .runtime
+            .block_on(async move {
+                let tree = BTree::create(bm).await.expect("tree");
+                tree.insert(b"k", b"v").await.expect("insert");
+                let root = tree.root.get();
+                tree.root.set(TreeRoot {
+                    height: root.height + 1,
+                    ..root
+                });
+                let mut probes = [Probe::new(&tree, b"k"), Probe::new(&tree, b"j")];
+                let probed = probe_all(&mut probes).map(|_| ());
+                let read = tree.get(b"k").await.map(|_| ());
+                tree.root.set(root);
+                (probed, read)
+            })
+            .expect("runs");
+        for result in [probed, read] {
+            let error = result.expect_err("a leaf above its depth is damage");
+            assert!(format!("{error}").contains("depth"), "{error}");
+        }
         let _ = std::fs::remove_dir_all(&pool.dir);
     }
 }
